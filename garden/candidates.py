@@ -1,0 +1,51 @@
+"""A candidate on its way through the pipeline, and the evidence it carries."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .models import PacketItem, Record
+
+CURATED_KINDS = ("state", "decision")
+
+
+@dataclass
+class Candidate:
+    record: Record
+    scores: dict[str, float] = field(default_factory=dict)   # each retriever's raw score
+    score: float = 0.0                                       # the score the lane ranks by
+    labels: list[str] = field(default_factory=list)
+    why: list[str] = field(default_factory=list)
+    reason: str | None = None        # rejection reason once rejected
+    detail: str | None = None
+    certain: bool = False            # reached by an explicit id or a provenance link
+    predecessors: list["Candidate"] = field(default_factory=list)   # ride right behind this one
+    successor: "Candidate | None" = None
+
+    @property
+    def id(self) -> str:
+        return self.record.id
+
+    @property
+    def lane(self) -> str:
+        return "curated" if self.record.kind in CURATED_KINDS else "evidence"
+
+    def label(self, name: str, why: str | None = None) -> None:
+        if name not in self.labels:
+            self.labels.append(name)
+        if why and why not in self.why:
+            self.why.append(why)
+
+    def reject(self, reason: str, detail: str | None = None) -> None:
+        if self.reason is None:
+            self.reason, self.detail = reason, detail
+
+    def item(self) -> PacketItem:
+        r = self.record
+        return PacketItem(id=r.id, kind=r.kind, fidelity=r.effective_fidelity, labels=list(self.labels),
+                          score=round(self.score, 6), why=list(self.why), text=r.body,
+                          superseded_by=r.superseded_by if "conflicting_or_superseded" in self.labels else None)
+
+
+def by_score(cands: list[Candidate]) -> list[Candidate]:
+    """Best first, ties broken by id."""
+    return sorted(cands, key=lambda c: (-c.score, c.id))

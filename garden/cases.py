@@ -1,0 +1,195 @@
+"""Cases: loading, inheritance of controls, and checking every expectation kind.
+
+A case is only meaningful with its negative controls. Each control inherits the case's
+story, query, as_of, budget, hints, include_private, settings and session unless it sets
+its own. Every failed expectation is one specific sentence.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from ._yaml import describe_pydantic_error, read_yaml
+from .errors import GardenError, StoryError
+from .models import Case, Control, Expect, Packet, Story
+from .query import QuerySpec
+from .stories import load_story, resolve_story_path
+
+
+@dataclass
+class Query:
+    """One runnable query of a case: the case itself or one of its controls."""
+
+    name: str | None              # None for the case itself
+    story_path: Path
+    spec_fields: dict
+    expect: Expect
+
+
+@dataclass
+class LoadedCase:
+    case: Case
+    path: Path
+    suite: str
+    queries: list[Query]
+
+    @property
+    def id(self) -> str:
+        return self.case.id
+
+
+def suite_of(path: Path) -> str:
+    for part in reversed(path.resolve().parts[:-1]):
+        if part in ("regression", "challenge"):
+            return part
+    return "cases"
+
+
+INHERITED = ("query", "as_of", "budget", "hints", "include_private", "settings", "session")
+
+
+def load_case(path: str | Path) -> LoadedCase:
+    """Validate a case file and everything it names; raise GardenError (exit 2) on bad input."""
+    path = Path(path)
+    raw = read_yaml(path)
+    if not isinstance(raw, dict):
+        raise GardenError(f"{path}: a case must be a mapping (value {raw!r})")
+    try:
+        case = Case.model_validate(raw)
+    except ValidationError as exc:
+        lines = []
+        for err in exc.errors():
+            where, message = describe_pydantic_error(err)
+            lines.append(f"{path}: field {where}: {message}")
+        raise GardenError(lines) from None
+    if case.id != path.stem:
+        raise GardenError(f"{path}: field id: must equal the file stem {path.stem!r} (value {case.id!r})")
+    base = {name: getattr(case, name) for name in INHERITED}
+    queries = [Query(None, _story_path(path, case.story, "story"), base, case.expect)]
+    for n, control in enumerate(case.controls):
+        fields = dict(base)
+        for name in INHERITED:
+            value = getattr(control, name)
+            if value is not None:
+                fields[name] = value
+        story = control.story or case.story
+        where = f"controls[{n}] ({control.name}).story"
+        queries.append(Query(control.name, _story_path(path, story, where), fields, control.expect))
+    for q in queries:
+        _check_named_records(path, q)
+    return LoadedCase(case, path, suite_of(path), queries)
+
+
+def _story_path(case_path: Path, story: str, field_name: str) -> Path:
+    try:
+        return resolve_story_path(story, case_path.parent)
+    except GardenError as exc:
+        raise GardenError(f"{case_path}: field {field_name}: {exc.messages[0]}") from None
+
+
+def _check_named_records(path: Path, q: Query) -> None:
+    if q.expect.build_error:
+        return
+    try:
+        story = load_story(q.story_path)
+    except StoryError as exc:
+        raise GardenError(f"{path}: story {q.story_path} does not build: {exc.messages[0]}") from None
+    where = f"control {q.name!r}: " if q.name else ""
+    for fld, rid in q.expect.record_ids():
+        if rid not in story.by_id:
+            raise GardenError(f"{path}: {where}field expect.{fld}: {rid!r} names no record in story {story.story}")
+
+
+def spec_for(q: Query, story: Story) -> QuerySpec:
+    f = q.spec_fields
+    return QuerySpec(story=story, query=f["query"], as_of=f["as_of"], budget=f["budget"], hints=f["hints"],
+                     include_private=f["include_private"], settings=f["settings"], session=list(f["session"]),
+                     story_path=str(q.story_path))
+
+
+# --- expectations --------------------------------------------------------------
+
+
+def check(expect: Expect, packet: Packet, story: Story, include_private: bool) -> list[str]:
+    """Every failed expectation, one sentence each; the two always-on checks included."""
+    ids = packet.ids()
+    items = {item.id: item for item in packet.items}
+    rejected = {r.id: r.reason for r in packet.rejected}
+    failures: list[str] = []
+
+    def where(rid: str) -> str:
+        return f"rejected as {rejected[rid]}" if rid in rejected else "not a candidate"
+
+    if expect.build_error:
+        failures.append(f"build_error: expected story {story.story} to fail to build naming "
+                        f"{', '.join(expect.build_error)}, but it built")
+    if expect.decision and packet.decision != expect.decision:
+        failures.append(f"decision: expected {expect.decision}, got {packet.decision} ({packet.reason})")
+    if expect.lead and (not ids or ids[0] != expect.lead):
+        got = ids[0] if ids else "an empty packet"
+        extra = f"; {expect.lead} {where(expect.lead)}" if expect.lead not in items else ""
+        failures.append(f"lead: expected {expect.lead}, got {got}{extra}")
+    for rid in expect.include:
+        if rid not in items:
+            failures.append(f"include: {rid} is not in the packet ({where(rid)})")
+    for rid in expect.exclude:
+        if rid in items:
+            failures.append(f"exclude: {rid} is in the packet at position {ids.index(rid) + 1}")
+    if expect.sequence:
+        seq = expect.sequence
+        missing = [rid for rid in seq if rid not in items]
+        if missing:
+            failures.append(f"sequence: {', '.join(missing)} not in the packet ({'; '.join(where(m) for m in missing)})")
+        else:
+            start = ids.index(seq[0])
+            if ids[start:start + len(seq)] != seq:
+                failures.append(f"sequence: expected {' -> '.join(seq)} consecutive, got {' -> '.join(ids)}")
+    for a, b in expect.before:
+        if a not in items or b not in items:
+            absent = [x for x in (a, b) if x not in items]
+            failures.append(f"before: {', '.join(absent)} not in the packet, so {a} cannot be ahead of {b}")
+        elif ids.index(a) > ids.index(b):
+            failures.append(f"before: expected {a} ahead of {b}, got {b} at {ids.index(b) + 1} and {a} at {ids.index(a) + 1}")
+    for rid, labels in expect.labels.items():
+        if rid not in items:
+            failures.append(f"labels: {rid} is not in the packet ({where(rid)}), so it carries no labels")
+            continue
+        for label in labels:
+            if label not in items[rid].labels:
+                failures.append(f"labels: {rid} lacks {label} (has {', '.join(items[rid].labels) or 'none'})")
+    for rid, labels in expect.absent_labels.items():
+        for label in labels:
+            if rid in items and label in items[rid].labels:
+                failures.append(f"absent_labels: {rid} carries {label} ({'; '.join(items[rid].why)})")
+    for rid, reason in expect.rejected.items():
+        if rid in items:
+            failures.append(f"rejected: expected {rid} rejected as {reason}, but it is in the packet")
+        elif rejected.get(rid) != reason:
+            failures.append(f"rejected: expected {rid} rejected as {reason}, got {where(rid)}")
+    if expect.max_items is not None and len(ids) > expect.max_items:
+        failures.append(f"max_items: expected at most {expect.max_items} items, got {len(ids)}")
+    for needle in expect.warnings:
+        if not any(needle in w for w in packet.warnings):
+            failures.append(f"warnings: no warning mentions {needle!r} (warnings: {packet.warnings or 'none'})")
+    for item in packet.items:
+        record = story.by_id.get(item.id)
+        if record is not None and record.private and not include_private:
+            failures.append(f"privacy: private record {item.id} is in a packet whose query did not allow it")
+        if record is not None and record.kind == "control":
+            failures.append(f"control plane: control record {item.id} is in the packet")
+    return failures
+
+
+def check_build_error(expect: Expect, error: StoryError | None, story_path: Path) -> list[str]:
+    """For a story that failed to build: the failure must name every expected substring."""
+    if error is None:
+        return []
+    if not expect.build_error:
+        return [f"story {story_path} failed to build: {error.messages[0]}"]
+    failures = []
+    for needle in expect.build_error:
+        if not any(needle in line for line in error.messages):
+            failures.append(f"build_error: no build error names {needle!r} (errors: {' | '.join(error.messages)})")
+    return failures

@@ -1,0 +1,253 @@
+"""The `garden` command: a thin shell, each command one call into the library."""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import sys
+from pathlib import Path
+
+from .errors import GardenError
+
+EPILOG = "Bad input exits 2 with one located line per problem."
+
+
+def _date(text: str) -> dt.date:
+    try:
+        return dt.date.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a date (YYYY-MM-DD): {text!r}") from None
+
+
+def _standout(text: str) -> float:
+    from .models import check_standout
+
+    try:
+        value = float(text)
+    except ValueError:
+        value = text
+    try:
+        return check_standout(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _print_json(data) -> None:
+    print(json.dumps(data, indent=2, default=str))
+
+
+def cmd_check(args) -> int:
+    from .stories import build_index, find_story_files, resolve_story_path
+    from .errors import StoryError
+
+    paths = [resolve_story_path(s) for s in args.stories] if args.stories else find_story_files()
+    if not paths:
+        raise GardenError("no stories to check: fixtures/ holds no .yaml file")
+    status = 0
+    for path in paths:
+        try:
+            target = build_index(path)
+            print(f"ok {path} -> {target}")
+        except StoryError as exc:
+            status = 1
+            for line in exc.messages:
+                print(line)
+    print(f"{len(paths)} stories checked, {'errors found' if status else 'all valid'}")
+    return status
+
+
+def cmd_run(args) -> int:
+    from .runner import run_cases
+
+    report = run_cases(args.paths, args.pipeline)
+    if args.json:
+        _print_json(report.to_json())
+    else:
+        from .report import show_run
+
+        show_run(report)
+    return report.exit_code()
+
+
+def cmd_contrast(args) -> int:
+    from .runner import contrast
+
+    report = contrast(args.paths)
+    if args.json:
+        _print_json(report.to_json())
+    else:
+        from .report import show_contrast
+
+        show_contrast(report)
+    return 0
+
+
+def cmd_query(args) -> int:
+    from .models import Hints, Settings
+    from .pipelines import check_pipeline
+    from .runner import adhoc_spec, run_query
+
+    check_pipeline(args.pipeline)
+    hints = {"topics": [], "entities": []}
+    for hint in args.hint:
+        kind, _, value = hint.partition("=")
+        key = {"topic": "topics", "entity": "entities"}.get(kind)
+        if key is None or not value:
+            raise GardenError(f"--hint {hint!r}: expected topic=ID or entity=ID")
+        hints[key].append(value)
+    settings = Settings(standout=args.standout) if args.standout is not None else Settings()
+    from .stories import latest_date, load_story, resolve_story_path
+
+    as_of = args.as_of or latest_date(load_story(resolve_story_path(args.story)))
+    spec = adhoc_spec(args.story, args.text, as_of, args.budget, Hints(**hints), settings, args.include_private)
+    outcome = run_query(spec, args.pipeline)
+    if args.json:
+        _print_json(outcome.packet.model_dump(mode="json", exclude={"fallback"}))
+    else:
+        from .report import show_packet
+
+        show_packet(outcome.packet, args.pipeline)
+    return 0
+
+
+def cmd_promote(args) -> int:
+    from .runner import promote
+
+    target, results = promote(args.case, args.runs)
+    print(f"promoted {args.case} -> {target} after {len(results)} passing runs under default")
+    return 0
+
+
+def cmd_new_story(args) -> int:
+    from .scaffold import new_story
+
+    story, case = new_story(args.name, Path(args.root))
+    print(f"wrote {story}\nwrote {case}\nnext: garden check {args.name} && garden run {case}")
+    return 0
+
+
+def cmd_pipelines(args) -> int:
+    from .pipelines import describe_pipelines
+
+    described = describe_pipelines()
+    if args.json:
+        _print_json(described)
+    else:
+        for name, text in described.items():
+            print(f"{name:10} {text}")
+    return 0
+
+
+def cmd_schemas(args) -> int:
+    from .schemas import write_schemas
+
+    for path in write_schemas(Path(args.out)):
+        print(f"wrote {path}")
+    return 0
+
+
+def cmd_compare(args) -> int:
+    from .comparing import compare_source
+
+    pipelines = [p.strip() for p in args.pipelines.split(",") if p.strip()]
+    report = compare_source(args.source, pipelines, baseline=args.baseline, trec_dir=args.trec_dir,
+                            plot=args.plot, metrics=args.metrics)
+    if args.json:
+        _print_json(report.to_json())
+    else:
+        report.show()
+    return 0
+
+
+def cmd_traces(args) -> int:
+    from .traces import prune_traces, trace_dir
+
+    removed = prune_traces(args.today, args.keep_days)
+    for path in removed:
+        print(f"removed {path}")
+    print(f"{len(removed)} trace files older than {args.keep_days} days removed from {trace_dir()}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="garden", description="Contrast cases and pluggable retrievers for "
+                                     "experiments in memory retrieval.", epilog=EPILOG)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("contrast", help="the main job: every case under each bare retriever and under default")
+    p.add_argument("paths", nargs="*", help="case files or folders (default: regression/ and challenge/)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of the table")
+    p.set_defaults(func=cmd_contrast)
+
+    p = sub.add_parser("run", help="run cases; exit 1 only if a regression case fails")
+    p.add_argument("paths", nargs="*", help="case files or folders (default: regression/ and challenge/)")
+    p.add_argument("--pipeline", default="default", help="pipeline name (see `garden pipelines`)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of the table")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("query", help="one query: the packet with labels, reasons and why")
+    p.add_argument("story", help="a story name in fixtures/ or a path to a story .yaml")
+    p.add_argument("text", help="the query")
+    p.add_argument("--as-of", type=_date, help="injected now (default: the latest date in the story)")
+    p.add_argument("--budget", type=int, default=1200, help="packet budget in characters (default 1200)")
+    p.add_argument("--hint", action="append", default=[], help="topic=ID or entity=ID (repeatable)")
+    p.add_argument("--pipeline", default="default", help="pipeline name (default: default)")
+    p.add_argument("--standout", type=_standout, help="standout ratio, at least 1 (1 turns the cutoff off)")
+    p.add_argument("--include-private", action="store_true", help="allow private records into the packet")
+    p.add_argument("--json", action="store_true", help="print the packet as JSON")
+    p.set_defaults(func=cmd_query)
+
+    p = sub.add_parser("check", help="validate stories and build their indexes; exit 1 with located errors")
+    p.add_argument("stories", nargs="*", help="story names or paths (default: every fixtures/*.yaml)")
+    p.set_defaults(func=cmd_check)
+
+    p = sub.add_parser("new-story", help="scaffold a story and a starter challenge case that already runs")
+    p.add_argument("name", help="story name: lower-case letters, digits and dashes")
+    p.add_argument("--root", default=".", help="project folder holding fixtures/ and challenge/ (default .)")
+    p.set_defaults(func=cmd_new_story)
+
+    p = sub.add_parser("promote", help="move a challenge case to regression/ after repeated passing runs")
+    p.add_argument("case", help="path to the challenge case file")
+    p.add_argument("--runs", type=int, default=3, help="consecutive passing runs required (default 3)")
+    p.set_defaults(func=cmd_promote)
+
+    p = sub.add_parser("compare", help="replay the same queries under several pipelines, side by side")
+    p.add_argument("source", help="a collection folder (TREC or BEIR), a case file or folder, or a trace file")
+    p.add_argument("--pipelines", required=True, help="comma-separated pipeline names")
+    p.add_argument("--baseline", help="pipeline the others are tested against (default: the first)")
+    p.add_argument("--metrics", help="comma-separated ir-measures names (default AP,nDCG@10,R@1000,RR,P@10)")
+    p.add_argument("--trec-dir", help="write one TREC run file per pipeline here")
+    p.add_argument("--plot", help="write a PNG of per-query differences against the baseline")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=cmd_compare)
+
+    p = sub.add_parser("pipelines", help="list every pipeline name with one line each")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=cmd_pipelines)
+
+    p = sub.add_parser("schemas", help="write JSON Schema files for stories, cases, packets and traces")
+    p.add_argument("--out", default="schemas", help="output folder (default schemas/)")
+    p.set_defaults(func=cmd_schemas)
+
+    p = sub.add_parser("traces", help="delete trace files older than the retention window")
+    p.add_argument("--keep-days", type=int, default=14, help="retention window in days (default 14)")
+    p.add_argument("--today", type=_date, default=dt.date.today(), help="the date ages are measured from")
+    p.set_defaults(func=cmd_traces)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except GardenError as exc:
+        for line in exc.messages:
+            print(f"garden: {line}" if not line.startswith("  ") else line, file=sys.stderr)
+        return exc.status
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,320 @@
+"""Pydantic models for everything users and other tools touch.
+
+Stories and cases are the durable source; packets and trace events are what a
+pipeline hands back. Every model forbids unknown keys, because a typo in stored
+data must fail the build rather than be silently ignored.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import math
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+Kind = Literal["source", "chunk", "state", "decision", "note", "view", "control"]
+Fidelity = Literal["transcript", "snapshot", "hybrid", "summary", "projection"]
+Decision = Literal["retrieve", "ask", "skip"]
+
+FIDELITY_ORDER = ["transcript", "snapshot", "hybrid", "summary", "projection"]
+ID_PATTERN = r"^[a-z0-9_.-]+$"
+
+LABELS = (
+    "provenance_supported",
+    "structured_context",
+    "lexical_only",
+    "semantic_only",
+    "phrase_match",
+    "checkpoint_passed",
+    "conflicting_or_superseded",
+    "derived_view",
+)
+REASONS = (
+    "superseded_state",
+    "not_current",
+    "not_yet_observed",
+    "predecessor_without_successor",
+    "off_topic",
+    "out_of_scope",
+    "private",
+    "control_plane",
+    "below_standout",
+    "rank_cut",
+    "over_budget",
+    "already_delivered",  # packed earlier in the same session (the standout floor's subject)
+)
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# --- stories -----------------------------------------------------------------
+
+
+class Topic(Strict):
+    title: str | None = None
+    related: list[str] = []
+    aliases: list[str] = []
+
+
+class Entity(Strict):
+    name: str | None = None
+    aliases: list[str] = []
+    project: str | None = None
+
+
+class Record(Strict):
+    id: str = Field(pattern=ID_PATTERN)
+    kind: Kind
+    text: str | None = None
+    title: str | None = None
+    at: dt.date | None = None
+    fidelity: Fidelity | None = None
+    topics: list[str] = []
+    entities: list[str] = []
+    sources: list[str] = []
+    related: list[str] = []
+    project: str | None = None
+    private: bool = False
+    stability: Literal["temporary", "stable"] | None = None
+    status: Literal["active", "superseded"] | None = None
+    superseded_by: str | None = None
+    observed_at: dt.date | None = None
+    valid_from: dt.date | None = None
+    valid_to: dt.date | None = None
+    last_confirmed_at: dt.date | None = None
+    expected_resolution_at: dt.date | None = None
+    decided_at: dt.date | None = None
+    rationale: str | None = None
+
+    @property
+    def effective_fidelity(self) -> str:
+        if self.fidelity:
+            return self.fidelity
+        return "projection" if self.kind in ("state", "decision") else "transcript"
+
+    @property
+    def appeared_at(self) -> dt.date | None:
+        """The earliest date the record is known to exist; before it the record is invisible."""
+        dates = [d for d in (self.at, self.observed_at, self.decided_at) if d is not None]
+        return min(dates) if dates else None
+
+    @property
+    def body(self) -> str:
+        """The text a packet carries: the record's text, and a decision's rationale."""
+        parts = [self.text or "", f"Rationale: {self.rationale}" if self.rationale else ""]
+        return " ".join(p for p in parts if p).strip()
+
+    @property
+    def searchable(self) -> str:
+        """The text a retriever indexes: title and body."""
+        return " ".join(p for p in (self.title or "", self.body) if p).strip()
+
+
+class Story(Strict):
+    story: str
+    title: str | None = None
+    about: str | None = None
+    reviewed_at: dt.date | None = None
+    project: str
+    topics: dict[str, Topic | None] = {}
+    entities: dict[str, Entity | None] = {}
+    records: list[Record]
+
+    def record(self, rid: str) -> Record:
+        return self.by_id[rid]
+
+    @property
+    def by_id(self) -> dict[str, Record]:
+        cached = self.__dict__.get("_by_id")
+        if cached is None:
+            cached = {r.id: r for r in self.records}
+            self.__dict__["_by_id"] = cached
+        return cached
+
+    def project_of(self, record: Record) -> str:
+        return record.project or self.project
+
+
+# --- cases -------------------------------------------------------------------
+
+
+class Hints(Strict):
+    topics: list[str] = []
+    entities: list[str] = []
+
+
+class Settings(Strict):
+    """Pipeline settings a case or a command line may override."""
+
+    standout: float | None = None
+    lane_cap: int | None = Field(default=None, ge=1)
+    candidates: int | None = Field(default=None, ge=1)
+    related_decay: float | None = Field(default=None, ge=0, le=1)
+    phrase_ceiling: int | None = Field(default=None, ge=1)
+    phrase_weight: float | None = Field(default=None, ge=0)
+    view_fraction: float | None = Field(default=None, ge=0, le=1)
+
+    @field_validator("standout", mode="before")
+    @classmethod
+    def _standout_is_ratio(cls, value: Any) -> Any:
+        if value is None:
+            return value
+        check_standout(value)
+        return float(value)
+
+    def merged(self, other: "Settings | None") -> "Settings":
+        if other is None:
+            return self
+        data = self.model_dump(exclude_none=True)
+        data.update(other.model_dump(exclude_none=True))
+        return Settings(**data)
+
+
+def check_standout(value: Any) -> float:
+    """Refuse anything that is not a ratio of at least 1."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not ok or math.isnan(value) or math.isinf(value) or value < 1:
+        raise ValueError(
+            f"standout must be a ratio of at least 1 (how many times the best item must beat "
+            f"its first held-back rival), not a score; got {value!r}"
+        )
+    return float(value)
+
+
+class Expect(Strict):
+    decision: Decision | None = None
+    lead: str | None = None
+    include: list[str] = []
+    exclude: list[str] = []
+    sequence: list[str] = []
+    before: list[tuple[str, str]] = []
+    labels: dict[str, list[str]] = {}
+    absent_labels: dict[str, list[str]] = {}
+    rejected: dict[str, str] = {}
+    max_items: int | None = Field(default=None, ge=0)
+    warnings: list[str] = []
+    build_error: list[str] = []
+
+    def record_ids(self) -> list[tuple[str, str]]:
+        """(field, id) for every record this expectation names."""
+        out: list[tuple[str, str]] = []
+        if self.lead:
+            out.append(("lead", self.lead))
+        for name in ("include", "exclude", "sequence"):
+            out += [(name, rid) for rid in getattr(self, name)]
+        out += [("before", rid) for pair in self.before for rid in pair]
+        for name in ("labels", "absent_labels", "rejected"):
+            out += [(name, rid) for rid in getattr(self, name)]
+        return out
+
+    @field_validator("labels", "absent_labels")
+    @classmethod
+    def _known_labels(cls, value: dict[str, list[str]]) -> dict[str, list[str]]:
+        for rid, labels in value.items():
+            for label in labels:
+                if label not in LABELS:
+                    raise ValueError(f"unknown label {label!r} for {rid}")
+        return value
+
+    @field_validator("rejected")
+    @classmethod
+    def _known_reasons(cls, value: dict[str, str]) -> dict[str, str]:
+        for rid, reason in value.items():
+            if reason not in REASONS:
+                raise ValueError(f"unknown rejection reason {reason!r} for {rid}")
+        return value
+
+
+class QueryFields(Strict):
+    """The fields a control inherits from its case unless it sets its own."""
+
+    story: str | None = None
+    query: str | None = None
+    as_of: dt.date | None = None
+    budget: int | None = Field(default=None, ge=1)
+    hints: Hints | None = None
+    include_private: bool | None = None
+    settings: Settings | None = None
+    session: list[str] | None = None
+
+
+class Control(QueryFields):
+    name: str
+    expect: Expect = Expect()
+
+
+class Case(Strict):
+    id: str = Field(pattern=ID_PATTERN)
+    story: str
+    about: str | None = None
+    origin: str | None = None
+    category: str | None = None
+    as_of: dt.date
+    budget: int = Field(default=1200, ge=1)
+    query: str
+    hints: Hints = Hints()
+    include_private: bool = False
+    settings: Settings = Settings()
+    session: list[str] = []
+    expect: Expect = Expect()
+    controls: list[Control] = []
+
+
+# --- packets and traces ------------------------------------------------------
+
+
+class PacketItem(BaseModel):
+    id: str
+    kind: str
+    fidelity: str
+    labels: list[str]
+    score: float
+    why: list[str]
+    text: str
+    superseded_by: str | None = None
+
+
+class Rejection(BaseModel):
+    id: str
+    reason: str
+    detail: str | None = None
+
+
+class Budget(BaseModel):
+    limit: int
+    used: int
+
+
+class Packet(BaseModel):
+    decision: Decision
+    reason: str
+    warnings: list[str] = []
+    items: list[PacketItem] = []
+    rejected: list[Rejection] = []
+    budget: Budget
+    fallback: bool = False
+
+    def ids(self) -> list[str]:
+        return [item.id for item in self.items]
+
+
+class TraceEvent(BaseModel):
+    """One line of a trace file: enough to replay the query, and what each stage did."""
+
+    version: int = 1
+    story: str
+    story_path: str | None = None
+    query: str
+    as_of: dt.date
+    hints: Hints = Hints()
+    budget: int
+    include_private: bool = False
+    settings: Settings = Settings()
+    session: list[str] = []
+    pipeline: str
+    case: str | None = None
+    stages: dict[str, Any] = {}
+    timings_ms: dict[str, float] = {}
+    packet: Packet

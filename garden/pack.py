@@ -1,0 +1,39 @@
+"""Packing into a budget (characters of item text), in lane order.
+
+Curated memory first (states and decisions, best first), each superseded decision riding
+immediately behind its selected successor; then evidence (sources, chunks, notes, views,
+best first). Greedy: an item that does not fit is rejected `over_budget` and packing goes
+on with the next. A predecessor whose successor is not packed is never admitted alone.
+"""
+from __future__ import annotations
+
+from .candidates import Candidate
+
+
+def attach_predecessors(curated: list[Candidate]) -> list[Candidate]:
+    """The curated lane in packing order: each item followed by its predecessors."""
+    order: list[Candidate] = []
+    for c in curated:
+        order.append(c)
+        order.extend(c.predecessors)
+    return order
+
+
+def pack(order: list[Candidate], budget: int, used: int = 0) -> tuple[list[Candidate], int]:
+    packed: list[Candidate] = []
+    packed_ids: set[str] = set()
+    for c in order:
+        if c.reason is not None:
+            continue
+        if c.successor is not None and c.successor.id not in packed_ids:
+            c.reject("predecessor_without_successor",
+                     f"its successor {c.successor.id} is not in the packet")
+            continue
+        size = len(c.record.body)
+        if used + size > budget:
+            c.reject("over_budget", f"{size} characters do not fit in the {budget - used} left")
+            continue
+        used += size
+        packed.append(c)
+        packed_ids.add(c.id)
+    return packed, used

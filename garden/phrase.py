@@ -1,0 +1,89 @@
+"""Phrase contiguity: credit for a rare span of the query's words, in order and adjacent.
+
+A bag of tokens cannot see word order. Every contiguous span of two or more whole words of
+a query run is a candidate anchor; a record holding the span on word boundaries earns a
+bounded bonus when the span occurs in no more than `ceiling` records. Refused: spans that
+open or close with a function word, spans above the ceiling, spans in no record. Reordered,
+hyphen-joined and plural forms never match because matching is on exact adjacent words.
+Span counts come from a shingle index built once with the story, never from a scan of
+every record per query.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from .analyzer import FUNCTION_WORDS, word_runs
+
+MAX_SPAN = 8
+
+
+def shingles(runs: Iterable[list[str]], max_len: int = MAX_SPAN) -> set[tuple[str, ...]]:
+    out: set[tuple[str, ...]] = set()
+    for run in runs:
+        for i in range(len(run)):
+            for n in range(2, max_len + 1):
+                if i + n > len(run):
+                    break
+                out.add(tuple(run[i : i + n]))
+    return out
+
+
+class PhraseIndex:
+    """span -> ids of the records that hold it, for spans of 2..MAX_SPAN words."""
+
+    def __init__(self, texts: dict[str, str]):
+        self.postings: dict[tuple[str, ...], set[str]] = defaultdict(set)
+        for rid, text in texts.items():
+            for span in shingles(word_runs(text)):
+                self.postings[span].add(rid)
+
+    def holders(self, span: tuple[str, ...]) -> set[str]:
+        return self.postings.get(span, set())
+
+
+@dataclass
+class PhraseCredit:
+    bonus: dict[str, float] = field(default_factory=dict)   # record id -> bonus
+    span: dict[str, str] = field(default_factory=dict)      # record id -> span credited
+    tested: list[dict] = field(default_factory=list)        # every span and its fate
+
+
+def refusal(span: tuple[str, ...], holders: int, ceiling: int) -> str | None:
+    """Why a span earns nothing, or None when it is a rare in-order anchor."""
+    if span[0] in FUNCTION_WORDS:
+        return f"opens with function word {span[0]!r}"
+    if span[-1] in FUNCTION_WORDS:
+        return f"closes with function word {span[-1]!r}"
+    if holders == 0:
+        return "in no record"
+    if holders > ceiling:
+        return f"in {holders} records, above the ceiling of {ceiling}"
+    return None
+
+
+def span_bonus(length: int, weight: float) -> float:
+    """Bounded: a two-word span earns half the weight, three or more the whole of it."""
+    return weight * min(1.0, (length - 1) / 2)
+
+
+def phrase_credit(index: PhraseIndex, query: str, kinds: dict[str, str],
+                  ceiling: int = 2, weight: float = 1.0, view_fraction: float = 0.5) -> PhraseCredit:
+    credit = PhraseCredit()
+    for span in sorted(shingles(word_runs(query)), key=lambda s: (-len(s), s)):
+        holders = index.holders(span)
+        why_not = refusal(span, len(holders), ceiling)
+        text = " ".join(span)
+        credit.tested.append({"span": text, "records": len(holders),
+                              "credited": why_not is None, "refused": why_not})
+        if why_not:
+            continue
+        for rid in sorted(holders):
+            bonus = span_bonus(len(span), weight)
+            if kinds.get(rid) == "view":
+                bonus *= view_fraction
+            if bonus > credit.bonus.get(rid, 0.0):
+                credit.bonus[rid] = bonus
+                credit.span[rid] = text
+    return credit

@@ -1,0 +1,103 @@
+"""Pipelines by name: every registered retriever as a bare baseline, and `default`.
+
+A pipeline has one required method, ``run(spec) -> Outcome``. A bare pipeline retrieves and
+packs in score order, nothing else: the baseline every contrast is measured against.
+`default` is the structured pipeline on `hybrid` (see structured.py).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from . import _index
+from .candidates import Candidate
+from .errors import GardenError
+from .models import Budget, Packet
+from .pack import pack
+from .query import QuerySpec
+from .retrievers import rank, registered
+
+STRUCTURED = {"default": "hybrid"}
+
+
+@dataclass
+class Outcome:
+    packet: Packet
+    stages: dict = field(default_factory=dict)
+    timings_ms: dict = field(default_factory=dict)
+
+
+class Pipeline(Protocol):
+    name: str
+
+    def run(self, spec: QuerySpec) -> Outcome: ...
+
+
+def component_scores(retriever, query: str) -> dict[str, dict[str, float]]:
+    """Each member retriever's raw scores; a plain retriever is its own only member."""
+    if hasattr(retriever, "components"):
+        return retriever.components(query)
+    return {retriever.name: retriever.score(query)}
+
+
+def evidence_label(scores: dict[str, float]) -> str:
+    lexical = any(v > 0 for k, v in scores.items() if k != "dense")
+    return "lexical_only" if lexical else "semantic_only"
+
+
+class BarePipeline:
+    """Retrieve with one retriever, then pack in score order within the budget."""
+
+    def __init__(self, retriever: str):
+        self.name = retriever
+
+    def run(self, spec: QuerySpec) -> Outcome:
+        t0 = time.perf_counter()
+        retriever = _index.retriever_for(spec.story, self.name)
+        scores = retriever.score(spec.query)
+        members = component_scores(retriever, spec.query) if hasattr(retriever, "components") else {self.name: scores}
+        t1 = time.perf_counter()
+        cands = []
+        for rid, score in rank(scores):
+            if score <= 0:
+                continue
+            c = Candidate(spec.story.by_id[rid], {k: v.get(rid, 0.0) for k, v in members.items()}, score)
+            c.label(evidence_label(c.scores), f"{self.name} score {score:.4f}")
+            cands.append(c)
+        packed, used = pack(cands, spec.budget)
+        t2 = time.perf_counter()
+        packet = Packet(decision="retrieve", reason=f"bare {self.name}: always retrieves", warnings=[],
+                        items=[c.item() for c in packed],
+                        rejected=[{"id": c.id, "reason": c.reason, "detail": c.detail} for c in cands if c.reason],
+                        budget=Budget(limit=spec.budget, used=used))
+        stages = {"candidates": [{"id": c.id, "scores": c.scores} for c in cands]}
+        return Outcome(packet, stages, {"retrieve": (t1 - t0) * 1e3, "pack": (t2 - t1) * 1e3})
+
+
+def pipeline_names() -> list[str]:
+    return sorted(registered()) + sorted(STRUCTURED)
+
+
+def describe_pipelines() -> dict[str, str]:
+    out = {name: f"bare: {reg.description}" for name, reg in registered().items()}
+    for name, base in STRUCTURED.items():
+        out[name] = (f"structured pipeline on {base}: triage, scoped topics and entities, time, "
+                     "supersession, provenance, phrase contiguity, standout per lane, budgeted packing")
+    return out
+
+
+def make_pipeline(name: str) -> Pipeline:
+    if name in STRUCTURED:
+        from .structured import StructuredPipeline
+
+        return StructuredPipeline(name, STRUCTURED[name])
+    if name in registered():
+        return BarePipeline(name)
+    raise GardenError(f"unknown pipeline {name!r}; known: {', '.join(pipeline_names())}")
+
+
+def check_pipeline(name: str) -> str:
+    if name not in pipeline_names():
+        raise GardenError(f"unknown pipeline {name!r}; known: {', '.join(pipeline_names())}")
+    return name

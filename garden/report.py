@@ -1,0 +1,77 @@
+"""Human tables (rich) for the command line; each ends with a summary line."""
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from .models import Packet
+from .runner import ContrastReport, RunReport
+
+console = Console(soft_wrap=False, width=160)
+
+
+def show_packet(packet: Packet, pipeline: str) -> None:
+    console.print(f"[bold]{packet.decision.upper()}[/bold]  {packet.reason}")
+    for w in packet.warnings:
+        console.print(f"[yellow]warning:[/yellow] {w}")
+    table = Table(title=f"packet ({pipeline})", show_lines=False)
+    for col in ("#", "id", "kind", "fidelity", "labels", "score", "why"):
+        table.add_column(col, overflow="fold")
+    for n, item in enumerate(packet.items, 1):
+        table.add_row(str(n), item.id, item.kind, item.fidelity, ", ".join(item.labels),
+                      f"{item.score:.3f}", "; ".join(item.why))
+    if packet.items:
+        console.print(table)
+    if packet.rejected:
+        rej = Table(title="rejected")
+        for col in ("id", "reason", "detail"):
+            rej.add_column(col, overflow="fold")
+        for r in packet.rejected:
+            rej.add_row(r.id, r.reason, r.detail or "")
+        console.print(rej)
+    console.print(f"{len(packet.items)} items, {len(packet.rejected)} rejected, "
+                  f"budget {packet.budget.used}/{packet.budget.limit} characters")
+
+
+def show_run(report: RunReport) -> None:
+    table = Table(title="cases")
+    for col in ("suite", "case", "pipeline", "result", "controls", "failures"):
+        table.add_column(col, overflow="fold")
+    for r in report.results:
+        fails = r.main.failures + [f"[{c.name}] {f}" for c in r.controls for f in c.failures]
+        status = "[green]pass[/green]" if r.passed else (
+            "[red]FAIL[/red]" if r.suite == "regression" else "[yellow]known miss[/yellow]")
+        table.add_row(r.suite, r.case, r.pipeline, status,
+                      f"{sum(c.passed for c in r.controls)}/{len(r.controls)}", "\n".join(fails))
+    console.print(table)
+    ledger = [r for r in report.results if r.suite == "challenge" and not r.passed]
+    if ledger:
+        console.print(f"challenge ledger: {len(ledger)} known miss(es), reported, not failing the run")
+    console.print(f"triage fell back to its default on {report.fallbacks} of {report.queries} queries")
+    console.print(f"{report.passed} passed, {report.failed} failed "
+                  f"({report.regression_failed} regression failures)")
+
+
+def show_contrast(report: ContrastReport) -> None:
+    table = Table(title="contrast: cases by pipelines (controls passed / controls)")
+    table.add_column("case", overflow="fold")
+    table.add_column("suite")
+    for p in report.pipelines:
+        table.add_column(p, justify="center")
+    table.add_column("contrast?")
+    for c in report.cases:
+        row = [c.id, c.suite]
+        for p in report.pipelines:
+            r = report.cells[(c.id, p)]
+            mark = "[green]pass[/green]" if r.passed else "[red]fail[/red]"
+            row.append(f"{mark} {sum(x.passed for x in r.controls)}/{len(r.controls)}")
+        failing = report.baselines_failing(c.id)
+        row.append(f"yes ({', '.join(failing)})" if failing else "[yellow]not a contrast[/yellow]")
+        table.add_row(*row)
+    console.print(table)
+    for name, why in report.unavailable.items():
+        console.print(f"[yellow]baseline {name} unavailable:[/yellow] {why}")
+    data = report.to_json()["summary"]
+    console.print(f"{data['cases']} cases: default passes {data['default_passed']}, "
+                  f"{data['contrasts']} are contrasts (a baseline fails them), "
+                  f"{data['cases'] - data['contrasts']} are not")

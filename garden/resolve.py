@@ -1,0 +1,80 @@
+"""Scoped resolution of what a query is about: topics by id and alias, entities by alias.
+
+Aliases match on word boundaries and only whole: "observatory captain" resolves, the bare
+shared word "captain" resolves to nothing. Related topics count one hop out with a decay.
+Hints that are not canonical ids are warnings, never errors: strict data, permissive input.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from .models import Hints, Story
+
+
+@dataclass
+class Resolution:
+    topics: dict[str, float] = field(default_factory=dict)   # topic id -> weight (1 direct, decay related)
+    topic_why: dict[str, str] = field(default_factory=dict)
+    entities: dict[str, str] = field(default_factory=dict)   # entity id -> how it resolved
+    projects: set[str] = field(default_factory=set)          # scopes named by resolved entities
+    warnings: list[str] = field(default_factory=list)
+    explicit_ids: list[str] = field(default_factory=list)    # record ids written in the query
+
+    @property
+    def anchored(self) -> bool:
+        return bool(self.topics or self.entities or self.explicit_ids)
+
+
+def mentions(text: str, phrase: str) -> bool:
+    """Whole-phrase match on word boundaries, case-insensitive; `_` in ids reads as a space."""
+    words = phrase.replace("_", " ").strip().lower().split()
+    if not words:
+        return False
+    pattern = r"(?<![\w-])" + r"\s+".join(re.escape(w) for w in words) + r"(?![\w-])"
+    return re.search(pattern, text.lower()) is not None
+
+
+def resolve(story: Story, query: str, hints: Hints | None = None, related_decay: float = 0.5) -> Resolution:
+    res = Resolution()
+    hints = hints or Hints()
+    direct: dict[str, str] = {}
+    for tid, spec in story.topics.items():
+        names = [tid] + (spec.aliases if spec else [])
+        hit = next((n for n in names if mentions(query, n)), None)
+        if hit is not None:
+            direct[tid] = f"topic {tid} named as {hit!r}"
+    for tid in hints.topics:
+        if tid in story.topics:
+            direct.setdefault(tid, f"topic {tid} from a hint")
+        else:
+            res.warnings.append(_unknown_hint("topic", tid, story.topics))
+    for tid, why in sorted(direct.items()):
+        res.topics[tid] = 1.0
+        res.topic_why[tid] = why
+    for tid in sorted(direct):
+        spec = story.topics[tid]
+        for rel in (spec.related if spec else []):
+            if rel not in res.topics:
+                res.topics[rel] = related_decay
+                res.topic_why[rel] = f"topic {rel} related to {tid} (decay {related_decay:g})"
+    for eid, spec in story.entities.items():
+        aliases = (spec.aliases if spec else []) + ([spec.name] if spec and spec.name else [])
+        hit = next((a for a in aliases if mentions(query, a)), None)
+        if hit is not None:
+            res.entities[eid] = f"entity {eid} named as {hit!r}"
+    for eid in hints.entities:
+        if eid in story.entities:
+            res.entities.setdefault(eid, f"entity {eid} from a hint")
+        else:
+            res.warnings.append(_unknown_hint("entity", eid, story.entities))
+    for eid in res.entities:
+        spec = story.entities[eid]
+        res.projects.add((spec.project if spec and spec.project else story.project))
+    res.explicit_ids = sorted(rid for rid in story.by_id if re.search(rf"(?<![\w.-]){re.escape(rid)}(?![\w-])", query))
+    return res
+
+
+def _unknown_hint(noun: str, value: str, canonical: dict) -> str:
+    known = ", ".join(sorted(canonical)) or "none"
+    return f"hint {noun} {value!r} is not a canonical {noun} id (known: {known}); ignored"

@@ -1,0 +1,106 @@
+"""The retriever protocol and the registry of retrievers by name.
+
+A retriever indexes a set of documents and scores a query against them. Built-in ones
+register themselves when their module is imported; third-party ones are found through the
+``garden.retrievers`` entry-point group, so ``pip install some-plugin`` adds a name
+without touching the garden. A plugin's entry point names a factory (usually a class)
+that takes keyword options and has a one-line ``description``.
+"""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from typing import Callable, NamedTuple, Protocol, Sequence, runtime_checkable
+
+from ..errors import GardenError
+
+ENTRY_POINT_GROUP = "garden.retrievers"
+_BUILTIN_MODULES = ("bm25", "bm25s_", "tfidf", "dense", "hybrid")
+
+
+class Doc(NamedTuple):
+    id: str
+    text: str
+
+
+@runtime_checkable
+class Retriever(Protocol):
+    """Index documents once, then score queries. Scores are larger-is-better; a document
+    with no evidence at all may be left out of the returned mapping."""
+
+    name: str
+
+    def index(self, docs: Sequence[Doc]) -> None: ...
+
+    def score(self, query: str) -> dict[str, float]: ...
+
+
+@dataclass(frozen=True)
+class Registered:
+    name: str
+    factory: Callable[..., Retriever]
+    description: str
+    origin: str  # "builtin" or the entry point's distribution
+
+
+_REGISTRY: dict[str, Registered] = {}
+_loaded = False
+
+
+def register(name: str, description: str):
+    """Class or function decorator: make a retriever factory available by name."""
+
+    def decorate(factory):
+        _REGISTRY[name] = Registered(name, factory, description, "builtin")
+        return factory
+
+    return decorate
+
+
+def _load_all() -> None:
+    global _loaded
+    if _loaded:
+        return
+    _loaded = True
+    for module in _BUILTIN_MODULES:
+        importlib.import_module(f"{__name__}.{module}")
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        if ep.name in _REGISTRY:
+            continue
+        try:
+            factory = ep.load()
+        except Exception as exc:  # a broken plugin must not break the garden
+            _REGISTRY[ep.name] = Registered(ep.name, _broken(ep.name, exc), f"(failed to load: {exc})", "plugin")
+            continue
+        description = getattr(factory, "description", None) or (factory.__doc__ or "").strip().splitlines()[0:1]
+        if isinstance(description, list):
+            description = description[0] if description else "(plugin retriever)"
+        dist = getattr(ep, "dist", None)
+        origin = f"plugin {dist.name}" if dist is not None else "plugin"
+        _REGISTRY[ep.name] = Registered(ep.name, factory, description, origin)
+
+
+def _broken(name, exc):
+    def factory(**_):
+        raise GardenError(f"retriever {name!r} is registered but failed to load: {exc}")
+
+    return factory
+
+
+def registered() -> dict[str, Registered]:
+    _load_all()
+    return dict(sorted(_REGISTRY.items()))
+
+
+def make_retriever(name: str, **options) -> Retriever:
+    known = registered()
+    if name not in known:
+        raise GardenError(f"unknown retriever {name!r}; known: {', '.join(known)}")
+    return known[name].factory(**options)
+
+
+def rank(scores: dict[str, float], k: int | None = None) -> list[tuple[str, float]]:
+    """Best first; ties broken by id so every run orders the same way."""
+    ordered = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
+    return ordered if k is None else ordered[:k]

@@ -1,0 +1,68 @@
+"""`bm25`: rank-bm25 (BM25Okapi, BM25L or BM25Plus) over the shared analyzer.
+
+Robertson & Zaragoza (2009), "The Probabilistic Relevance Framework: BM25 and Beyond".
+rank-bm25's Okapi idf, log((N - n + 0.5) / (n + 0.5)), is zero or negative for a term in
+half or more of the documents; on a story of twenty records that is any common word, and
+it can rank a record that matches the query below one that does not. By default the idf is
+Lucene's log(1 + (N - n + 0.5) / (n + 0.5)), which is positive for every term
+(``idf="lucene"``); ``idf="okapi"`` keeps rank-bm25's own.
+"""
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+from rank_bm25 import BM25L, BM25Okapi, BM25Plus
+
+from ..analyzer import Analyzer
+from ..errors import GardenError
+from . import Doc, register
+
+VARIANTS = {"okapi": BM25Okapi, "l": BM25L, "plus": BM25Plus}
+
+
+def lucene_idf(n_docs: int, doc_freq: int) -> float:
+    """log(1 + (N - n + 0.5) / (n + 0.5)): positive for every n <= N."""
+    return math.log(1.0 + (n_docs - doc_freq + 0.5) / (doc_freq + 0.5))
+
+
+@register("bm25", "rank-bm25 BM25 (okapi, l or plus) with Lucene's non-negative idf; stemmed, stopwords removed")
+class RankBM25:
+    def __init__(self, variant: str = "okapi", k1: float = 1.5, b: float = 0.75,
+                 idf: str = "lucene", stopwords: bool = True, stem: bool = True):
+        if variant not in VARIANTS:
+            raise GardenError(f"bm25: unknown variant {variant!r}; choose one of {', '.join(VARIANTS)}")
+        if idf not in ("lucene", "okapi"):
+            raise GardenError(f"bm25: unknown idf {idf!r}; choose lucene or okapi")
+        self.name = "bm25"
+        self.variant, self.k1, self.b, self.idf_rule = variant, k1, b, idf
+        self.analyzer = Analyzer(stopwords=stopwords, stem=stem)
+        self.ids: list[str] = []
+        self._bm25 = None
+
+    def index(self, docs: Sequence[Doc]) -> None:
+        self.ids = [d.id for d in docs]
+        corpus = [self.analyzer(d.text) or ["\x00empty"] for d in docs]
+        self._bm25 = VARIANTS[self.variant](corpus, k1=self.k1, b=self.b)
+        if self.idf_rule == "lucene":
+            n = self._bm25.corpus_size
+            df: dict[str, int] = {}
+            for doc in corpus:
+                for term in set(doc):
+                    df[term] = df.get(term, 0) + 1
+            self._bm25.idf = {t: lucene_idf(n, f) for t, f in df.items()}
+
+    def score(self, query: str) -> dict[str, float]:
+        terms = [t for t in self.analyzer(query) if t in self._bm25.idf]
+        if not terms or not self.ids:
+            return {}
+        scores = self._bm25.get_scores(terms)
+        return {self.ids[i]: float(s) for i in np.flatnonzero(scores) for s in [scores[i]]}
+
+    def ceiling(self, query: str) -> float:
+        """The best score any document could reach for this query: each term saturated,
+        sum of idf * (k1 + 1). Dividing by it makes a score a fraction of the best match
+        possible for the query rather than of the best match the store happens to hold."""
+        terms = [t for t in self.analyzer(query) if t in self._bm25.idf]
+        return sum(self._bm25.idf[t] * (self.k1 + 1) for t in terms)

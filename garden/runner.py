@@ -1,0 +1,245 @@
+"""Running queries and cases under a pipeline, the contrast matrix, and promotion."""
+from __future__ import annotations
+
+import datetime as dt
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import _index
+from .cases import LoadedCase, Query, check, check_build_error, load_case, spec_for
+from .errors import GardenError, StoryError
+from .models import Hints, Settings, TraceEvent
+from .pipelines import Outcome, make_pipeline, pipeline_names
+from .query import QuerySpec
+from .retrievers import registered
+from .stories import load_story
+from .traces import DEFAULT_RETENTION_DAYS, prune_traces, write_trace
+
+_pruned = False
+
+
+def run_query(spec: QuerySpec, pipeline: str = "default", case: str | None = None, trace: bool = True) -> Outcome:
+    outcome = make_pipeline(pipeline).run(spec)
+    if trace:
+        record_trace(spec, pipeline, outcome, case)
+    return outcome
+
+
+def record_trace(spec: QuerySpec, pipeline: str, outcome: Outcome, case: str | None) -> None:
+    global _pruned
+    if not _pruned:
+        _pruned = True
+        keep = int(os.environ.get("GARDEN_TRACE_DAYS", DEFAULT_RETENTION_DAYS))
+        prune_traces(dt.date.today(), keep)
+    write_trace(TraceEvent(story=spec.story.story, story_path=spec.story_path, query=spec.query,
+                           as_of=spec.as_of, hints=spec.hints, budget=spec.budget,
+                           include_private=spec.include_private, settings=spec.settings,
+                           session=spec.session, pipeline=pipeline, case=case, stages=outcome.stages,
+                           timings_ms=outcome.timings_ms, packet=outcome.packet))
+
+
+@dataclass
+class QueryResult:
+    name: str | None
+    passed: bool
+    failures: list[str]
+    fallback: bool = False
+    packet: dict | None = None
+
+
+@dataclass
+class CaseResult:
+    case: str
+    suite: str
+    pipeline: str
+    path: str
+    category: str | None
+    main: QueryResult
+    controls: list[QueryResult] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return self.main.passed and all(c.passed for c in self.controls)
+
+    @property
+    def fallbacks(self) -> int:
+        return sum(q.fallback for q in [self.main, *self.controls])
+
+    def to_json(self) -> dict:
+        return {"case": self.case, "suite": self.suite, "pipeline": self.pipeline, "path": self.path,
+                "category": self.category, "passed": self.passed, "failures": self.main.failures,
+                "fallbacks": self.fallbacks,
+                "controls": [{"name": c.name, "passed": c.passed, "failures": c.failures} for c in self.controls]}
+
+
+def run_one(loaded: LoadedCase, q: Query, pipeline: str, trace: bool = True) -> QueryResult:
+    try:
+        story = load_story(q.story_path)
+    except StoryError as exc:
+        failures = check_build_error(q.expect, exc, q.story_path)
+        return QueryResult(q.name, not failures, failures)
+    spec = spec_for(q, story)
+    outcome = run_query(spec, pipeline, case=loaded.id, trace=trace)
+    failures = check(q.expect, outcome.packet, story, spec.include_private)
+    return QueryResult(q.name, not failures, failures, outcome.packet.fallback,
+                       outcome.packet.model_dump(mode="json"))
+
+
+def run_case(loaded: LoadedCase, pipeline: str = "default", trace: bool = True) -> CaseResult:
+    main, *controls = [run_one(loaded, q, pipeline, trace) for q in loaded.queries]
+    return CaseResult(loaded.id, loaded.suite, pipeline, str(loaded.path), loaded.case.category, main, controls)
+
+
+def collect_case_files(paths: list[str] | None) -> list[Path]:
+    """Case files under each path (a file or a folder); default regression/ and challenge/."""
+    if not paths:
+        paths = [p for p in ("regression", "challenge") if Path(p).is_dir()]
+        if not paths:
+            raise GardenError("no regression/ or challenge/ folder here; name the cases to run")
+    files: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            files += sorted(p.rglob("*.yaml"))
+        elif p.is_file():
+            files.append(p)
+        else:
+            raise GardenError(f"{p}: no such case file or folder")
+    return files
+
+
+def load_cases(paths: list[str] | None) -> list[LoadedCase]:
+    return [load_case(f) for f in collect_case_files(paths)]
+
+
+@dataclass
+class RunReport:
+    results: list[CaseResult]
+
+    @property
+    def passed(self) -> int:
+        return sum(r.passed for r in self.results)
+
+    @property
+    def failed(self) -> int:
+        return len(self.results) - self.passed
+
+    @property
+    def regression_failed(self) -> int:
+        return sum(1 for r in self.results if r.suite == "regression" and not r.passed)
+
+    @property
+    def fallbacks(self) -> int:
+        return sum(r.fallbacks for r in self.results)
+
+    @property
+    def queries(self) -> int:
+        return sum(1 + len(r.controls) for r in self.results)
+
+    def exit_code(self) -> int:
+        return 1 if self.regression_failed else 0
+
+    def to_json(self) -> dict:
+        return {"results": [r.to_json() for r in self.results], "passed": self.passed, "failed": self.failed,
+                "regression_failed": self.regression_failed,
+                "triage_fallbacks": {"count": self.fallbacks, "queries": self.queries}}
+
+
+def run_cases(paths: list[str] | None, pipeline: str = "default") -> RunReport:
+    if pipeline not in pipeline_names():
+        raise GardenError(f"unknown pipeline {pipeline!r}; known: {', '.join(pipeline_names())}")
+    cases = load_cases(paths)
+    return RunReport([run_case(c, pipeline) for c in cases])
+
+
+# --- contrast ----------------------------------------------------------------------
+
+
+def available_baselines() -> tuple[list[str], dict[str, str]]:
+    """Bare retrievers that can run here, and why the others cannot."""
+    ok, missing = [], {}
+    for name, reg in registered().items():
+        try:
+            reg.factory()
+            ok.append(name)
+        except GardenError as exc:
+            missing[name] = exc.messages[0]
+    return ok, missing
+
+
+@dataclass
+class ContrastReport:
+    pipelines: list[str]
+    cases: list[LoadedCase]
+    cells: dict[tuple[str, str], CaseResult]
+    unavailable: dict[str, str]
+
+    def baselines_failing(self, case_id: str) -> list[str]:
+        return [p for p in self.pipelines if p != "default" and not self.cells[(case_id, p)].passed]
+
+    def is_contrast(self, case_id: str) -> bool:
+        return bool(self.baselines_failing(case_id))
+
+    def to_json(self) -> dict:
+        rows = []
+        for c in self.cases:
+            cells = {}
+            for p in self.pipelines:
+                r = self.cells[(c.id, p)]
+                cells[p] = {"passed": r.passed, "controls_passed": sum(x.passed for x in r.controls),
+                            "controls": len(r.controls), "failures": r.main.failures
+                            + [f"{x.name}: {f}" for x in r.controls for f in x.failures]}
+            rows.append({"case": c.id, "suite": c.suite, "contrast": self.is_contrast(c.id),
+                         "baselines_failing": self.baselines_failing(c.id), "pipelines": cells})
+        default_passed = sum(self.cells[(c.id, "default")].passed for c in self.cases)
+        return {"pipelines": self.pipelines, "cases": rows, "unavailable": self.unavailable,
+                "summary": {"cases": len(self.cases), "default_passed": default_passed,
+                            "contrasts": sum(self.is_contrast(c.id) for c in self.cases)}}
+
+
+def contrast(paths: list[str] | None) -> ContrastReport:
+    cases = load_cases(paths)
+    baselines, unavailable = available_baselines()
+    pipelines = baselines + ["default"]
+    cells = {(c.id, p): run_case(c, p) for c in cases for p in pipelines}
+    return ContrastReport(pipelines, cases, cells, unavailable)
+
+
+# --- promotion ---------------------------------------------------------------------
+
+PROMOTION_RUNS = 3
+
+
+def promote(case_path: str | Path, runs: int = PROMOTION_RUNS) -> tuple[Path, list[CaseResult]]:
+    """Move a challenge case to regression/ after it and every control pass `runs`
+    consecutive times under `default`, each run on freshly built indexes."""
+    path = Path(case_path)
+    loaded = load_case(path)
+    if loaded.suite != "challenge":
+        raise GardenError(f"{path}: only a case in challenge/ can be promoted (this one is in {loaded.suite})")
+    results = []
+    for _ in range(runs):
+        _index._CACHE.clear()
+        result = run_case(loaded, "default")
+        results.append(result)
+        if not result.passed:
+            lines = [f"{path}: not promoted: run {len(results)} of {runs} failed under default"]
+            lines += [f"  {f}" for f in result.main.failures]
+            lines += [f"  control {c.name!r}: {f}" for c in result.controls for f in c.failures]
+            raise GardenError(lines, status=1)
+    target_dir = path.resolve().parent.parent / "regression"
+    target_dir.mkdir(exist_ok=True)
+    target = target_dir / path.name
+    if target.exists():
+        raise GardenError(f"{path}: not promoted: {target} already exists")
+    shutil.move(str(path), str(target))
+    return target, results
+
+
+def adhoc_spec(story_name: str, text: str, as_of: dt.date, budget: int, hints: Hints,
+               settings: Settings, include_private: bool = False) -> QuerySpec:
+    from .stories import resolve_story_path
+
+    path = resolve_story_path(story_name)
+    return QuerySpec(load_story(path), text, as_of, budget, hints, include_private, settings, [], str(path))

@@ -1,0 +1,23 @@
+"""JSON Schema files generated from the pydantic models; a test keeps them current."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from .models import Case, Packet, Story, TraceEvent
+
+SCHEMAS = {"story": Story, "case": Case, "packet": Packet, "trace-event": TraceEvent}
+
+
+def schema_text(model) -> str:
+    return json.dumps(model.model_json_schema(), indent=2, sort_keys=True) + "\n"
+
+
+def write_schemas(out: Path) -> list[Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, model in SCHEMAS.items():
+        path = out / f"{name}.schema.json"
+        path.write_text(schema_text(model), encoding="utf-8")
+        written.append(path)
+    return written

@@ -1,0 +1,199 @@
+"""Strict loading of stories: every rule of "Validation at build", every error at once.
+
+A story is the durable source. Building it validates the whole file and only then writes
+the derived index, aside and swapped in atomically, so a failed build leaves the previous
+index untouched.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from ._yaml import describe_pydantic_error, read_yaml
+from .errors import GardenError, StoryError
+from .models import Record, Story
+from .paths import derived_dir
+
+STORY_KEYS = set(Story.model_fields)
+
+
+def load_story(path: str | Path) -> Story:
+    """Load and validate a story file; raise StoryError listing every problem found."""
+    path = Path(path)
+    raw = read_yaml(path)
+    if not isinstance(raw, dict):
+        raise StoryError([f"{path}: a story must be a mapping with story, project and records"])
+    errors: list[str] = []
+    records: list[Record] = []
+    raw_records = raw.get("records")
+    if not isinstance(raw_records, list):
+        errors.append(f"{path}: field records: must be a list of records (value {raw_records!r})")
+        raw_records = []
+    for n, raw_record in enumerate(raw_records, start=1):
+        rid = raw_record.get("id") if isinstance(raw_record, dict) else None
+        where = f"{path}: record {rid}" if rid else f"{path}: record #{n}"
+        if not isinstance(raw_record, dict):
+            errors.append(f"{where}: a record must be a mapping (value {raw_record!r})")
+            continue
+        try:
+            records.append(Record.model_validate(raw_record))
+        except ValidationError as exc:
+            for err in exc.errors():
+                field, message = describe_pydantic_error(err)
+                errors.append(f"{where}: field {field}: {message}")
+    try:
+        header = {k: v for k, v in raw.items() if k != "records"}
+        story = Story.model_validate({**header, "records": []})
+    except ValidationError as exc:
+        for err in exc.errors():
+            field, message = describe_pydantic_error(err)
+            errors.append(f"{path}: field {field}: {message}")
+        raise StoryError(errors) from None
+    story = story.model_copy(update={"records": records})
+    story.__dict__.pop("_by_id", None)
+    errors += semantic_errors(story, path)
+    if errors:
+        raise StoryError(errors)
+    return story
+
+
+def semantic_errors(story: Story, path: Path) -> list[str]:
+    """Cross-record rules that a single record's schema cannot see."""
+    errors: list[str] = []
+    if story.story != path.stem:
+        errors.append(f"{path}: field story: must equal the file stem {path.stem!r} (value {story.story!r})")
+    topic_alias = {a.lower(): t for t, spec in story.topics.items() for a in (spec.aliases if spec else [])}
+    entity_alias = {a.lower(): e for e, spec in story.entities.items() for a in (spec.aliases if spec else [])}
+    for tid, spec in story.topics.items():
+        for rel in spec.related if spec else []:
+            if rel not in story.topics:
+                errors.append(f"{path}: topic {tid}: field related: {rel!r} is not a canonical topic id")
+    ids: dict[str, int] = {}
+    for record in story.records:
+        ids[record.id] = ids.get(record.id, 0) + 1
+    for rid, count in ids.items():
+        if count > 1:
+            errors.append(f"{path}: record {rid}: field id: duplicate id {rid!r} ({count} records)")
+    for r in story.records:
+        where = f"{path}: record {r.id}"
+        if r.kind != "control" and not (r.text or "").strip():
+            errors.append(f"{where}: field text: required for a {r.kind} record (value {r.text!r})")
+        errors += _label_errors(where, "topics", r.topics, story.topics, topic_alias, "topic")
+        errors += _label_errors(where, "entities", r.entities, story.entities, entity_alias, "entity")
+        for field in ("sources", "related"):
+            for ref in getattr(r, field):
+                if ref not in ids:
+                    errors.append(f"{where}: field {field}: {ref!r} names no record in this story")
+        if r.superseded_by is not None and r.superseded_by not in ids:
+            errors.append(f"{where}: field superseded_by: {r.superseded_by!r} names no record in this story")
+        if r.status == "superseded" and not r.superseded_by:
+            errors.append(f"{where}: field superseded_by: status is superseded but superseded_by is empty (value None)")
+        if r.last_confirmed_at and r.observed_at and r.last_confirmed_at < r.observed_at:
+            errors.append(
+                f"{where}: field last_confirmed_at: confirmed before it was observed "
+                f"(value {r.last_confirmed_at}, observed_at {r.observed_at})"
+            )
+        if r.valid_to and r.valid_from and r.valid_to < r.valid_from:
+            errors.append(
+                f"{where}: field valid_to: ends before it starts (value {r.valid_to}, valid_from {r.valid_from})"
+            )
+    errors += _cycle_errors(story, path)
+    return errors
+
+
+def _label_errors(where, field, values, canonical, aliases, noun) -> list[str]:
+    out = []
+    for value in values:
+        if value in canonical:
+            continue
+        hint = ""
+        if value.lower() in aliases:
+            hint = f"; it is an alias of {aliases[value.lower()]!r}, use the canonical id"
+        out.append(f"{where}: field {field}: {value!r} is not a canonical {noun} id{hint}")
+    return out
+
+
+def _cycle_errors(story: Story, path: Path) -> list[str]:
+    nxt = {r.id: r.superseded_by for r in story.records if r.superseded_by}
+    reported: set[str] = set()
+    errors = []
+    for start in sorted(nxt):
+        seen: list[str] = []
+        node = start
+        while node in nxt and node not in seen:
+            seen.append(node)
+            node = nxt[node]
+        if node in seen:
+            cycle = seen[seen.index(node):]
+            key = min(cycle)
+            if key not in reported:
+                reported.add(key)
+                chain = " -> ".join(cycle + [node])
+                errors.append(f"{path}: record {key}: field superseded_by: supersession cycle {chain}")
+    return errors
+
+
+# --- the derived index -------------------------------------------------------
+
+
+def index_path(story_name: str) -> Path:
+    return derived_dir() / "index" / f"{story_name}.json"
+
+
+def build_index(path: str | Path) -> Path:
+    """Validate a story and write its derived index; on failure nothing is written."""
+    path = Path(path)
+    story = load_story(path)
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    payload = {"source": str(path.resolve()), "sha256": digest, "story": story.model_dump(mode="json")}
+    target = index_path(story.story)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{story.story}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(payload, fh, indent=1, sort_keys=True)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return target
+
+
+def resolve_story_path(name: str, relative_to: Path | None = None) -> Path:
+    """A story name (looked up in fixtures/ folders) or a path ending in .yaml."""
+    if name.endswith((".yaml", ".yml")):
+        candidate = Path(name)
+        if not candidate.is_absolute() and relative_to is not None:
+            candidate = relative_to / candidate
+        if candidate.is_file():
+            return candidate
+        raise GardenError(f"story file {candidate} does not exist")
+    bases = []
+    if relative_to is not None:
+        bases += [relative_to, *relative_to.resolve().parents]
+    bases += [Path.cwd()]
+    for base in bases:
+        candidate = base / "fixtures" / f"{name}.yaml"
+        if candidate.is_file():
+            return candidate
+    raise GardenError(f"no story named {name!r}: looked for fixtures/{name}.yaml")
+
+
+def find_story_files(root: Path | None = None) -> list[Path]:
+    root = root or Path.cwd()
+    return sorted((root / "fixtures").glob("*.yaml"))
+
+
+def latest_date(story: Story):
+    """The latest date the story mentions: a deterministic default for `as_of`."""
+    dates = [story.reviewed_at] if story.reviewed_at else []
+    for r in story.records:
+        dates += [d for d in (r.at, r.observed_at, r.decided_at, r.valid_from, r.last_confirmed_at) if d]
+    if not dates:
+        raise GardenError(f"story {story.story} has no dates; pass --as-of")
+    return max(dates)

@@ -1,0 +1,288 @@
+"""The structured pipeline: similarity broadens recall, structure restores the boundary.
+
+    triage -> candidates -> structure -> phrase -> lanes + standout -> pack -> packet + trace
+
+Scores: a candidate's rank score is its relevance (the BM25 score as a fraction of the
+query's saturation ceiling, plus the embedding cosine above a floor, rescaled), plus a
+structure bonus (a resolved topic, decayed one hop out, and a resolved entity), plus a
+phrase bonus. Checkpoints and fidelity never change a score: they are notes.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from . import _index
+from .candidates import Candidate, by_score
+from .models import Budget, Packet, Rejection
+from .pack import attach_predecessors, pack
+from .phrase import phrase_credit
+from .pipelines import Outcome, component_scores
+from .query import QuerySpec
+from .resolve import Resolution, resolve
+from .retrievers import rank
+from .standout import DEFAULT_LANE_CAP, DEFAULT_STANDOUT, gate_lane
+from .timeline import checkpoint_note, not_yet_observed, state_reason, superseded_as_of
+from .triage import triage
+
+
+@dataclass(frozen=True)
+class Weights:
+    candidates: int = 20          # retriever candidates considered per query
+    semantic_floor: float = 0.3   # cosine at or below this is no evidence
+    topic: float = 0.6
+    entity: float = 0.6
+    related_decay: float = 0.5
+    phrase_weight: float = 1.0
+    phrase_ceiling: int = 2
+    view_fraction: float = 0.5
+    standout: float = DEFAULT_STANDOUT
+    lane_cap: int = DEFAULT_LANE_CAP
+
+
+def weights_for(spec: QuerySpec) -> Weights:
+    s = spec.settings
+    overrides = {k: v for k, v in s.model_dump(exclude_none=True).items()}
+    return Weights(**overrides)
+
+
+class StructuredPipeline:
+    def __init__(self, name: str = "default", retriever: str = "hybrid"):
+        self.name, self.retriever_name = name, retriever
+
+    def run(self, spec: QuerySpec) -> Outcome:
+        timings: dict[str, float] = {}
+        clock = time.perf_counter()
+
+        def lap(stage: str) -> None:
+            nonlocal clock
+            now = time.perf_counter()
+            timings[stage] = round((now - clock) * 1e3, 3)
+            clock = now
+
+        w = weights_for(spec)
+        story = spec.story
+        res = resolve(story, spec.query, spec.hints, w.related_decay)
+        tri = triage(spec.query, res)
+        stages: dict = {"triage": {"decision": tri.decision, "reason": tri.reason, "fallback": tri.fallback},
+                        "resolution": {"topics": res.topics, "entities": res.entities,
+                                       "projects": sorted(res.projects), "explicit_ids": res.explicit_ids}}
+        lap("triage")
+        if tri.decision != "retrieve":
+            reason = tri.reason + (f" Question: {tri.question}" if tri.question else "")
+            packet = Packet(decision=tri.decision, reason=reason, warnings=res.warnings,
+                            budget=Budget(limit=spec.budget, used=0), fallback=tri.fallback)
+            return Outcome(packet, stages, timings)
+
+        cands = self._candidates(spec, res, w)
+        lap("candidates")
+        self._structure(spec, res, w, cands)
+        lap("structure")
+        stages["phrase"] = self._phrase(spec, w, cands)
+        lap("phrase")
+        live = {rid: c for rid, c in cands.items() if c.reason is None}
+        self._supersession(spec, live, cands)
+        delivered_floor = self._session(spec, cands)
+        lap("structure")
+        curated, evidence, stages["standout"] = self._lanes(spec, w, cands, delivered_floor)
+        lap("lanes")
+        packed, used = pack(attach_predecessors(curated), spec.budget)
+        evidence = self._provenance(spec, packed, evidence, cands)
+        more, used = pack(evidence, spec.budget, used)
+        packed += more
+        packed_ids = {c.id for c in packed}
+        for c in cands.values():
+            if c.id in packed_ids or c.reason is not None:
+                continue
+            if c.successor is not None:
+                c.reject("predecessor_without_successor", f"its successor {c.successor.id} is not in the packet")
+            else:
+                c.reject("rank_cut", "not selected in its lane")
+        lap("pack")
+        stages["candidates"] = [{"id": c.id, "scores": {k: round(v, 6) for k, v in c.scores.items()},
+                                 "score": round(c.score, 6), "lane": c.lane} for c in by_score(list(cands.values()))]
+        packet = Packet(decision="retrieve", reason=tri.reason, warnings=res.warnings,
+                        items=[c.item() for c in packed],
+                        rejected=[Rejection(id=c.id, reason=c.reason, detail=c.detail)
+                                  for c in sorted(cands.values(), key=lambda c: c.id) if c.id not in packed_ids],
+                        budget=Budget(limit=spec.budget, used=used), fallback=tri.fallback)
+        return Outcome(packet, stages, timings)
+
+    # --- stages ----------------------------------------------------------------
+
+    def _candidates(self, spec: QuerySpec, res: Resolution, w: Weights) -> dict[str, Candidate]:
+        story = spec.story
+        retriever = _index.retriever_for(story, self.retriever_name)
+        members = component_scores(retriever, spec.query)
+        fused = retriever.fuse(members) if hasattr(retriever, "fuse") else members[retriever.name]
+        ids = [rid for rid, s in rank(fused, w.candidates) if s > 0]
+        anchored = {r.id for r in story.records if r.kind != "control" and (
+            set(r.topics) & set(res.topics) or set(r.entities) & set(res.entities) or r.id in res.explicit_ids)}
+        ids += sorted(anchored)
+        cands: dict[str, Candidate] = {}
+        for rid in ids:
+            if rid in cands:
+                continue
+            c = Candidate(story.by_id[rid], {k: v.get(rid, 0.0) for k, v in members.items()})
+            c.score = self._relevance(retriever, spec.query, c)
+            if c.score > 0 or rid in anchored:
+                cands[rid] = c
+        for rid in res.explicit_ids:
+            cands[rid].certain = True
+            cands[rid].why.append(f"named by id in the query")
+        return cands
+
+    def _relevance(self, retriever, query: str, c: Candidate) -> float:
+        """Lexical score as a fraction of the query's ceiling, plus rescaled cosine."""
+        total = 0.0
+        members = getattr(retriever, "members", {retriever.name: retriever})
+        for name, raw in c.scores.items():
+            member = members.get(name) if isinstance(members, dict) else None
+            if name == "dense":
+                floor = 0.3
+                value = max(0.0, raw - floor) / (1 - floor)
+                if value > 0:
+                    c.why.append(f"dense cosine {raw:.3f}")
+            elif member is not None and hasattr(member, "ceiling"):
+                ceiling = member.ceiling(query)
+                value = raw / ceiling if ceiling > 0 else 0.0
+                if value > 0:
+                    c.why.append(f"{name} {value:.3f} of the query's best possible match")
+            else:
+                value = raw
+            total += value
+        return total
+
+    def _structure(self, spec: QuerySpec, res: Resolution, w: Weights, cands: dict[str, Candidate]) -> None:
+        story, as_of = spec.story, spec.as_of
+        for c in cands.values():
+            r = c.record
+            if r.private and not spec.include_private:
+                c.reject("private", "private record; the query does not allow private records")
+                continue
+            if not_yet_observed(r, as_of):
+                c.reject("not_yet_observed", f"appears {r.appeared_at}, after as_of {as_of}")
+                continue
+            why_not_current = state_reason(r, story, as_of)
+            if why_not_current:
+                c.reject(why_not_current, f"state is not current on {as_of}"
+                         + (f"; superseded by {r.superseded_by}" if r.superseded_by else ""))
+                continue
+            project = story.project_of(r)
+            if res.projects and project not in res.projects and not c.certain:
+                c.reject("out_of_scope", f"project {project}; the query is scoped to {', '.join(sorted(res.projects))}")
+                continue
+            topic_hits = {t: res.topics[t] for t in r.topics if t in res.topics}
+            entity_hits = [e for e in r.entities if e in res.entities]
+            if topic_hits:
+                best = max(topic_hits, key=lambda t: (topic_hits[t], t))
+                c.score += w.topic * topic_hits[best]
+                c.label("structured_context", res.topic_why[best])
+            if entity_hits:
+                c.score += w.entity
+                c.label("structured_context", res.entities[entity_hits[0]])
+            contradicts = (res.topics or res.entities) and (r.topics or r.entities)
+            if not topic_hits and not entity_hits and contradicts and not c.certain:
+                fields = ", ".join(r.topics + r.entities)
+                wanted = ", ".join(list(res.topics) + list(res.entities))
+                c.reject("off_topic", f"only similarity supports it; its fields ({fields}) contradict "
+                                      f"what the query resolved ({wanted})")
+                continue
+            note = checkpoint_note(r, as_of) if r.kind == "state" else None
+            if note:
+                c.label("checkpoint_passed", note)
+            if r.kind == "view":
+                c.label("derived_view", "a view restating evidence held elsewhere")
+            if r.effective_fidelity in ("summary", "projection") and r.kind not in ("state", "decision"):
+                c.why.append(f"fidelity {r.effective_fidelity}: reported as a {r.effective_fidelity}, not a transcript")
+
+    def _phrase(self, spec: QuerySpec, w: Weights, cands: dict[str, Candidate]) -> dict:
+        index = _index.phrase_index_for(spec.story)
+        kinds = {r.id: r.kind for r in spec.story.records}
+        credit = phrase_credit(index, spec.query, kinds, w.phrase_ceiling, w.phrase_weight, w.view_fraction)
+        for rid, bonus in credit.bonus.items():
+            c = cands.get(rid)
+            if c is None and not spec.story.by_id[rid].kind == "control":
+                c = cands[rid] = Candidate(spec.story.by_id[rid])
+                self._structure(spec, Resolution(), w, {rid: c})
+            if c is None or c.reason is not None:
+                continue
+            c.score += bonus
+            c.label("phrase_match", f"holds the rare in-order span {credit.span[rid]!r}")
+        return {"tested": credit.tested}
+
+    def _supersession(self, spec: QuerySpec, live: dict[str, Candidate], cands: dict[str, Candidate]) -> None:
+        """A superseded decision rides only behind its selected direct successor."""
+        story = spec.story
+        for c in sorted(live.values(), key=lambda c: c.id):
+            if c.record.kind != "decision":
+                continue
+            successor_id = superseded_as_of(c.record, story, spec.as_of)
+            if successor_id is None:
+                continue
+            succ = cands.get(successor_id)
+            if succ is None:
+                succ = cands[successor_id] = Candidate(story.by_id[successor_id])
+                self._structure(spec, Resolution(), weights_for(spec), {successor_id: succ})
+                succ.why.append(f"successor of {c.id}")
+            c.label("conflicting_or_superseded",
+                    f"superseded by {successor_id}: history, not current advice")
+            c.successor = succ
+            if succ.reason is not None or superseded_as_of(succ.record, story, spec.as_of):
+                c.reject("predecessor_without_successor",
+                         f"its successor {successor_id} is not selectable")
+                continue
+            succ.score = max(succ.score, c.score)
+            succ.predecessors.append(c)
+
+    def _session(self, spec: QuerySpec, cands: dict[str, Candidate]) -> dict[str, float]:
+        """Items delivered earlier in the session are not served again; the best score this
+        query gives one of them floors each lane's rival."""
+        floor = {"curated": 0.0, "evidence": 0.0}
+        delivered: set[str] = set()
+        for earlier in spec.session:
+            delivered |= set(self.run(spec.earlier(earlier)).packet.ids())
+        for rid in sorted(delivered):
+            c = cands.get(rid)
+            if c is None:
+                continue
+            floor[c.lane] = max(floor[c.lane], c.score)
+            c.reject("already_delivered", "packed earlier in this session")
+        return floor
+
+    def _lanes(self, spec: QuerySpec, w: Weights, cands: dict[str, Candidate], floor: dict[str, float]):
+        trace = []
+        riding: dict[str, list[Candidate]] = {}
+        for lane in ("curated", "evidence"):
+            members = [c for c in cands.values() if c.lane == lane and c.reason is None and c.successor is None]
+            certain = [c for c in members if c.certain]
+            ranked = by_score([c for c in members if not c.certain])
+            decision = gate_lane(lane, [(c.id, c.score) for c in ranked], w.standout, w.lane_cap, floor[lane])
+            trace.append(decision.trace)
+            for c in ranked:
+                if c.id in decision.below_standout:
+                    c.reject("below_standout", f"ratio {decision.trace['ratio']} below standout {w.standout:g}"
+                             if not decision.trace["answers"] else f"does not beat the rival {decision.trace['rival']:.4f} by {w.standout:g}")
+                elif c.id in decision.rank_cut:
+                    c.reject("rank_cut", f"past the lane cap of {w.lane_cap}")
+            keep = set(decision.riding)
+            riding[lane] = by_score(certain + [c for c in ranked if c.id in keep])
+        return riding["curated"], riding["evidence"], trace
+
+    def _provenance(self, spec: QuerySpec, packed: list[Candidate], evidence: list[Candidate],
+                    cands: dict[str, Candidate]) -> list[Candidate]:
+        """Sources of packed items follow them into the evidence lane, in that lane's order."""
+        chosen = {c.id: c for c in evidence}
+        for item in packed:
+            for sid in item.record.sources:
+                src = cands.get(sid)
+                if src is None:
+                    src = cands[sid] = Candidate(spec.story.by_id[sid])
+                    self._structure(spec, Resolution(), weights_for(spec), {sid: src})
+                if src.reason in ("private", "not_yet_observed", "control_plane"):
+                    continue
+                src.reason, src.detail = None, None
+                src.certain = True
+                src.label("provenance_supported", f"source of {item.id}")
+                chosen[sid] = src
+        return by_score(list(chosen.values()))

@@ -1,0 +1,88 @@
+"""Triage: RETRIEVE, ASK or SKIP, with the reason.
+
+Rules, in order, each deterministic:
+1. SKIP a self-contained question (definitional, spelling, translation, arithmetic) that
+   carries no marker of shared history: it needs no memory at all.
+2. ASK when history is clearly needed (we, our, I, my, remember, change...) but nothing
+   anchors it: no topic, entity, hint or record id resolved and no distinctive word left
+   once function words and vague verbs are gone. The question names the missing anchor.
+3. RETRIEVE when anything anchors the query, keeping its distinctive words verbatim.
+4. Otherwise RETRIEVE as a fallback, flagged, so `garden run` can count how often no rule
+   decided.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .analyzer import FUNCTION_WORDS, word_runs
+from .resolve import Resolution
+
+DEFINITIONAL = [
+    re.compile(r"^\s*what\s+(?:does|do)\s+(?:the\s+(?:word|term)\s+)?[\w' -]+?\s+mean\b", re.I),
+    re.compile(r"^\s*what\s+is\s+the\s+meaning\s+of\b", re.I),
+    re.compile(r"^\s*(?:define|definition\s+of)\b", re.I),
+    re.compile(r"^\s*how\s+(?:do\s+you|to)\s+(?:spell|pronounce)\b", re.I),
+    re.compile(r"^\s*translate\b", re.I),
+    re.compile(r"^\s*(?:what\s+is\s+)?[\d\s.+*/()-]+[+*/-][\d\s.+*/()=?-]+$", re.I),
+]
+HISTORY_MARKERS = frozenset(
+    "i me my mine we us our ours remember recall earlier before lately recently last "
+    "originally previously again still since ago yesterday did decide decided choose chose changed "
+    "switched".split()
+)
+# Chinese markers of shared history ("remember", "we", "that time", "last time", "before").
+HISTORY_CJK = re.compile(r"记得|我们|那次|上次|以前|之前|咱们")
+ANAPHORA = frozenset("it that this them those these there he she they him her".split())
+VAGUE = frozenset(
+    "why what when how who which where did do does done change changed changing choose chose "
+    "chosen decide decided make made get got say said think thought thing things stuff happen "
+    "happened go went like felt feel again still ever really just back".split()
+)
+
+
+@dataclass
+class Triage:
+    decision: str
+    reason: str
+    fallback: bool = False
+    question: str | None = None
+
+
+def words(query: str) -> list[str]:
+    return [w for run in word_runs(query) for w in run]
+
+
+def distinctive_words(query: str) -> list[str]:
+    """Words that carry content: not function words, not history markers, not vague verbs."""
+    return [w for w in words(query)
+            if w not in FUNCTION_WORDS and w not in HISTORY_MARKERS and w not in VAGUE and len(w) > 1]
+
+
+def triage(query: str, resolution: Resolution) -> Triage:
+    ws = words(query)
+    markers = sorted({w for w in ws if w in HISTORY_MARKERS} | set(HISTORY_CJK.findall(query)))
+    if not markers and not resolution.anchored and any(p.search(query) for p in DEFINITIONAL):
+        return Triage("skip", "self-contained question (definitional or general); it needs no history")
+    content = distinctive_words(query)
+    if markers and not resolution.anchored and not content:
+        pronoun = next((w for w in ws if w in ANAPHORA), None)
+        missing = f"what {pronoun!r} refers to" if pronoun else "what the question is about"
+        question = (f"Which thing do you mean by {pronoun!r}? Name the topic, decision or record."
+                    if pronoun else "What is this about? Name the topic, decision or record.")
+        return Triage("ask", f"history is needed ({', '.join(markers)}) but nothing anchors it: "
+                             f"missing {missing}", question=question)
+    anchors = []
+    if resolution.topics:
+        anchors.append("topics " + ", ".join(t for t, w in resolution.topics.items() if w == 1.0))
+    if resolution.entities:
+        anchors.append("entities " + ", ".join(resolution.entities))
+    if resolution.explicit_ids:
+        anchors.append("records " + ", ".join(resolution.explicit_ids))
+    if content:
+        anchors.append("distinctive words kept verbatim: " + " ".join(content))
+    if markers or resolution.anchored:
+        why = f"history marker ({', '.join(markers)})" if markers else "anchored query"
+        return Triage("retrieve", f"{why}; " + "; ".join(anchors))
+    return Triage("retrieve", "no triage rule decided; defaulted to retrieve"
+                  + (f" ({'; '.join(anchors)})" if anchors else ""), fallback=True)
