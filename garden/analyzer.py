@@ -93,3 +93,13 @@ def word_runs(text: str) -> list[list[str]]:
     if current:
         runs.append(current)
     return [r for r in runs if r]
+
+
+def without_function_words(text: str) -> str:
+    """The text with Latin-script function words blanked out; CJK text is kept whole.
+
+    A structured ranker should not count "we" or "ever" as evidence that a record is
+    relevant, even where the retrieval stopword list (kept short for comparability with
+    published BM25 figures) lets them through.
+    """
+    return _WORD.sub(lambda m: " " if m.group(0).lower() in FUNCTION_WORDS else m.group(0), text)

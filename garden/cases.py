@@ -168,6 +168,11 @@ def check(expect: Expect, packet: Packet, story: Story, include_private: bool) -
             failures.append(f"rejected: expected {rid} rejected as {reason}, but it is in the packet")
         elif rejected.get(rid) != reason:
             failures.append(f"rejected: expected {rid} rejected as {reason}, got {where(rid)}")
+    for rid, fidelity in expect.fidelity.items():
+        if rid not in items:
+            failures.append(f"fidelity: {rid} is not in the packet ({where(rid)})")
+        elif items[rid].fidelity != fidelity:
+            failures.append(f"fidelity: expected {rid} reported as {fidelity}, got {items[rid].fidelity}")
     if expect.max_items is not None and len(ids) > expect.max_items:
         failures.append(f"max_items: expected at most {expect.max_items} items, got {len(ids)}")
     for needle in expect.warnings:

@@ -155,6 +155,8 @@ class Settings(Strict):
     phrase_ceiling: int | None = Field(default=None, ge=1)
     phrase_weight: float | None = Field(default=None, ge=0)
     view_fraction: float | None = Field(default=None, ge=0, le=1)
+    min_share: float | None = Field(default=None, ge=0, le=1)
+    semantic_floor: float | None = Field(default=None, ge=0, lt=1)
 
     @field_validator("standout", mode="before")
     @classmethod
@@ -194,6 +196,7 @@ class Expect(Strict):
     absent_labels: dict[str, list[str]] = {}
     rejected: dict[str, str] = {}
     max_items: int | None = Field(default=None, ge=0)
+    fidelity: dict[str, Fidelity] = {}   # in the packet, reporting this fidelity
     warnings: list[str] = []
     build_error: list[str] = []
 
@@ -205,7 +208,7 @@ class Expect(Strict):
         for name in ("include", "exclude", "sequence"):
             out += [(name, rid) for rid in getattr(self, name)]
         out += [("before", rid) for pair in self.before for rid in pair]
-        for name in ("labels", "absent_labels", "rejected"):
+        for name in ("labels", "absent_labels", "rejected", "fidelity"):
             out += [(name, rid) for rid in getattr(self, name)]
         return out
 

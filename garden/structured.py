@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass
 
 from . import _index
+from .analyzer import without_function_words
 from .candidates import Candidate, by_score
 from .models import Budget, Packet, Rejection
 from .pack import attach_predecessors, pack
@@ -21,7 +22,7 @@ from .pipelines import Outcome, component_scores
 from .query import QuerySpec
 from .resolve import Resolution, resolve
 from .retrievers import rank
-from .standout import DEFAULT_LANE_CAP, DEFAULT_STANDOUT, gate_lane
+from .standout import DEFAULT_LANE_CAP, DEFAULT_MIN_SHARE, DEFAULT_STANDOUT, gate_lane
 from .timeline import checkpoint_note, not_yet_observed, state_reason, superseded_as_of
 from .triage import triage
 
@@ -38,6 +39,7 @@ class Weights:
     view_fraction: float = 0.5
     standout: float = DEFAULT_STANDOUT
     lane_cap: int = DEFAULT_LANE_CAP
+    min_share: float = DEFAULT_MIN_SHARE
 
 
 def weights_for(spec: QuerySpec) -> Weights:
@@ -79,6 +81,10 @@ class StructuredPipeline:
         self._structure(spec, res, w, cands)
         lap("structure")
         stages["phrase"] = self._phrase(spec, w, cands)
+        for c in cands.values():
+            if not {"structured_context", "phrase_match", "provenance_supported"} & set(c.labels):
+                lexical = any(v > 0 for k, v in c.scores.items() if k != "dense")
+                c.label("lexical_only" if lexical else "semantic_only")
         lap("phrase")
         live = {rid: c for rid, c in cands.items() if c.reason is None}
         self._supersession(spec, live, cands)
@@ -119,12 +125,16 @@ class StructuredPipeline:
         anchored = {r.id for r in story.records if r.kind != "control" and (
             set(r.topics) & set(res.topics) or set(r.entities) & set(res.entities) or r.id in res.explicit_ids)}
         ids += sorted(anchored)
+        content = without_function_words(spec.query)
+        parts = getattr(retriever, "members", {retriever.name: retriever})
+        lexical = {n: m.score(content) for n, m in parts.items() if hasattr(m, "ceiling")}
+        ceilings = {n: parts[n].ceiling(content) for n in lexical}
         cands: dict[str, Candidate] = {}
         for rid in ids:
             if rid in cands:
                 continue
             c = Candidate(story.by_id[rid], {k: v.get(rid, 0.0) for k, v in members.items()})
-            c.score = self._relevance(retriever, spec.query, c)
+            c.score = self._relevance(parts, lexical, ceilings, w.semantic_floor, c)
             if c.score > 0 or rid in anchored:
                 cands[rid] = c
         for rid in res.explicit_ids:
@@ -132,22 +142,20 @@ class StructuredPipeline:
             cands[rid].why.append(f"named by id in the query")
         return cands
 
-    def _relevance(self, retriever, query: str, c: Candidate) -> float:
-        """Lexical score as a fraction of the query's ceiling, plus rescaled cosine."""
+    def _relevance(self, members: dict, lexical: dict[str, dict[str, float]], ceilings: dict[str, float],
+                   semantic_floor: float, c: Candidate) -> float:
+        """Lexical score as a fraction of the query's ceiling (content words only), plus the
+        cosine above a floor, rescaled to [0, 1]."""
         total = 0.0
-        members = getattr(retriever, "members", {retriever.name: retriever})
         for name, raw in c.scores.items():
-            member = members.get(name) if isinstance(members, dict) else None
-            if name == "dense":
-                floor = 0.3
-                value = max(0.0, raw - floor) / (1 - floor)
-                if value > 0:
-                    c.why.append(f"dense cosine {raw:.3f}")
-            elif member is not None and hasattr(member, "ceiling"):
-                ceiling = member.ceiling(query)
-                value = raw / ceiling if ceiling > 0 else 0.0
+            if name in lexical:
+                value = lexical[name].get(c.id, 0.0) / ceilings[name] if ceilings[name] > 0 else 0.0
                 if value > 0:
                     c.why.append(f"{name} {value:.3f} of the query's best possible match")
+            elif name == "dense":
+                value = max(0.0, raw - semantic_floor) / (1 - semantic_floor)
+                if value > 0:
+                    c.why.append(f"dense cosine {raw:.3f}")
             else:
                 value = raw
             total += value
@@ -181,12 +189,12 @@ class StructuredPipeline:
             if entity_hits:
                 c.score += w.entity
                 c.label("structured_context", res.entities[entity_hits[0]])
-            contradicts = (res.topics or res.entities) and (r.topics or r.entities)
-            if not topic_hits and not entity_hits and contradicts and not c.certain:
-                fields = ", ".join(r.topics + r.entities)
-                wanted = ", ".join(list(res.topics) + list(res.entities))
-                c.reject("off_topic", f"only similarity supports it; its fields ({fields}) contradict "
-                                      f"what the query resolved ({wanted})")
+            clash = [f"topics {', '.join(r.topics)} (query: {', '.join(res.topics)})"
+                     for _ in [0] if res.topics and r.topics and not topic_hits]
+            clash += [f"entities {', '.join(r.entities)} (query: {', '.join(res.entities)})"
+                      for _ in [0] if res.entities and r.entities and not entity_hits]
+            if clash and not c.certain:
+                c.reject("off_topic", "its fields contradict what the query resolved: " + "; ".join(clash))
                 continue
             note = checkpoint_note(r, as_of) if r.kind == "state" else None
             if note:
@@ -257,14 +265,15 @@ class StructuredPipeline:
             members = [c for c in cands.values() if c.lane == lane and c.reason is None and c.successor is None]
             certain = [c for c in members if c.certain]
             ranked = by_score([c for c in members if not c.certain])
-            decision = gate_lane(lane, [(c.id, c.score) for c in ranked], w.standout, w.lane_cap, floor[lane])
+            decision = gate_lane(lane, [(c.id, c.score) for c in ranked], w.standout, w.lane_cap, floor[lane],
+                                 w.min_share)
             trace.append(decision.trace)
             for c in ranked:
                 if c.id in decision.below_standout:
                     c.reject("below_standout", f"ratio {decision.trace['ratio']} below standout {w.standout:g}"
                              if not decision.trace["answers"] else f"does not beat the rival {decision.trace['rival']:.4f} by {w.standout:g}")
                 elif c.id in decision.rank_cut:
-                    c.reject("rank_cut", f"past the lane cap of {w.lane_cap}")
+                    c.reject("rank_cut", f"past the lane cap of {w.lane_cap} or under {w.min_share:g} of the lane's best")
             keep = set(decision.riding)
             riding[lane] = by_score(certain + [c for c in ranked if c.id in keep])
         return riding["curated"], riding["evidence"], trace
@@ -283,6 +292,7 @@ class StructuredPipeline:
                     continue
                 src.reason, src.detail = None, None
                 src.certain = True
+                src.labels = [x for x in src.labels if x not in ("lexical_only", "semantic_only")]
                 src.label("provenance_supported", f"source of {item.id}")
                 chosen[sid] = src
         return by_score(list(chosen.values()))

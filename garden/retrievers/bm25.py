@@ -63,6 +63,8 @@ class RankBM25:
     def ceiling(self, query: str) -> float:
         """The best score any document could reach for this query: each term saturated,
         sum of idf * (k1 + 1). Dividing by it makes a score a fraction of the best match
-        possible for the query rather than of the best match the store happens to hold."""
-        terms = [t for t in self.analyzer(query) if t in self._bm25.idf]
-        return sum(self._bm25.idf[t] * (self.k1 + 1) for t in terms)
+        possible for the query rather than of the best match the store happens to hold.
+        A query word the store has never seen counts at the highest idf: it is the most
+        informative word of all, and no record matches it."""
+        unseen = lucene_idf(self._bm25.corpus_size, 0)
+        return sum(self._bm25.idf.get(t, unseen) * (self.k1 + 1) for t in self.analyzer(query))
