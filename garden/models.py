@@ -318,6 +318,7 @@ class TraceEvent(BaseModel):
     session: list[str] = []
     pipeline: str
     case: str | None = None
+    case_path: str | None = None
     stages: dict[str, Any] = {}
     timings_ms: dict[str, float] = {}
     packet: Packet

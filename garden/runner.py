@@ -20,23 +20,27 @@ from .traces import DEFAULT_RETENTION_DAYS, prune_traces, write_trace
 _pruned = False
 
 
-def run_query(spec: QuerySpec, pipeline: str = "default", case: str | None = None, trace: bool = True) -> Outcome:
+def run_query(spec: QuerySpec, pipeline: str = "default", case: str | None = None, trace: bool = True,
+              case_path: str | None = None) -> Outcome:
     outcome = make_pipeline(pipeline).run(spec)
     if trace:
-        record_trace(spec, pipeline, outcome, case)
+        record_trace(spec, pipeline, outcome, case, case_path)
     return outcome
 
 
-def record_trace(spec: QuerySpec, pipeline: str, outcome: Outcome, case: str | None) -> None:
+def record_trace(spec: QuerySpec, pipeline: str, outcome: Outcome, case: str | None,
+                 case_path: str | None = None) -> None:
     global _pruned
     if not _pruned:
         _pruned = True
         keep = int(os.environ.get("GARDEN_TRACE_DAYS", DEFAULT_RETENTION_DAYS))
         prune_traces(dt.date.today(), keep)
-    write_trace(TraceEvent(story=spec.story.story, story_path=spec.story_path, query=spec.query,
+    story_path = str(Path(spec.story_path).resolve()) if spec.story_path else None
+    write_trace(TraceEvent(story=spec.story.story, story_path=story_path, query=spec.query,
                            as_of=spec.as_of, hints=spec.hints, budget=spec.budget,
                            include_private=spec.include_private, settings=spec.settings,
-                           session=spec.session, pipeline=pipeline, case=case, stages=outcome.stages,
+                           session=spec.session, pipeline=pipeline, case=case, case_path=case_path,
+                           stages=outcome.stages,
                            timings_ms=outcome.timings_ms, packet=outcome.packet))
 
 
@@ -81,7 +85,7 @@ def run_one(loaded: LoadedCase, q: Query, pipeline: str, trace: bool = True) -> 
         failures = check_build_error(q.expect, exc, q.story_path)
         return QueryResult(q.name, not failures, failures)
     spec = spec_for(q, story)
-    outcome = run_query(spec, pipeline, case=loaded.id, trace=trace)
+    outcome = run_query(spec, pipeline, case=loaded.id, trace=trace, case_path=str(loaded.path.resolve()))
     failures = check(q.expect, outcome.packet, story, spec.include_private)
     return QueryResult(q.name, not failures, failures, outcome.packet.fallback,
                        outcome.packet.model_dump(mode="json"))

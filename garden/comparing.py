@@ -1,0 +1,167 @@
+"""`garden compare`: the same queries under several pipelines, side by side.
+
+The source is a collection folder (TREC or BEIR layout), a case file or folder, or a trace
+file. For cases, relevance comes from each query's expectations: the `lead` is graded 2,
+every `include` and `sequence` id 1; `exclude` ids are counted as forbidden hits. A trace
+carries no judgments of its own: a traced query that names its case is judged by that
+case, any other by the packet it was served (agreement with what the user saw).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .cases import Query, load_case, spec_for
+from .compare import (CompareReport, compare_collection, compare_runs, parse_measures,
+                      plot_per_query, write_trec_run)
+from .errors import GardenError
+from .models import Expect, Hints
+from .pipelines import check_pipeline, make_pipeline
+from .query import QuerySpec
+from .stories import load_story, resolve_story_path
+from .traces import read_trace
+
+STORY_MEASURES = ("AP", "nDCG@10", "R@5", "RR", "P@5")
+
+
+@dataclass
+class Replay:
+    qid: str
+    label: str
+    spec: QuerySpec
+    qrels: dict[str, int]
+    forbidden: list[str] = field(default_factory=list)
+
+
+def judgments(expect: Expect) -> dict[str, int]:
+    rels = {rid: 1 for rid in [*expect.include, *expect.sequence]}
+    if expect.lead:
+        rels[expect.lead] = 2
+    return rels
+
+
+def replays_from_cases(paths: list[Path]) -> list[Replay]:
+    out = []
+    for path in paths:
+        loaded = load_case(path)
+        for n, q in enumerate(loaded.queries):
+            if q.expect.build_error or q.expect.decision in ("skip", "ask"):
+                continue
+            rels = judgments(q.expect)
+            if not rels and not q.expect.exclude:
+                continue
+            spec = spec_for(q, load_story(q.story_path))
+            label = loaded.id if q.name is None else f"{loaded.id} -- {q.name}"
+            out.append(Replay(f"{loaded.id}#{n}", label, spec, rels, list(q.expect.exclude)))
+    return out
+
+
+def replays_from_trace(path: Path) -> list[Replay]:
+    out = []
+    for n, event in enumerate(read_trace(path), start=1):
+        story_path = Path(event.story_path) if event.story_path else resolve_story_path(event.story)
+        spec = QuerySpec(load_story(story_path), event.query, event.as_of, event.budget, event.hints or Hints(),
+                         event.include_private, event.settings, list(event.session), str(story_path))
+        rels = {item.id: 1 for item in event.packet.items}
+        forbidden: list[str] = []
+        if event.case_path and Path(event.case_path).is_file():
+            loaded = load_case(event.case_path)
+            match = next((q for q in loaded.queries if q.spec_fields["query"] == event.query), None)
+            if match is not None:
+                rels, forbidden = judgments(match.expect), list(match.expect.exclude)
+        if rels or forbidden:
+            out.append(Replay(f"line{n}", f"{event.case or 'query'}: {event.query}", spec, rels, forbidden))
+    return out
+
+
+@dataclass
+class SourceReport:
+    report: CompareReport
+    side_by_side: list[dict]
+    forbidden_hits: dict[str, int]
+
+    def to_json(self) -> dict:
+        data = self.report.to_json()
+        for name, hits in self.forbidden_hits.items():
+            data["pipelines"].setdefault(name, {})["forbidden_hits"] = hits
+        if self.side_by_side:
+            data["per_query"] = self.side_by_side
+        return data
+
+    def show(self) -> None:
+        from rich.console import Console
+
+        console = Console(width=160)
+        console.print(self.report.table())
+        for row in self.side_by_side:
+            tops = "  |  ".join(f"{p}: {', '.join(ids[:3]) or '(empty)'}" for p, ids in row["top"].items())
+            mark = "[yellow]disagree[/yellow]" if row["disagree"] else "agree"
+            console.print(f"{mark} {row['query']}\n    {tops}")
+        if self.forbidden_hits:
+            console.print("forbidden hits: " + ", ".join(f"{p} {n}" for p, n in self.forbidden_hits.items()))
+        first = self.report.measures[0]
+        best = max(self.report.evaluation.aggregates.items(), key=lambda kv: kv[1][first])
+        console.print(f"{len(self.report.evaluation.qids)} queries, {len(self.report.evaluation.aggregates)} "
+                      f"pipelines; best {first}: {best[0]} {best[1][first]:.4f}")
+
+
+def compare_replays(replays: list[Replay], pipelines: list[str], baseline: str | None, name: str,
+                    measures, trec_dir=None, plot=None) -> SourceReport:
+    if not replays:
+        raise GardenError(f"{name}: no query with judgments to compare")
+    runs: dict[str, dict] = {}
+    speed: dict[str, float] = {}
+    packets: dict[str, dict[str, list[str]]] = {}
+    forbidden: dict[str, int] = {}
+    for p in pipelines:
+        pipeline = make_pipeline(p)
+        start = time.perf_counter()
+        ids = {r.qid: pipeline.run(r.spec).packet.ids() for r in replays}
+        elapsed = time.perf_counter() - start
+        speed[p] = len(replays) / elapsed if elapsed > 0 else float("inf")
+        packets[p] = ids
+        # packet order is the ranking: score by position so ties cannot reorder it
+        runs[p] = {qid: [(rid, float(len(items) - i)) for i, rid in enumerate(items)] for qid, items in ids.items()}
+        forbidden[p] = sum(len(set(ids[r.qid]) & set(r.forbidden)) for r in replays)
+    qrels = {r.qid: r.qrels for r in replays if r.qrels}
+    judged_runs = {p: {q: run[q] for q in qrels} for p, run in runs.items()}
+    report = compare_runs(qrels, judged_runs, baseline, measures, speed, name)
+    side = [{"qid": r.qid, "query": r.label, "top": {p: packets[p][r.qid] for p in pipelines},
+             "disagree": len({tuple(packets[p][r.qid][:1]) for p in pipelines}) > 1} for r in replays]
+    if trec_dir is not None:
+        for p, run in runs.items():
+            write_trec_run(Path(trec_dir) / f"{p}.run", {q: v for q, v in run.items() if v}, p)
+    if plot is not None:
+        plot_per_query(plot, report.evaluation.per_query, report.baseline, report.measures[0])
+    return SourceReport(report, side, forbidden)
+
+
+def is_collection(path: Path) -> bool:
+    return path.is_dir() and (any((path / n).exists() for n in ("qrels", "corpus.jsonl", "corpus")))
+
+
+def compare_source(source: str, pipelines: list[str], baseline: str | None = None, trec_dir: str | None = None,
+                   plot: str | None = None, metrics: str | None = None):
+    if not pipelines:
+        raise GardenError("--pipelines names no pipeline")
+    for p in pipelines:
+        check_pipeline(p)
+    if baseline is not None and baseline not in pipelines:
+        raise GardenError(f"baseline {baseline!r} is not among the pipelines: {', '.join(pipelines)}")
+    path = Path(source)
+    if not path.exists():
+        raise GardenError(f"{source}: no such collection folder, case file or trace file")
+    if is_collection(path):
+        measures = [m.strip() for m in metrics.split(",")] if metrics else None
+        kwargs = {"measures": measures} if measures else {}
+        report = compare_collection(path, pipelines, baseline, trec_dir=trec_dir, plot=plot, **kwargs)
+        return SourceReport(report, [], {})
+    measures = [m.strip() for m in metrics.split(",")] if metrics else list(STORY_MEASURES)
+    parse_measures(measures)
+    if path.suffix == ".jsonl":
+        replays = replays_from_trace(path)
+    else:
+        files = sorted(path.rglob("*.yaml")) if path.is_dir() else [path]
+        replays = replays_from_cases(files)
+    return compare_replays(replays, pipelines, baseline, str(path), measures, trec_dir, plot)
