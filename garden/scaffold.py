@@ -22,12 +22,21 @@ entities:
     aliases: [ada, ada quill]
 
 records:
-  - id: note.{slug}.tomatoes
-    kind: note
+  - id: decision.{slug}.tomatoes
+    kind: decision
+    status: active
+    decided_at: 2031-04-02
+    topics: [garden]
+    entities: [ada]
+    text: Ada moved the tomato seedlings to the south bed.
+    rationale: The north bed stays wet after the afternoon rain.
+    sources: [chat.{slug}.0402]
+  - id: chat.{slug}.0402
+    kind: source
     at: 2031-04-02
     topics: [garden]
     entities: [ada]
-    text: Ada moved the tomato seedlings to the south bed because the north bed stays wet.
+    text: "Ada: the north bed is a puddle again; I am carrying the tomatoes over to the south side."
   - id: state.{slug}.rain
     kind: state
     stability: temporary
@@ -45,7 +54,7 @@ records:
 CASE = """\
 id: {name}-starter
 story: {name}
-about: Starter case. The tomato note should lead a question about the seedlings.
+about: Starter case. The decision to move the seedlings leads, its source follows it.
 origin: scaffolded by garden new-story
 category: starter
 as_of: 2031-04-05
@@ -53,7 +62,8 @@ budget: 600
 query: Why did Ada move the tomato seedlings?
 expect:
   decision: retrieve
-  lead: note.{slug}.tomatoes
+  lead: decision.{slug}.tomatoes
+  labels: {{chat.{slug}.0402: [provenance_supported]}}
 controls:
   - name: a definitional question needs no history
     query: what does seedling mean?

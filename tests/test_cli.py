@@ -1,0 +1,205 @@
+"""The command line: exit codes, JSON shapes, located one-line errors, nothing written on failure."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from garden.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+GARDEN = str(Path(sys.executable).parent / "garden")
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    """A copy of the shipped stories and cases in a scratch folder, as the working directory."""
+    for name in ("fixtures", "regression", "challenge"):
+        if (ROOT / name).is_dir():
+            shutil.copytree(ROOT / name, tmp_path / name)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("GARDEN_HOME", str(tmp_path / ".garden"))
+    return tmp_path
+
+
+def run_cli(args, capsys):
+    code = main(args)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_check_passes_on_the_shipped_story(project, capsys):
+    code, out, _ = run_cli(["check"], capsys)
+    assert code == 0
+    assert "aurora-ridge" in out and "all valid" in out
+    assert (project / ".garden" / "index" / "aurora-ridge.json").is_file()
+
+
+@pytest.mark.parametrize("broken, needles", [
+    ("typo-once", ["decision.field_test.logbook", "topics", "'feild_test'"]),
+    ("typo-many", ["decision.field_test.sync", "note.field_test.kit", "'feild_test'"]),
+    ("alias-label", ["decision.obs.night_watch", "entities", "'observatory captain'"]),
+    ("bad-date", ["state.mira.gaming", "observed_at", "2030-01-32"]),
+    ("confirmed-before-observed", ["state.mira.gaming", "last_confirmed_at", "2029-12-30"]),
+    ("valid-to-before-from", ["state.mira.gaming", "valid_to", "2029-12-31"]),
+])
+def test_check_fails_on_each_broken_story_naming_record_field_value(project, capsys, broken, needles):
+    code, out, _ = run_cli(["check", f"fixtures/broken/{broken}.yaml"], capsys)
+    assert code == 1
+    assert all(n in out for n in needles), out
+    assert "Traceback" not in out
+
+
+def test_failed_build_leaves_the_previous_index_in_place(project, capsys):
+    story = project / "fixtures" / "aurora-ridge.yaml"
+    assert run_cli(["check", "aurora-ridge"], capsys)[0] == 0
+    index = project / ".garden" / "index" / "aurora-ridge.json"
+    before = index.read_bytes()
+    story.write_text(story.read_text().replace("topics: [gaming]\n    entities: [mira]",
+                                               "topics: [gamng]\n    entities: [mira]", 1))
+    code, out, _ = run_cli(["check", "aurora-ridge"], capsys)
+    assert code == 1 and "'gamng'" in out
+    assert index.read_bytes() == before
+    assert not [p for p in index.parent.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_run_regression_and_challenge_exit_codes(project, capsys):
+    code, out, _ = run_cli(["run", "challenge", "--json"], capsys)
+    data = json.loads(out)
+    assert code == 0, "challenge failures never change the exit code"
+    assert data["passed"] + data["failed"] == len(data["results"]) > 0
+    assert all(r["suite"] == "challenge" for r in data["results"])
+    assert "triage_fallbacks" in data
+    if (project / "regression").is_dir():
+        code, out, _ = run_cli(["run", "regression", "--json"], capsys)
+        assert code == 0 and json.loads(out)["failed"] == 0
+
+
+def test_a_failing_regression_case_exits_1(project, capsys):
+    (project / "regression").mkdir(exist_ok=True)
+    (project / "regression" / "wrong-lead.yaml").write_text(
+        "id: wrong-lead\nstory: aurora-ridge\nas_of: 2030-01-06\nquery: Why have I not felt like gaming recently?\n"
+        "expect: {lead: pref.mira.milk}\n")
+    code, out, _ = run_cli(["run", "regression/wrong-lead.yaml", "--json"], capsys)
+    data = json.loads(out)
+    assert code == 1
+    assert data["results"][0]["failures"][0].startswith("lead: expected pref.mira.milk, got")
+
+
+def test_query_json_shape(project, capsys):
+    code, out, _ = run_cli(["query", "aurora-ridge", "Why have I not felt like gaming recently?",
+                            "--as-of", "2030-01-06", "--json"], capsys)
+    assert code == 0
+    packet = json.loads(out)
+    assert set(packet) >= {"decision", "reason", "warnings", "items", "rejected", "budget"}
+    assert packet["items"][0]["id"] == "state.mira.gaming"
+    assert set(packet["items"][0]) >= {"id", "kind", "fidelity", "labels", "score", "why", "text"}
+    assert {"id": "pref.mira.milk", "reason": "off_topic"}.items() <= next(
+        r for r in packet["rejected"] if r["id"] == "pref.mira.milk").items()
+    assert packet["budget"]["used"] <= packet["budget"]["limit"] == 1200
+
+
+def test_query_unknown_hint_warns_and_runs(project, capsys):
+    code, out, _ = run_cli(["query", "aurora-ridge", "What did the observatory captain decide?",
+                            "--hint", "topic=feild_test", "--json"], capsys)
+    assert code == 0
+    assert any("feild_test" in w for w in json.loads(out)["warnings"])
+
+
+@pytest.mark.parametrize("value", ["0.9", "nan", "abc", "-1"])
+def test_standout_below_one_is_refused_as_a_ratio(project, capsys, value):
+    with pytest.raises(SystemExit) as exc:
+        main(["query", "aurora-ridge", "anything", f"--standout={value}"])
+    assert exc.value.code == 2
+    assert "ratio" in capsys.readouterr().err
+
+
+def test_case_settings_refuse_standout_below_one(project, capsys):
+    (project / "challenge" / "bad-standout.yaml").write_text(
+        "id: bad-standout\nstory: aurora-ridge\nas_of: 2030-01-06\nquery: gaming\nsettings: {standout: 0.5}\n")
+    code, _, err = run_cli(["run", "challenge/bad-standout.yaml"], capsys)
+    assert code == 2
+    assert "bad-standout.yaml" in err and "settings.standout" in err and "ratio" in err
+
+
+@pytest.mark.parametrize("content, needle", [
+    ("id: x\nstory: aurora-ridge\nas_of: 2030-01-06\nquery: q\nexpect: {lead: [unclosed\n", "malformed YAML"),
+    ("id: x\nstory: no-such-story\nas_of: 2030-01-06\nquery: q\n", "no-such-story"),
+    ("id: x\nstory: aurora-ridge\nas_of: 2030-01-06\nquery: q\nexpect: {lead: state.nobody}\n", "state.nobody"),
+    ("id: x\nstory: aurora-ridge\nas_of: 2030-01-06\nquery: q\nexpect: {leed: state.mira.gaming}\n", "leed"),
+    ("id: x\nstory: aurora-ridge\nas_of: 2030-01-06\nquery: q\ncontrols: [{name: c, qeury: q}]\n", "qeury"),
+])
+def test_bad_case_input_is_one_located_line_exit_2(project, capsys, content, needle):
+    path = project / "challenge" / "x.yaml"
+    path.write_text(content)
+    code, out, err = run_cli(["run", str(path)], capsys)
+    assert code == 2
+    assert needle in err and "x.yaml" in err
+    assert "Traceback" not in err and out == ""
+
+
+def test_unknown_pipeline_is_exit_2(project, capsys):
+    code, _, err = run_cli(["run", "challenge", "--pipeline", "bm26"], capsys)
+    assert code == 2 and "unknown pipeline 'bm26'" in err
+
+
+def test_promote_moves_a_passing_case_and_refuses_a_failing_one(project, capsys):
+    passing = project / "challenge" / "budget.yaml"
+    code, out, _ = run_cli(["promote", str(passing), "--runs", "2"], capsys)
+    assert code == 0, out
+    assert not passing.exists() and (project / "regression" / "budget.yaml").is_file()
+    failing = project / "challenge" / "supersession-chain.yaml"
+    code, _, err = run_cli(["promote", str(failing)], capsys)
+    assert code == 1
+    assert "not promoted" in err and "sequence:" in err
+    assert failing.exists() and not (project / "regression" / "supersession-chain.yaml").exists()
+
+
+def test_new_story_scaffold_checks_and_runs(project, capsys):
+    code, out, _ = run_cli(["new-story", "tidewell"], capsys)
+    assert code == 0
+    assert run_cli(["check", "tidewell"], capsys)[0] == 0
+    code, out, _ = run_cli(["run", "challenge/tidewell-starter.yaml", "--json"], capsys)
+    assert code == 0 and json.loads(out)["results"][0]["passed"], out
+    code, _, err = run_cli(["new-story", "tidewell"], capsys)
+    assert code == 2 and "already exists" in err
+
+
+def test_contrast_json_marks_contrasts(project, capsys):
+    code, out, _ = run_cli(["contrast", "challenge/similar-wording.yaml", "--json"], capsys)
+    data = json.loads(out)
+    assert code == 0
+    row = data["cases"][0]
+    assert row["case"] == "similar-wording" and row["contrast"] is True
+    assert "bm25" in row["baselines_failing"] and row["pipelines"]["default"]["passed"]
+
+
+def test_contrast_flags_a_case_no_baseline_fails(project, capsys):
+    (project / "challenge" / "easy.yaml").write_text(
+        "id: easy\nstory: aurora-ridge\nas_of: 2030-01-12\nquery: Why have I not felt like gaming recently?\n"
+        "expect: {include: [state.mira.gaming]}\n")
+    code, out, _ = run_cli(["contrast", "challenge/easy.yaml", "--json"], capsys)
+    row = json.loads(out)["cases"][0]
+    assert row["contrast"] is False and row["baselines_failing"] == []
+
+
+def test_pipelines_lists_every_retriever_and_default(project, capsys):
+    code, out, _ = run_cli(["pipelines"], capsys)
+    names = [line.split()[0] for line in out.splitlines() if line.strip()]
+    assert code == 0
+    assert {"bm25", "bm25s", "tfidf", "dense", "hybrid", "default"} <= set(names)
+
+
+def test_console_script_reports_bad_input_without_traceback(tmp_path):
+    bad = tmp_path / "story.yaml"
+    bad.write_text("story: story\nproject: p\nrecords:\n  - id: a\n    kind: note\n    text: [unclosed\n")
+    env = {**os.environ, "GARDEN_HOME": str(tmp_path / ".garden")}
+    proc = subprocess.run([GARDEN, "check", str(bad)], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert proc.returncode == 2
+    assert "malformed YAML" in proc.stderr and "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
