@@ -30,6 +30,9 @@ def load_story(path: str | Path) -> Story:
         raise StoryError([f"{path}: a story must be a mapping with story, project and records"])
     errors: list[str] = []
     records: list[Record] = []
+    raw_ids: set[str] = set()        # every id written, even on a record that failed its schema
+    dropped: set[str] = set()        # "<file>: record <id>: field <f>:" of fields dropped to keep checking
+    unchecked: set[str] = set()      # label fields whose canonical table failed its schema
     raw_records = raw.get("records")
     if not isinstance(raw_records, list):
         errors.append(f"{path}: field records: must be a list of records (value {raw_records!r})")
@@ -40,30 +43,60 @@ def load_story(path: str | Path) -> Story:
         if not isinstance(raw_record, dict):
             errors.append(f"{where}: a record must be a mapping (value {raw_record!r})")
             continue
+        if isinstance(rid, str):
+            raw_ids.add(rid)
         try:
             records.append(Record.model_validate(raw_record))
         except ValidationError as exc:
+            bad = set()
             for err in exc.errors():
                 field, message = describe_pydantic_error(err)
                 errors.append(f"{where}: field {field}: {message}")
+                bad.add(str(err["loc"][0]) if err.get("loc") else "")
+            # The rest of the record still takes part in the cross-record rules, so one
+            # bad field does not hide the record's other errors or make references to it
+            # look dangling.
+            partial = _validate_without(Record, raw_record, bad)
+            if partial is not None:
+                records.append(partial)
+                dropped.update(f"{where}: field {f}:" for f in bad)
+    header = {k: v for k, v in raw.items() if k != "records"}
     try:
-        header = {k: v for k, v in raw.items() if k != "records"}
         story = Story.model_validate({**header, "records": []})
     except ValidationError as exc:
+        bad = set()
         for err in exc.errors():
             field, message = describe_pydantic_error(err)
             errors.append(f"{path}: field {field}: {message}")
-        raise StoryError(errors) from None
+            bad.add(str(err["loc"][0]) if err.get("loc") else "")
+        fallback = {"story": path.stem, "project": ""}
+        story = _validate_without(Story, {**fallback, **header, "records": []}, bad)
+        if story is None:
+            raise StoryError(errors) from None
+        # a broken topics or entities table would make every label look non-canonical
+        unchecked.update(f": field {f}:" for f in bad if f in ("topics", "entities"))
     story = story.model_copy(update={"records": records})
     story.__dict__.pop("_by_id", None)
-    errors += semantic_errors(story, path)
+    errors += [e for e in semantic_errors(story, path, raw_ids)
+               if not any(e.startswith(d) for d in dropped) and not any(u in e for u in unchecked)]
     if errors:
         raise StoryError(errors)
     return story
 
 
-def semantic_errors(story: Story, path: Path) -> list[str]:
-    """Cross-record rules that a single record's schema cannot see."""
+def _validate_without(model, raw: dict, bad: set[str]):
+    """`raw` minus the fields that failed, validated; None when what is left is still invalid."""
+    try:
+        return model.model_validate({k: v for k, v in raw.items() if k not in bad})
+    except ValidationError:
+        return None
+
+
+def semantic_errors(story: Story, path: Path, known_ids: set[str] = frozenset()) -> list[str]:
+    """Cross-record rules that a single record's schema cannot see.
+
+    `known_ids` are ids written on records that failed their schema: references to them
+    are not dangling."""
     errors: list[str] = []
     if story.story != path.stem:
         errors.append(f"{path}: field story: must equal the file stem {path.stem!r} (value {story.story!r})")
@@ -87,9 +120,9 @@ def semantic_errors(story: Story, path: Path) -> list[str]:
         errors += _label_errors(where, "entities", r.entities, story.entities, entity_alias, "entity")
         for field in ("sources", "related"):
             for ref in getattr(r, field):
-                if ref not in ids:
+                if ref not in ids and ref not in known_ids:
                     errors.append(f"{where}: field {field}: {ref!r} names no record in this story")
-        if r.superseded_by is not None and r.superseded_by not in ids:
+        if r.superseded_by is not None and r.superseded_by not in ids and r.superseded_by not in known_ids:
             errors.append(f"{where}: field superseded_by: {r.superseded_by!r} names no record in this story")
         if r.status == "superseded" and not r.superseded_by:
             errors.append(f"{where}: field superseded_by: status is superseded but superseded_by is empty (value None)")

@@ -20,7 +20,8 @@ from .models import TraceEvent
 from .paths import derived_dir
 
 TRACE_VERSION = 1
-TRACE_NAME = re.compile(r"^trace-(\d{4})-(\d{2})-(\d{2})\.jsonl$")
+# ASCII digits only, matched in full: `$` alone would also accept a trailing newline
+TRACE_NAME = re.compile(r"trace-(\d{4})-(\d{2})-(\d{2})\.jsonl", re.ASCII)
 DEFAULT_RETENTION_DAYS = 14
 
 
@@ -73,7 +74,7 @@ def read_trace(path: str | Path) -> list[TraceEvent]:
 def trace_day(name: str) -> dt.date | None:
     """The date a trace file's name carries, or None if the name is not a trace name or the
     date is impossible (2030-02-30)."""
-    m = TRACE_NAME.match(name)
+    m = TRACE_NAME.fullmatch(name)
     if not m:
         return None
     try:
