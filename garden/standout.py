@@ -9,8 +9,9 @@ corpora: dividing by another score of the same query cancels the scale.
 
 An item rides only when its own score beats the rival by the same ratio, so the lane's
 best does not carry weak neighbours in with it; and, whatever the ratio, an item scoring
-under `min_share` of the lane's best is cut by rank, because with nothing held back (a
-small lane, rival 0) the ratio alone would let near-zero neighbours ride.
+under `min_share` of the best score (the lane's, or `share_of` when the caller ranks
+several lanes with one scoring function) is cut by rank, because with nothing held back
+(a small lane, rival 0) the ratio alone would let near-zero neighbours ride.
 ``standout = 1`` turns the cutoff off; the share rule stays.
 """
 from __future__ import annotations
@@ -57,7 +58,7 @@ class LaneDecision:
 
 def gate_lane(lane: str, ranked: list[tuple[str, float]], standout: float = DEFAULT_STANDOUT,
               cap: int = DEFAULT_LANE_CAP, delivered_floor: float = 0.0,
-              min_share: float = DEFAULT_MIN_SHARE) -> LaneDecision:
+              min_share: float = DEFAULT_MIN_SHARE, share_of: float | None = None) -> LaneDecision:
     """Decide which of a ranked lane ride. `ranked` is best first, ties already by id."""
     standout = check_standout(standout)
     active = standout > 1.0
@@ -66,15 +67,16 @@ def gate_lane(lane: str, ranked: list[tuple[str, float]], standout: float = DEFA
     answers = (not active) or ratio >= standout
     riding, below, cut = [], [], []
     best = ranked[0][1] if ranked else 0.0
+    reference = max(best, share_of or 0.0)
     for i, (rid, score) in enumerate(ranked):
-        if i >= cap or (best > 0 and score < min_share * best):
+        if i >= cap or (reference > 0 and score < min_share * reference):
             cut.append(rid)
         elif not answers or (active and _ratio(score, rival) < standout):
             below.append(rid)
         else:
             riding.append(rid)
     trace = {"lane": lane, "standout": standout, "active": active, "best": best if ranked else None,
-             "min_share": min_share,
+             "min_share": min_share, "share_of": reference,
              "rival": rival, "floor": floor, "ratio": None if math.isinf(ratio) else round(ratio, 4),
              "ratio_infinite": math.isinf(ratio), "answers": answers, "riding": riding}
     return LaneDecision(riding, below, cut, trace)

@@ -30,7 +30,7 @@ from .triage import triage
 @dataclass(frozen=True)
 class Weights:
     candidates: int = 20          # retriever candidates considered per query
-    semantic_floor: float = 0.3   # cosine at or below this is no evidence
+    semantic_floor: float = 0.35  # cosine at or below this is no evidence
     topic: float = 0.6
     entity: float = 0.6
     related_decay: float = 0.5
@@ -261,19 +261,24 @@ class StructuredPipeline:
     def _lanes(self, spec: QuerySpec, w: Weights, cands: dict[str, Candidate], floor: dict[str, float]):
         trace = []
         riding: dict[str, list[Candidate]] = {}
+        # One scoring function ranks both lanes, so the share rule measures an item against
+        # the query's best item in either lane: a weak decision must not lead the packet
+        # only because the curated lane is otherwise empty.
+        live = [c.score for c in cands.values() if c.reason is None and c.successor is None and not c.certain]
+        query_best = max(live, default=0.0)
         for lane in ("curated", "evidence"):
             members = [c for c in cands.values() if c.lane == lane and c.reason is None and c.successor is None]
             certain = [c for c in members if c.certain]
             ranked = by_score([c for c in members if not c.certain])
             decision = gate_lane(lane, [(c.id, c.score) for c in ranked], w.standout, w.lane_cap, floor[lane],
-                                 w.min_share)
+                                 w.min_share, query_best)
             trace.append(decision.trace)
             for c in ranked:
                 if c.id in decision.below_standout:
                     c.reject("below_standout", f"ratio {decision.trace['ratio']} below standout {w.standout:g}"
                              if not decision.trace["answers"] else f"does not beat the rival {decision.trace['rival']:.4f} by {w.standout:g}")
                 elif c.id in decision.rank_cut:
-                    c.reject("rank_cut", f"past the lane cap of {w.lane_cap} or under {w.min_share:g} of the lane's best")
+                    c.reject("rank_cut", f"past the lane cap of {w.lane_cap} or under {w.min_share:g} of the query's best")
             keep = set(decision.riding)
             riding[lane] = by_score(certain + [c for c in ranked if c.id in keep])
         return riding["curated"], riding["evidence"], trace

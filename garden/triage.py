@@ -31,8 +31,8 @@ HISTORY_MARKERS = frozenset(
     "originally previously again still since ago yesterday did decide decided choose chose changed "
     "switched".split()
 )
-# Chinese markers of shared history ("remember", "we", "that time", "last time", "before").
-HISTORY_CJK = re.compile(r"记得|我们|那次|上次|以前|之前|咱们")
+# Chinese and Japanese markers of shared history ("remember", "we", "that time", "before").
+HISTORY_CJK = re.compile(r"记得|我们|那次|上次|以前|之前|咱们|覚えて|私たち|あの時|この前")
 ANAPHORA = frozenset("it that this them those these there he she they him her".split())
 VAGUE = frozenset(
     "why what when how who which where did do does done change changed changing choose chose "
