@@ -11,7 +11,23 @@ from .errors import GardenError
 
 class _Loader(yaml.SafeLoader):
     """SafeLoader that leaves timestamps as text, so an impossible date such as 2030-01-32
-    reaches validation (and a located message) instead of crashing the parser."""
+    reaches validation (and a located message) instead of crashing the parser, and that
+    refuses a key written twice in one mapping, which plain YAML loading resolves silently
+    by keeping the last value."""
+
+    def construct_mapping(self, node, deep=False):
+        seen: dict = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            try:
+                first = seen.get(key)
+            except TypeError:  # an unhashable key; the base class reports it
+                break
+            if first is not None:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r} (first written on line {first})", key_node.start_mark)
+            seen[key] = key_node.start_mark.line + 1
+        return super().construct_mapping(node, deep)
 
 
 _Loader.yaml_implicit_resolvers = {

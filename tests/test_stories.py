@@ -553,3 +553,13 @@ def test_latest_date_of_a_story_without_dates(tmp_path):
     path = write_story(tmp_path, story_data(records=[{"id": "n1", "kind": "note", "text": "t"}]))
     with pytest.raises(GardenError, match="no dates"):
         latest_date(load_story(path))
+
+
+def test_a_key_written_twice_is_a_located_error(tmp_path):
+    path = tmp_path / "dup.yaml"
+    path.write_text("story: dup\nproject: p\nrecords:\n  - id: a\n    kind: note\n    text: hi\n"
+                    "    topics: []\n    topics: [x]\n")
+    with pytest.raises(GardenError) as exc:
+        load_story(path)
+    message = exc.value.messages[0]
+    assert f"{path}:8:5" in message and "duplicate key 'topics'" in message and "line 7" in message
