@@ -232,7 +232,7 @@ class StructuredPipeline:
             if succ is None:
                 succ = cands[successor_id] = Candidate(story.by_id[successor_id])
                 self._structure(spec, Resolution(), weights_for(spec), {successor_id: succ})
-                succ.why.append(f"successor of {c.id}")
+                succ.label("structured_context", f"successor of {c.id} (its superseded_by field)")
             c.label("conflicting_or_superseded",
                     f"superseded by {successor_id}: history, not current advice")
             c.successor = succ

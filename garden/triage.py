@@ -59,12 +59,23 @@ def distinctive_words(query: str) -> list[str]:
             if w not in FUNCTION_WORDS and w not in HISTORY_MARKERS and w not in VAGUE and len(w) > 1]
 
 
+_CJK_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]{2,}")
+_CJK_FILLER = re.compile(r"吗|呢|吧|的|了|是|在|有|没有|什么|怎么|为什么|你|他|她|它|这|那|个|过|里|还")
+
+
+def cjk_content(query: str) -> list[str]:
+    """Chinese or Japanese runs that still carry content once history markers and filler
+    characters are taken out (a bag of characters has no word list to consult)."""
+    stripped = _CJK_FILLER.sub(" ", HISTORY_CJK.sub(" ", query))
+    return _CJK_RUN.findall(stripped)
+
+
 def triage(query: str, resolution: Resolution) -> Triage:
     ws = words(query)
     markers = sorted({w for w in ws if w in HISTORY_MARKERS} | set(HISTORY_CJK.findall(query)))
     if not markers and not resolution.anchored and any(p.search(query) for p in DEFINITIONAL):
         return Triage("skip", "self-contained question (definitional or general); it needs no history")
-    content = distinctive_words(query)
+    content = distinctive_words(query) + cjk_content(query)
     if markers and not resolution.anchored and not content:
         pronoun = next((w for w in ws if w in ANAPHORA), None)
         missing = f"what {pronoun!r} refers to" if pronoun else "what the question is about"
