@@ -6,14 +6,14 @@ its own. Every failed expectation is one specific sentence.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import ValidationError
 
 from ._yaml import describe_pydantic_error, read_yaml
 from .errors import GardenError, StoryError
-from .models import Case, Control, Expect, Packet, Story
+from .models import Case, Expect, Packet, Story
 from .query import QuerySpec
 from .stories import load_story, resolve_story_path
 

@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .cases import Query, load_case, spec_for
+from .cases import load_case, spec_for
 from .compare import (CompareReport, compare_collection, compare_runs, parse_measures,
                       plot_per_query, write_trec_run)
 from .errors import GardenError

@@ -139,7 +139,7 @@ class StructuredPipeline:
                 cands[rid] = c
         for rid in res.explicit_ids:
             cands[rid].certain = True
-            cands[rid].why.append(f"named by id in the query")
+            cands[rid].why.append("named by id in the query")
         return cands
 
     def _relevance(self, members: dict, lexical: dict[str, dict[str, float]], ceilings: dict[str, float],

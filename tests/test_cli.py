@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -12,19 +11,9 @@ import pytest
 
 from garden.cli import main
 
-ROOT = Path(__file__).resolve().parents[1]
 GARDEN = str(Path(sys.executable).parent / "garden")
 
 
-@pytest.fixture
-def project(tmp_path, monkeypatch):
-    """A copy of the shipped stories and cases in a scratch folder, as the working directory."""
-    for name in ("fixtures", "regression", "challenge"):
-        if (ROOT / name).is_dir():
-            shutil.copytree(ROOT / name, tmp_path / name)
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("GARDEN_HOME", str(tmp_path / ".garden"))
-    return tmp_path
 
 
 def run_cli(args, capsys):

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import ir_measures
@@ -10,20 +9,10 @@ import pytest
 
 from garden.cli import main
 from garden.comparing import judgments
-from garden.errors import GardenError
 from garden.models import Expect
 
-ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture
-def project(tmp_path, monkeypatch):
-    for name in ("fixtures", "regression", "challenge"):
-        if (ROOT / name).is_dir():
-            shutil.copytree(ROOT / name, tmp_path / name)
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("GARDEN_HOME", str(tmp_path / ".garden"))
-    return tmp_path
 
 
 def cases_dir(project: Path) -> str:

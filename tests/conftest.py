@@ -1,0 +1,21 @@
+"""Shared fixtures for the tests."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    """A copy of the shipped stories and cases in a scratch folder, as the working
+    directory, with its own derived-data folder."""
+    for name in ("fixtures", "regression", "challenge"):
+        if (ROOT / name).is_dir():
+            shutil.copytree(ROOT / name, tmp_path / name)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("GARDEN_HOME", str(tmp_path / ".garden"))
+    return tmp_path
