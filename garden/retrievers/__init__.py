@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Callable, NamedTuple, Protocol, Sequence, runtime_checkable
 
+import numpy as np
+
 from ..errors import GardenError
 
 ENTRY_POINT_GROUP = "garden.retrievers"
@@ -104,3 +106,30 @@ def rank(scores: dict[str, float], k: int | None = None) -> list[tuple[str, floa
     """Best first; ties broken by id so every run orders the same way."""
     ordered = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
     return ordered if k is None else ordered[:k]
+
+
+def id_order(ids: Sequence[str]) -> np.ndarray:
+    """Each id's position in sorted order: the tie-breaker `rank` uses, as an array."""
+    order = np.empty(len(ids), dtype=np.int64)
+    order[sorted(range(len(ids)), key=ids.__getitem__)] = np.arange(len(ids))
+    return order
+
+
+def top_k(scores: np.ndarray, ids: np.ndarray, order: np.ndarray, k: int | None,
+          candidates: np.ndarray | None = None) -> list[tuple[str, float]]:
+    """`rank` over a score array: best first, ties by id, the same list `rank` gives for
+    the dict of `candidates` (every document when None), without sorting all of them in
+    Python. Only the scores at or above the k-th best are sorted."""
+    if k is not None and k < 0:
+        raise GardenError(f"a ranking depth must be 0 or more, got {k}")
+    if k == 0:
+        return []
+    if candidates is None:
+        candidates = np.arange(len(scores))
+    values = scores[candidates]
+    if k is not None and len(candidates) > k:
+        kth = np.partition(values, len(values) - k)[len(values) - k]
+        keep = values >= kth
+        candidates, values = candidates[keep], values[keep]
+    best = np.lexsort((order[candidates], -values))[:k]
+    return list(zip(ids[candidates[best]].tolist(), values[best].tolist()))

@@ -43,6 +43,9 @@ class RankBM25:
 
     def index(self, docs: Sequence[Doc]) -> None:
         self.ids = [d.id for d in docs]
+        if not docs:  # rank-bm25 divides by the average length of an empty corpus
+            self._bm25 = None
+            return
         corpus = [self.analyzer(d.text) or ["\x00empty"] for d in docs]
         self._bm25 = VARIANTS[self.variant](corpus, k1=self.k1, b=self.b)
         if self.idf_rule == "lucene":
@@ -54,6 +57,8 @@ class RankBM25:
             self._bm25.idf = {t: lucene_idf(n, f) for t, f in df.items()}
 
     def score(self, query: str) -> dict[str, float]:
+        if self._bm25 is None:
+            return {}
         terms = [t for t in self.analyzer(query) if t in self._bm25.idf]
         if not terms or not self.ids:
             return {}
@@ -66,5 +71,7 @@ class RankBM25:
         possible for the query rather than of the best match the store happens to hold.
         A query word the store has never seen counts at the highest idf: it is the most
         informative word of all, and no record matches it."""
+        if self._bm25 is None:
+            return 0.0
         unseen = lucene_idf(self._bm25.corpus_size, 0)
         return sum(self._bm25.idf.get(t, unseen) * (self.k1 + 1) for t in self.analyzer(query))

