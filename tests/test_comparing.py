@@ -43,7 +43,7 @@ def test_compare_on_cases_reports_metrics_forbidden_hits_and_side_by_side(projec
 
 
 def test_compare_replays_a_trace_written_by_garden_run(project, capsys):
-    assert main(["run", "challenge/similar-wording.yaml"]) == 0
+    assert main(["run", "regression/similar-wording.yaml"]) == 0
     capsys.readouterr()
     traces = sorted((project / ".garden" / "traces").glob("trace-*.jsonl"))
     assert len(traces) == 1
