@@ -69,10 +69,12 @@ def gate_lane(lane: str, ranked: list[tuple[str, float]], standout: float = DEFA
     best = ranked[0][1] if ranked else 0.0
     reference = max(best, share_of or 0.0)
     for i, (rid, score) in enumerate(ranked):
-        if i >= cap or score <= 0 or (reference > 0 and score < min_share * reference):
+        if i >= cap or (reference > 0 and score < min_share * reference):
             cut.append(rid)
         elif not answers or (active and _ratio(score, rival) < standout):
             below.append(rid)
+        elif score <= 0:  # the cutoff is off, and a zero score is no evidence at all
+            cut.append(rid)
         else:
             riding.append(rid)
     trace = {"lane": lane, "standout": standout, "active": active, "best": best if ranked else None,

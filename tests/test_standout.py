@@ -207,3 +207,8 @@ def test_settings_accept_a_ratio_and_merge():
     assert base.merged(Settings(lane_cap=2)) == Settings(standout=2.0, lane_cap=2)
     assert base.merged(Settings(standout=1.0)).standout == 1.0
     assert base.merged(None) is base
+
+
+def test_a_zero_score_never_rides_even_with_the_cutoff_off():
+    d = gate_lane("curated", lane(0.0), standout=1)
+    assert d.riding == [] and d.rank_cut == ["r0"]
