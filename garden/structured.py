@@ -18,7 +18,7 @@ from .candidates import Candidate, by_score
 from .models import Budget, Packet, Rejection
 from .pack import attach_predecessors, pack
 from .phrase import phrase_credit
-from .pipelines import Outcome, component_scores
+from .pipelines import Outcome, component_scores, evidence_label
 from .query import QuerySpec
 from .resolve import Resolution, resolve
 from .retrievers import rank
@@ -43,9 +43,14 @@ class Weights:
 
 
 def weights_for(spec: QuerySpec) -> Weights:
-    s = spec.settings
-    overrides = {k: v for k, v in s.model_dump(exclude_none=True).items()}
-    return Weights(**overrides)
+    return Weights(**spec.settings.model_dump(exclude_none=True))
+
+
+def label_weak_support(cands) -> None:
+    """`lexical_only` or `semantic_only` for a candidate nothing stronger supports."""
+    for c in cands:
+        if not {"structured_context", "phrase_match", "provenance_supported"} & set(c.labels):
+            c.label(evidence_label(c.scores))
 
 
 class StructuredPipeline:
@@ -81,15 +86,12 @@ class StructuredPipeline:
         self._structure(spec, res, w, cands)
         lap("structure")
         stages["phrase"] = self._phrase(spec, w, cands)
-        for c in cands.values():
-            if not {"structured_context", "phrase_match", "provenance_supported"} & set(c.labels):
-                lexical = any(v > 0 for k, v in c.scores.items() if k != "dense")
-                c.label("lexical_only" if lexical else "semantic_only")
         lap("phrase")
+        label_weak_support(cands.values())
         live = {rid: c for rid, c in cands.items() if c.reason is None}
         self._supersession(spec, live, cands)
         delivered_floor = self._session(spec, cands)
-        lap("structure")
+        lap("supersession")
         curated, evidence, stages["standout"] = self._lanes(spec, w, cands, delivered_floor)
         lap("lanes")
         packed, used = pack(attach_predecessors(curated), spec.budget)
