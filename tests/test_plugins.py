@@ -1,8 +1,10 @@
 """A retriever from an installed distribution joins the registry through its entry point."""
+import json
 import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -106,3 +108,18 @@ def test_a_new_process_finds_the_plugin_through_pythonpath(site):
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["plugin garden-toy-plugin", "[('x', 1.0)]"]
+
+
+def test_garden_pipelines_lists_the_plugin_and_a_query_runs_on_it(site, tmp_path):
+    env = dict(os.environ, GARDEN_HOME=str(tmp_path / ".garden"),
+               PYTHONPATH=os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")])))
+    garden = str(Path(sys.executable).parent / "garden")
+    listed = subprocess.run([garden, "pipelines"], env=env, capture_output=True, text=True, timeout=300)
+    assert listed.returncode == 0, listed.stderr
+    names = {line.split()[0] for line in listed.stdout.splitlines() if line.strip()}
+    assert {"toy-count", "bm25", "bm25s", "tfidf", "dense", "hybrid", "default"} <= names
+    story = Path(__file__).resolve().parents[1] / "fixtures" / "aurora-ridge.yaml"
+    ran = subprocess.run([garden, "query", str(story), "paper log", "--pipeline", "toy-count", "--json"],
+                         env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    assert json.loads(ran.stdout)["items"], "the plugin retriever found the records that say the words"
