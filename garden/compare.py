@@ -270,6 +270,8 @@ class CompareReport:
     queries_per_s: dict[str, float] = field(default_factory=dict)
     alpha: float = ALPHA
     permutations: int = PERMUTATIONS
+    rankings: dict[str, Run] = field(default_factory=dict)  # what was evaluated, for side-by-side views
+    queries: dict[str, str] = field(default_factory=dict)   # qid -> query text, when known
 
     @property
     def measures(self) -> list[str]:
@@ -366,6 +368,7 @@ def compare_collection(path: str | Path, pipelines: Sequence[str], baseline: str
     runs = run_collection(collection, pipelines, depth)
     report = compare_runs(judged, runs.rankings, baseline, measures, runs.queries_per_s,
                           collection.name, permutations)
+    report.rankings, report.queries = runs.rankings, dict(collection.queries)
     if trec_dir is not None:
         for name, run in runs.rankings.items():
             write_trec_run(Path(trec_dir) / f"{name}.run", run, name)

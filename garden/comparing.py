@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .cases import load_case, spec_for
-from .compare import (CompareReport, compare_collection, compare_runs, parse_measures,
+from .compare import (CompareReport, compare_collection, compare_runs, natural_key, parse_measures,
                       plot_per_query, write_trec_run)
 from .errors import GardenError
 from .models import Expect, Hints
@@ -23,6 +23,7 @@ from .stories import load_story, resolve_story_path
 from .traces import read_trace
 
 STORY_MEASURES = ("AP", "nDCG@10", "R@5", "RR", "P@5")
+SHOWN = 20  # disagreeing queries printed in the human view
 
 
 @dataclass
@@ -91,19 +92,43 @@ class SourceReport:
 
     def show(self) -> None:
         from rich.console import Console
+        from rich.markup import escape
 
         console = Console(width=160)
         console.print(self.report.table())
-        for row in self.side_by_side:
-            tops = "  |  ".join(f"{p}: {', '.join(ids[:3]) or '(empty)'}" for p, ids in row["top"].items())
-            mark = "[yellow]disagree[/yellow]" if row["disagree"] else "agree"
-            console.print(f"{mark} {row['query']}\n    {tops}")
+        disagreements = [row for row in self.side_by_side if row["disagree"]]
+        for row in disagreements[:SHOWN]:
+            tops = "  |  ".join(f"{p}: {', '.join(ids) or '(empty)'}" for p, ids in row["top"].items())
+            console.print(f"[yellow]disagree[/yellow] {escape(row['query'])}\n    {tops}")
+        if len(disagreements) > SHOWN:
+            console.print(f"... and {len(disagreements) - SHOWN} more disagreements (all of them in --json)")
+        console.print(f"pipelines disagree on the first item for {len(disagreements)} of "
+                      f"{len(self.side_by_side)} queries")
         if self.forbidden_hits:
             console.print("forbidden hits: " + ", ".join(f"{p} {n}" for p, n in self.forbidden_hits.items()))
         first = self.report.measures[0]
         best = max(self.report.evaluation.aggregates.items(), key=lambda kv: kv[1][first])
         console.print(f"{len(self.report.evaluation.qids)} queries, {len(self.report.evaluation.aggregates)} "
                       f"pipelines; best {first}: {best[0]} {best[1][first]:.4f}")
+
+
+SIDE_BY_SIDE = 3  # top items shown per pipeline and query
+
+
+def side_by_side(report: CompareReport, tops: dict[str, dict[str, list[str]]], labels: dict[str, str]) -> list[dict]:
+    """Per query: each pipeline's top items, its value of the first metric, and whether
+    the pipelines disagree on what comes first."""
+    first = report.measures[0]
+    per_query = report.evaluation.per_query
+    rows = []
+    for qid in sorted(labels, key=natural_key):
+        top = {p: tops[p].get(qid, [])[:SIDE_BY_SIDE] for p in tops}
+        row = {"qid": qid, "query": labels[qid], "top": top,
+               "disagree": len({tuple(ids[:1]) for ids in top.values()}) > 1}
+        if qid in report.evaluation.qids:
+            row[first] = {p: per_query[p][first][qid] for p in per_query}
+        rows.append(row)
+    return rows
 
 
 def compare_replays(replays: list[Replay], pipelines: list[str], baseline: str | None, name: str,
@@ -127,8 +152,7 @@ def compare_replays(replays: list[Replay], pipelines: list[str], baseline: str |
     qrels = {r.qid: r.qrels for r in replays if r.qrels}
     judged_runs = {p: {q: run[q] for q in qrels} for p, run in runs.items()}
     report = compare_runs(qrels, judged_runs, baseline, measures, speed, name)
-    side = [{"qid": r.qid, "query": r.label, "top": {p: packets[p][r.qid] for p in pipelines},
-             "disagree": len({tuple(packets[p][r.qid][:1]) for p in pipelines}) > 1} for r in replays]
+    side = side_by_side(report, packets, {r.qid: r.label for r in replays})
     if trec_dir is not None:
         for p, run in runs.items():
             write_trec_run(Path(trec_dir) / f"{p}.run", {q: v for q, v in run.items() if v}, p)
@@ -156,7 +180,9 @@ def compare_source(source: str, pipelines: list[str], baseline: str | None = Non
         measures = [m.strip() for m in metrics.split(",")] if metrics else None
         kwargs = {"measures": measures} if measures else {}
         report = compare_collection(path, pipelines, baseline, trec_dir=trec_dir, plot=plot, **kwargs)
-        return SourceReport(report, [], {})
+        tops = {p: {q: [doc for doc, _ in ranking[:SIDE_BY_SIDE]] for q, ranking in run.items()}
+                for p, run in report.rankings.items()}
+        return SourceReport(report, side_by_side(report, tops, report.queries), {})
     measures = [m.strip() for m in metrics.split(",")] if metrics else list(STORY_MEASURES)
     parse_measures(measures)
     if path.suffix == ".jsonl":

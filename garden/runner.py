@@ -33,8 +33,7 @@ def record_trace(spec: QuerySpec, pipeline: str, outcome: Outcome, case: str | N
     global _pruned
     if not _pruned:
         _pruned = True
-        keep = int(os.environ.get("GARDEN_TRACE_DAYS", DEFAULT_RETENTION_DAYS))
-        prune_traces(dt.date.today(), keep)
+        prune_traces(dt.date.today(), retention_days())
     story_path = str(Path(spec.story_path).resolve()) if spec.story_path else None
     write_trace(TraceEvent(story=spec.story.story, story_path=story_path, query=spec.query,
                            as_of=spec.as_of, hints=spec.hints, budget=spec.budget,
@@ -42,6 +41,16 @@ def record_trace(spec: QuerySpec, pipeline: str, outcome: Outcome, case: str | N
                            session=spec.session, pipeline=pipeline, case=case, case_path=case_path,
                            stages=outcome.stages,
                            timings_ms=outcome.timings_ms, packet=outcome.packet))
+
+
+def retention_days() -> int:
+    """Days traces are kept: `GARDEN_TRACE_DAYS`, else 14."""
+    raw = os.environ.get("GARDEN_TRACE_DAYS")
+    if raw is None:
+        return DEFAULT_RETENTION_DAYS
+    if not raw.strip().isdigit():
+        raise GardenError(f"GARDEN_TRACE_DAYS must be a whole number of days, got {raw!r}")
+    return int(raw)
 
 
 @dataclass

@@ -194,3 +194,12 @@ def test_console_script_reports_bad_input_without_traceback(tmp_path):
     assert proc.returncode == 2
     assert "malformed YAML" in proc.stderr and "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_a_bad_retention_setting_is_a_clear_error(project, capsys, monkeypatch):
+    import garden.runner
+
+    monkeypatch.setattr(garden.runner, "_pruned", False)
+    monkeypatch.setenv("GARDEN_TRACE_DAYS", "two weeks")
+    code, _, err = run_cli(["query", "aurora-ridge", "gaming", "--pipeline", "bm25"], capsys)
+    assert code == 2 and "GARDEN_TRACE_DAYS" in err and "'two weeks'" in err

@@ -76,3 +76,23 @@ def test_a_trace_line_from_another_version_is_located(project, capsys):
 def test_bad_compare_arguments_exit_2(project, capsys, args, needle):
     code = main(["compare", "challenge", *args])
     assert code == 2 and needle in capsys.readouterr().err
+
+
+def test_compare_on_a_collection_shows_each_query_side_by_side(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("GARDEN_HOME", str(tmp_path / ".garden"))
+    root = tmp_path / "tiny"
+    (root / "corpus").mkdir(parents=True)
+    docs = {"d1": "glacier ice cores and snow", "d2": "camp stove kerosene fumes", "d3": "ice on the glacier edge"}
+    (root / "corpus" / "docs.trec").write_text(
+        "".join(f"<DOC>\n<DOCNO>{k}</DOCNO>\n{v}\n</DOC>\n" for k, v in docs.items()))
+    (root / "query-text.trec").write_text(
+        "<top>\n<num>1</num><title>\nglacier ice\n</title>\n</top>\n"
+        "<top>\n<num>2</num><title>\nstove fumes\n</title>\n</top>\n")
+    (root / "qrels").write_text("1 0 d1 1\n1 0 d3 1\n2 0 d2 1\n")
+    code = main(["compare", str(root), "--pipelines", "bm25,tfidf", "--metrics", "AP,RR", "--json"])
+    data = json.loads(capsys.readouterr().out)
+    assert code == 0 and data["queries"] == 2
+    rows = {row["qid"]: row for row in data["per_query"]}
+    assert set(rows) == {"1", "2"}
+    assert rows["2"]["top"]["bm25"][0] == "d2" and rows["2"]["AP"]["bm25"] == 1.0
+    assert set(rows["1"]["top"]["bm25"][:2]) == {"d1", "d3"}
