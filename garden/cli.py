@@ -48,10 +48,14 @@ def cmd_check(args) -> int:
         try:
             target = build_index(path)
             print(f"ok {path} -> {target}")
-        except StoryError as exc:
-            status = 1
+        except StoryError as exc:  # invalid data: every problem, exit 1
+            status = max(status, 1)
             for line in exc.messages:
                 print(line)
+        except GardenError as exc:  # unreadable input: exit 2, the other stories still checked
+            status = 2
+            for line in exc.messages:
+                print(f"garden: {line}", file=sys.stderr)
     print(f"{len(paths)} stories checked, {'errors found' if status else 'all valid'}")
     return status
 

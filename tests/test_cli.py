@@ -203,3 +203,11 @@ def test_a_bad_retention_setting_is_a_clear_error(project, capsys, monkeypatch):
     monkeypatch.setenv("GARDEN_TRACE_DAYS", "two weeks")
     code, _, err = run_cli(["query", "aurora-ridge", "gaming", "--pipeline", "bm25"], capsys)
     assert code == 2 and "GARDEN_TRACE_DAYS" in err and "'two weeks'" in err
+
+
+def test_check_goes_on_past_an_unreadable_story(project, capsys):
+    (project / "fixtures" / "broken.yaml").write_text("story: broken\nrecords: [unclosed\n")
+    code, out, err = run_cli(["check"], capsys)
+    assert code == 2
+    assert "broken.yaml" in err and "malformed YAML" in err
+    assert "ok fixtures/aurora-ridge.yaml" in out
