@@ -210,4 +210,4 @@ def test_check_goes_on_past_an_unreadable_story(project, capsys):
     code, out, err = run_cli(["check"], capsys)
     assert code == 2
     assert "broken.yaml" in err and "malformed YAML" in err
-    assert "ok fixtures/aurora-ridge.yaml" in out
+    assert "fixtures/aurora-ridge.yaml ->" in out and out.startswith("ok ")
