@@ -191,10 +191,11 @@ class StructuredPipeline:
             if entity_hits:
                 c.score += w.entity
                 c.label("structured_context", res.entities[entity_hits[0]])
-            clash = [f"topics {', '.join(r.topics)} (query: {', '.join(res.topics)})"
-                     for _ in [0] if res.topics and r.topics and not topic_hits]
-            clash += [f"entities {', '.join(r.entities)} (query: {', '.join(res.entities)})"
-                      for _ in [0] if res.entities and r.entities and not entity_hits]
+            clash = []
+            if res.topics and r.topics and not topic_hits:
+                clash.append(f"topics {', '.join(r.topics)} (query: {', '.join(res.topics)})")
+            if res.entities and r.entities and not entity_hits:
+                clash.append(f"entities {', '.join(r.entities)} (query: {', '.join(res.entities)})")
             if clash and not c.certain:
                 c.reject("off_topic", "its fields contradict what the query resolved: " + "; ".join(clash))
                 continue
