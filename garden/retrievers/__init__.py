@@ -1,7 +1,8 @@
 """The retriever protocol and the registry of retrievers by name.
 
 A retriever indexes a set of documents and scores a query against them. Built-in ones
-register themselves when their module is imported; third-party ones are found through the
+are the public modules of this package, each registering itself when imported, so a new
+one is one file; third-party ones are found through the
 ``garden.retrievers`` entry-point group, so ``pip install some-plugin`` adds a name
 without touching the garden. A plugin's entry point names a factory (usually a class)
 that takes keyword options and has a one-line ``description``.
@@ -9,6 +10,7 @@ that takes keyword options and has a one-line ``description``.
 from __future__ import annotations
 
 import importlib
+import pkgutil
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Callable, NamedTuple, Protocol, Sequence, runtime_checkable
@@ -18,7 +20,6 @@ import numpy as np
 from ..errors import GardenError
 
 ENTRY_POINT_GROUP = "garden.retrievers"
-_BUILTIN_MODULES = ("bm25", "bm25s_", "tfidf", "dense", "hybrid")
 
 
 class Doc(NamedTuple):
@@ -65,8 +66,10 @@ def _load_all() -> None:
     if _loaded:
         return
     _loaded = True
-    for module in _BUILTIN_MODULES:
-        importlib.import_module(f"{__name__}.{module}")
+    # every public module of this package is a retriever that registers itself on import
+    for module in pkgutil.iter_modules(__path__):
+        if not module.name.startswith("_"):
+            importlib.import_module(f"{__name__}.{module.name}")
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         if ep.name in _REGISTRY:
             continue
