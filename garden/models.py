@@ -17,6 +17,9 @@ Fidelity = Literal["transcript", "snapshot", "hybrid", "summary", "projection"]
 Decision = Literal["retrieve", "ask", "skip"]
 
 FIDELITY_ORDER = ["transcript", "snapshot", "hybrid", "summary", "projection"]
+DEFAULT_FIDELITY = {"source": "transcript", "chunk": "transcript", "state": "projection",
+                    "decision": "projection", "view": "projection", "note": "summary",
+                    "control": "snapshot"}
 ID_PATTERN = r"^[a-z0-9_.-]+$"
 
 LABELS = (
@@ -90,9 +93,11 @@ class Record(Strict):
 
     @property
     def effective_fidelity(self) -> str:
+        """The stated fidelity, else the kind's: raw material is a transcript, curated
+        state, decisions and derived views are projections, a note is a summary."""
         if self.fidelity:
             return self.fidelity
-        return "projection" if self.kind in ("state", "decision") else "transcript"
+        return DEFAULT_FIDELITY[self.kind]
 
     @property
     def appeared_at(self) -> dt.date | None:

@@ -276,12 +276,15 @@ class StructuredPipeline:
             decision = gate_lane(lane, [(c.id, c.score) for c in ranked], w.standout, w.lane_cap, floor[lane],
                                  w.min_share, query_best)
             trace.append(decision.trace)
-            for c in ranked:
+            rival = decision.trace["rival"]
+            for position, c in enumerate(ranked):
                 if c.id in decision.below_standout:
-                    c.reject("below_standout", f"ratio {decision.trace['ratio']} below standout {w.standout:g}"
-                             if not decision.trace["answers"] else f"does not beat the rival {decision.trace['rival']:.4f} by {w.standout:g}")
+                    c.reject("below_standout", f"the lane's ratio {decision.trace['ratio']} is below standout "
+                             f"{w.standout:g}" if not decision.trace["answers"]
+                             else f"{c.score:.4f} does not beat the rival {rival:.4f} by {w.standout:g}")
                 elif c.id in decision.rank_cut:
-                    c.reject("rank_cut", f"past the lane cap of {w.lane_cap} or under {w.min_share:g} of the query's best")
+                    c.reject("rank_cut", f"past the lane cap of {w.lane_cap}" if position >= w.lane_cap
+                             else f"{c.score:.4f} is under {w.min_share:g} of the query's best {query_best:.4f}")
             keep = set(decision.riding)
             riding[lane] = by_score(certain + [c for c in ranked if c.id in keep])
         return riding["curated"], riding["evidence"], trace

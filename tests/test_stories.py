@@ -68,7 +68,7 @@ def test_a_valid_story_loads_with_dates_and_defaults(tmp_path):
     assert [r.id for r in story.records] == ["n1", "s1", "ctl"]
     assert story.record("n1").at == dt.date(2030, 1, 2)
     assert story.record("s1").effective_fidelity == "projection"
-    assert story.record("n1").effective_fidelity == "transcript"
+    assert story.record("n1").effective_fidelity == "summary"  # a note defaults to a summary
 
 
 # --- each rule, alone ------------------------------------------------------------
@@ -563,3 +563,13 @@ def test_a_key_written_twice_is_a_located_error(tmp_path):
         load_story(path)
     message = exc.value.messages[0]
     assert f"{path}:8:5" in message and "duplicate key 'topics'" in message and "line 7" in message
+
+
+@pytest.mark.parametrize("kind, fidelity", [("source", "transcript"), ("chunk", "transcript"),
+                                            ("state", "projection"), ("decision", "projection"),
+                                            ("view", "projection"), ("note", "summary")])
+def test_each_kind_has_a_default_fidelity_and_a_stated_one_wins(kind, fidelity):
+    from garden.models import Record
+
+    assert Record(id="r", kind=kind, text="t").effective_fidelity == fidelity
+    assert Record(id="r", kind=kind, text="t", fidelity="hybrid").effective_fidelity == "hybrid"
