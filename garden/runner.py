@@ -178,6 +178,8 @@ def available_baselines() -> tuple[list[str], dict[str, str]]:
             ok.append(name)
         except GardenError as exc:
             missing[name] = exc.messages[0]
+        except Exception as exc:  # a broken plugin costs its column, not the matrix
+            missing[name] = f"{type(exc).__name__}: {exc}"
     return ok, missing
 
 
@@ -215,8 +217,20 @@ def contrast(paths: list[str] | None) -> ContrastReport:
     cases = load_cases(paths)
     baselines, unavailable = available_baselines()
     pipelines = baselines + ["default"]
-    cells = {(c.id, p): run_case(c, p) for c in cases for p in pipelines}
+    cells = {(c.id, p): _contrast_cell(c, p) for c in cases for p in pipelines}
     return ContrastReport(pipelines, cases, cells, unavailable)
+
+
+def _contrast_cell(loaded: LoadedCase, pipeline: str) -> CaseResult:
+    """One case under one pipeline; a plugin retriever that raises fails its cell, with the
+    error as the failure, instead of stopping the matrix."""
+    if pipeline == "default" or registered()[pipeline].origin == "builtin":
+        return run_case(loaded, pipeline)
+    try:
+        return run_case(loaded, pipeline)
+    except Exception as exc:
+        failure = QueryResult(None, False, [f"pipeline {pipeline} raised {type(exc).__name__}: {exc}"])
+        return CaseResult(loaded.id, loaded.suite, pipeline, str(loaded.path), loaded.case.category, failure)
 
 
 # --- promotion ---------------------------------------------------------------------

@@ -123,3 +123,29 @@ def test_garden_pipelines_lists_the_plugin_and_a_query_runs_on_it(site, tmp_path
                          env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert ran.returncode == 0, ran.stderr
     assert json.loads(ran.stdout)["items"], "the plugin retriever found the records that say the words"
+
+
+def test_a_plugin_that_raises_fails_its_contrast_column_only(fresh_registry, tmp_path, monkeypatch):
+    from garden.runner import contrast
+
+    class Exploding:
+        description = "raises on every query"
+
+        def __init__(self):
+            self.name = "exploding"
+
+        def index(self, docs):
+            pass
+
+        def score(self, query):
+            raise RuntimeError("boom")
+
+    monkeypatch.setitem(registry._REGISTRY, "exploding",
+                        registry.Registered("exploding", Exploding, Exploding.description, "plugin test"))
+    monkeypatch.setenv("GARDEN_HOME", str(tmp_path / ".garden"))
+    case = Path(__file__).resolve().parents[1] / "regression" / "budget.yaml"
+    report = contrast([str(case)])
+    cell = report.cells[("budget", "exploding")]
+    assert not cell.passed and "raised RuntimeError: boom" in cell.main.failures[0]
+    assert report.cells[("budget", "default")].passed
+    assert "toy-broken" in report.unavailable
