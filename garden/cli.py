@@ -32,6 +32,16 @@ def _standout(text: str) -> float:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _budget(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"a budget is a positive number of characters, got {text!r}")
+    return value
+
+
 def _print_json(data) -> None:
     print(json.dumps(data, indent=2, default=str))
 
@@ -92,6 +102,8 @@ def cmd_query(args) -> int:
     from .runner import adhoc_spec, run_query
 
     check_pipeline(args.pipeline)
+    if not args.text.strip():
+        raise GardenError("the query text is empty")
     hints = {"topics": [], "entities": []}
     for hint in args.hint:
         kind, _, value = hint.partition("=")
@@ -193,7 +205,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("story", help="a story name in fixtures/ or a path to a story .yaml")
     p.add_argument("text", help="the query")
     p.add_argument("--as-of", type=_date, help="injected now (default: the latest date in the story)")
-    p.add_argument("--budget", type=int, default=1200, help="packet budget in characters (default 1200)")
+    p.add_argument("--budget", type=_budget, default=1200, help="packet budget in characters (default 1200)")
     p.add_argument("--hint", action="append", default=[], help="topic=ID or entity=ID (repeatable)")
     p.add_argument("--pipeline", default="default", help="pipeline name (default: default)")
     p.add_argument("--standout", type=_standout, help="standout ratio, at least 1 (1 turns the cutoff off)")

@@ -211,3 +211,17 @@ def test_check_goes_on_past_an_unreadable_story(project, capsys):
     assert code == 2
     assert "broken.yaml" in err and "malformed YAML" in err
     assert "fixtures/aurora-ridge.yaml ->" in out and out.startswith("ok ")
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["query", "aurora-ridge", "   "], "the query text is empty"),
+    (["query", "aurora-ridge", "gaming", "--budget", "-5"], "positive number of characters"),
+    (["query", "aurora-ridge", "gaming", "--as-of", "2030-13-01"], "not a date"),
+    (["query", "aurora-ridge", "gaming", "--hint", "foo"], "expected topic=ID or entity=ID"),
+])
+def test_bad_query_arguments_exit_2(project, capsys, args, needle):
+    try:
+        code = main(args)
+    except SystemExit as exc:  # argparse refuses bad values before the command runs
+        code = exc.code
+    assert code == 2 and needle in capsys.readouterr().err
