@@ -11,11 +11,17 @@ from .candidates import Candidate
 
 
 def attach_predecessors(curated: list[Candidate]) -> list[Candidate]:
-    """The curated lane in packing order: each item followed by its predecessors."""
+    """The curated lane in packing order: each item followed by its predecessors, and each
+    predecessor by its own, newest first."""
     order: list[Candidate] = []
-    for c in curated:
+
+    def walk(c: Candidate) -> None:
         order.append(c)
-        order.extend(c.predecessors)
+        for p in c.predecessors:
+            walk(p)
+
+    for c in curated:
+        walk(c)
     return order
 
 

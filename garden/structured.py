@@ -46,6 +46,15 @@ def weights_for(spec: QuerySpec) -> Weights:
     return Weights(**spec.settings.model_dump(exclude_none=True))
 
 
+def chain(head: Candidate) -> list[Candidate]:
+    """Every predecessor riding behind `head`, newest first."""
+    out: list[Candidate] = []
+    for p in head.predecessors:
+        out.append(p)
+        out.extend(chain(p))
+    return out
+
+
 def label_weak_support(cands) -> None:
     """`lexical_only` or `semantic_only` for a candidate nothing stronger supports."""
     for c in cands:
@@ -223,11 +232,17 @@ class StructuredPipeline:
         return {"tested": credit.tested}
 
     def _supersession(self, spec: QuerySpec, live: dict[str, Candidate], cands: dict[str, Candidate]) -> None:
-        """A superseded decision rides only behind its selected direct successor."""
+        """A superseded decision rides only right behind its direct successor. A successor
+        that is itself superseded rides behind its own, so a chain packs newest first
+        (wood, propane, kerosene); the chain's head ranks with the best score in it."""
         story = spec.story
-        for c in sorted(live.values(), key=lambda c: c.id):
-            if c.record.kind != "decision":
+        queue = sorted((c for c in live.values() if c.record.kind == "decision"), key=lambda c: c.id)
+        seen: set[str] = set()
+        while queue:
+            c = queue.pop(0)
+            if c.id in seen or c.reason is not None:
                 continue
+            seen.add(c.id)
             successor_id = superseded_as_of(c.record, story, spec.as_of)
             if successor_id is None:
                 continue
@@ -236,15 +251,18 @@ class StructuredPipeline:
                 succ = cands[successor_id] = Candidate(story.by_id[successor_id])
                 self._structure(spec, Resolution(), weights_for(spec), {successor_id: succ})
                 succ.label("structured_context", f"successor of {c.id} (its superseded_by field)")
-            c.label("conflicting_or_superseded",
-                    f"superseded by {successor_id}: history, not current advice")
+                queue.append(succ)
+            c.label("conflicting_or_superseded", f"superseded by {successor_id}: history, not current advice")
             c.successor = succ
-            if succ.reason is not None or superseded_as_of(succ.record, story, spec.as_of):
-                c.reject("predecessor_without_successor",
-                         f"its successor {successor_id} is not selectable")
+            if succ.reason is not None:
+                c.reject("predecessor_without_successor", f"its successor {successor_id} is not selectable "
+                                                          f"({succ.reason})")
                 continue
-            succ.score = max(succ.score, c.score)
             succ.predecessors.append(c)
+        for c in cands.values():  # the head of each chain ranks with the best score in it
+            if c.successor is None and c.predecessors:
+                c.score = max([c.score] + [p.score for p in chain(c)])
+
 
     def _session(self, spec: QuerySpec, cands: dict[str, Candidate]) -> dict[str, float]:
         """Items delivered earlier in the session are not served again; the best score this

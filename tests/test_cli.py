@@ -144,11 +144,11 @@ def test_promote_moves_a_passing_case_and_refuses_a_failing_one(project, capsys)
     code, out, _ = run_cli(["promote", str(passing), "--runs", "2"], capsys)
     assert code == 0, out
     assert not passing.exists() and (project / "regression" / "budget.yaml").is_file()
-    failing = project / "challenge" / "supersession-chain.yaml"
+    failing = project / "challenge" / "scattered-filler.yaml"
     code, _, err = run_cli(["promote", str(failing)], capsys)
     assert code == 1
-    assert "not promoted" in err and "sequence:" in err
-    assert failing.exists() and not (project / "regression" / "supersession-chain.yaml").exists()
+    assert "not promoted" in err and "max_items: expected at most 0 items" in err
+    assert failing.exists() and not (project / "regression" / "scattered-filler.yaml").exists()
 
 
 def test_new_story_scaffold_checks_and_runs(project, capsys):

@@ -129,3 +129,21 @@ def test_several_predecessors_follow_their_successor():
     link(new, old1, old2)
     packed, _ = pack(attach_predecessors([new]), budget=100)
     assert ids(packed) == ["d.new", "d.old1", "d.old2"]
+
+
+def test_a_chain_packs_newest_first_and_stops_at_the_first_link_that_does_not_fit():
+    from garden.candidates import Candidate
+    from garden.models import Record
+    from garden.pack import attach_predecessors, pack
+
+    def decision(rid, size):
+        return Candidate(Record(id=rid, kind="decision", text="x" * size))
+
+    head, middle, oldest = decision("c", 10), decision("b", 30), decision("a", 5)
+    head.predecessors, middle.successor = [middle], head
+    middle.predecessors, oldest.successor = [oldest], middle
+    order = attach_predecessors([head])
+    assert [c.id for c in order] == ["c", "b", "a"]
+    packed, used = pack(order, budget=20)
+    assert [c.id for c in packed] == ["c"] and used == 10
+    assert (middle.reason, oldest.reason) == ("over_budget", "predecessor_without_successor")
