@@ -7,8 +7,12 @@ earlier in the session, so that leftovers of a drained store cannot ride on tiny
 It is a ratio, not a threshold, because scores are not comparable across queries, lanes or
 corpora: dividing by another score of the same query cancels the scale.
 
-An item rides only when its own score beats the rival by the same ratio, so the lane's
-best does not carry weak neighbours in with it; and, whatever the ratio, an item scoring
+A lane that holds nothing back of its own (no more candidates than the cap) borrows the
+query's background as its rival: the first score past the cap with both lanes ranked
+together, which one scoring function makes comparable. Without it a small lane's ratio is
+unbounded and scattered single-word matches answer. An item rides only when its own score
+beats the lane's own rival by the same ratio, so the lane's best does not carry weak
+neighbours in with it; and, whatever the ratio, an item scoring
 under `min_share` of the best score (the lane's, or `share_of` when the caller ranks
 several lanes with one scoring function) is cut by rank, because with nothing held back
 (a small lane, rival 0) the ratio alone would let near-zero neighbours ride.
@@ -32,11 +36,12 @@ def _ratio(best: float, rival: float) -> float:
     return math.inf if rival <= 0 else best / rival
 
 
-def standout_ratio(scores: list[float], cap: int = DEFAULT_LANE_CAP, floor: float = 0.0) -> tuple[float, float]:
+def standout_ratio(scores: list[float], cap: int = DEFAULT_LANE_CAP, floor: float = 0.0,
+                   background: float = 0.0) -> tuple[float, float]:
     """(ratio, rival) for scores sorted best first.
 
-    rival = max(scores[cap], floor), or the floor alone when nothing is held back;
-    ratio = scores[0] / rival (infinite when the rival is zero).
+    rival = max(scores[cap], floor), or max(background, floor) when the lane holds nothing
+    back of its own; ratio = scores[0] / rival (infinite when the rival is zero).
     """
     if cap < 1:
         raise ValueError(f"the per-lane cap must be at least 1, got {cap}")
@@ -44,7 +49,7 @@ def standout_ratio(scores: list[float], cap: int = DEFAULT_LANE_CAP, floor: floa
         raise ValueError("scores must be sorted best first")
     if not scores:
         return 0.0, floor
-    rival = max(scores[cap] if len(scores) > cap else 0.0, floor)
+    rival = max(scores[cap] if len(scores) > cap else background, floor)
     return _ratio(scores[0], rival), rival
 
 
@@ -58,20 +63,25 @@ class LaneDecision:
 
 def gate_lane(lane: str, ranked: list[tuple[str, float]], standout: float = DEFAULT_STANDOUT,
               cap: int = DEFAULT_LANE_CAP, delivered_floor: float = 0.0,
-              min_share: float = DEFAULT_MIN_SHARE, share_of: float | None = None) -> LaneDecision:
+              min_share: float = DEFAULT_MIN_SHARE, share_of: float | None = None,
+              background: float = 0.0) -> LaneDecision:
     """Decide which of a ranked lane ride. `ranked` is best first, ties already by id."""
     standout = check_standout(standout)
     active = standout > 1.0
     floor = delivered_floor if active else 0.0
-    ratio, rival = standout_ratio([s for _, s in ranked], cap, floor)
+    scores = [s for _, s in ranked]
+    ratio, rival = standout_ratio(scores, cap, floor, background if active else 0.0)
     answers = (not active) or ratio >= standout
+    # companions are measured against what this lane itself holds back (and the floor),
+    # never against the background borrowed for the lane's own answer
+    own_rival = standout_ratio(scores, cap, floor)[1]
     riding, below, cut = [], [], []
     best = ranked[0][1] if ranked else 0.0
     reference = max(best, share_of or 0.0)
     for i, (rid, score) in enumerate(ranked):
         if i >= cap or (reference > 0 and score < min_share * reference):
             cut.append(rid)
-        elif not answers or (active and _ratio(score, rival) < standout):
+        elif not answers or (active and _ratio(score, own_rival) < standout):
             below.append(rid)
         elif score <= 0:  # the cutoff is off, and a zero score is no evidence at all
             cut.append(rid)
@@ -79,6 +89,7 @@ def gate_lane(lane: str, ranked: list[tuple[str, float]], standout: float = DEFA
             riding.append(rid)
     trace = {"lane": lane, "standout": standout, "active": active, "best": best if ranked else None,
              "min_share": min_share, "share_of": reference,
-             "rival": rival, "floor": floor, "ratio": None if math.isinf(ratio) else round(ratio, 4),
+             "rival": rival, "own_rival": own_rival, "background": background if active else 0.0,
+             "floor": floor, "ratio": None if math.isinf(ratio) else round(ratio, 4),
              "ratio_infinite": math.isinf(ratio), "answers": answers, "riding": riding}
     return LaneDecision(riding, below, cut, trace)

@@ -285,14 +285,18 @@ class StructuredPipeline:
         # One scoring function ranks both lanes, so the share rule measures an item against
         # the query's best item in either lane: a weak decision must not lead the packet
         # only because the curated lane is otherwise empty.
-        live = [c.score for c in cands.values() if c.reason is None and c.successor is None and not c.certain]
-        query_best = max(live, default=0.0)
+        live = sorted((c.score for c in cands.values() if c.reason is None and c.successor is None
+                       and not c.certain), reverse=True)
+        query_best = live[0] if live else 0.0
+        # A lane that holds nothing back has no rival of its own; the query's background,
+        # the first score past the cap in both lanes together, stands in for it.
+        background = live[w.lane_cap] if len(live) > w.lane_cap else 0.0
         for lane in ("curated", "evidence"):
             members = [c for c in cands.values() if c.lane == lane and c.reason is None and c.successor is None]
             certain = [c for c in members if c.certain]
             ranked = by_score([c for c in members if not c.certain])
             decision = gate_lane(lane, [(c.id, c.score) for c in ranked], w.standout, w.lane_cap, floor[lane],
-                                 w.min_share, query_best)
+                                 w.min_share, query_best, background)
             trace.append(decision.trace)
             rival = decision.trace["rival"]
             for position, c in enumerate(ranked):

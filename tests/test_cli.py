@@ -57,7 +57,12 @@ def test_failed_build_leaves_the_previous_index_in_place(project, capsys):
     assert not [p for p in index.parent.iterdir() if p.name.endswith(".tmp")]
 
 
+KNOWN_MISS = ("id: known-miss\nstory: aurora-ridge\norigin: a deliberately wrong expectation\nas_of: 2030-01-06\n"
+              "query: Why have I not felt like gaming recently?\nexpect: {lead: pref.mira.milk}\n")
+
+
 def test_run_regression_and_challenge_exit_codes(project, capsys):
+    (project / "challenge" / "known-miss.yaml").write_text(KNOWN_MISS)
     code, out, _ = run_cli(["run", "challenge", "--json"], capsys)
     data = json.loads(out)
     assert code == 0, "challenge failures never change the exit code"
@@ -144,11 +149,12 @@ def test_promote_moves_a_passing_case_and_refuses_a_failing_one(project, capsys)
     code, out, _ = run_cli(["promote", str(passing), "--runs", "2"], capsys)
     assert code == 0, out
     assert not passing.exists() and (project / "regression" / "budget.yaml").is_file()
-    failing = project / "challenge" / "scattered-filler.yaml"
+    failing = project / "challenge" / "known-miss.yaml"
+    failing.write_text(KNOWN_MISS)
     code, _, err = run_cli(["promote", str(failing)], capsys)
     assert code == 1
-    assert "not promoted" in err and "max_items: expected at most 0 items" in err
-    assert failing.exists() and not (project / "regression" / "scattered-filler.yaml").exists()
+    assert "not promoted" in err and "lead: expected pref.mira.milk, got state.mira.gaming" in err
+    assert failing.exists() and not (project / "regression" / "known-miss.yaml").exists()
 
 
 def test_new_story_scaffold_checks_and_runs(project, capsys):

@@ -212,3 +212,28 @@ def test_settings_accept_a_ratio_and_merge():
 def test_a_zero_score_never_rides_even_with_the_cutoff_off():
     d = gate_lane("curated", lane(0.0), standout=1)
     assert d.riding == [] and d.rank_cut == ["r0"]
+
+
+def test_a_lane_that_holds_nothing_back_borrows_the_query_background():
+    # two candidates, nothing past the cap: alone the ratio would be unbounded
+    alone = gate_lane("curated", lane(0.117, 0.088))
+    assert alone.trace["answers"] and alone.trace["ratio_infinite"]
+    borrowed = gate_lane("curated", lane(0.117, 0.088), background=0.087)
+    assert not borrowed.trace["answers"] and borrowed.trace["rival"] == 0.087
+    assert borrowed.below_standout == ["r0", "r1"]
+
+
+def test_the_background_is_only_for_the_lane_answer_not_its_companions():
+    d = gate_lane("curated", lane(1.137, 0.823), background=0.6)
+    assert d.trace["answers"]  # 1.137 / 0.6 beats 1.4
+    assert d.riding == ["r0", "r1"]  # 0.823 is not measured against the borrowed 0.6
+
+
+def test_a_lane_with_its_own_rival_ignores_the_background():
+    d = gate_lane("evidence", lane(10.0, 2.0, 2.0, 1.0), background=9.0)
+    assert d.trace["rival"] == 1.0 and d.trace["answers"]
+
+
+def test_standout_one_ignores_the_background():
+    d = gate_lane("curated", lane(0.117, 0.088), standout=1, background=0.087)
+    assert d.riding == ["r0", "r1"]
