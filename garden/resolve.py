@@ -20,6 +20,7 @@ class Resolution:
     projects: set[str] = field(default_factory=set)          # scopes named by resolved entities
     warnings: list[str] = field(default_factory=list)
     explicit_ids: list[str] = field(default_factory=list)    # record ids written in the query
+    ambiguous: dict[str, list[str]] = field(default_factory=dict)  # a shared head word -> the entities it could mean
 
     @property
     def anchored(self) -> bool:
@@ -71,8 +72,23 @@ def resolve(story: Story, query: str, hints: Hints | None = None, related_decay:
     for eid in res.entities:
         spec = story.entities[eid]
         res.projects.add((spec.project if spec and spec.project else story.project))
+    res.ambiguous = ambiguous_heads(story, query, res.entities)
     res.explicit_ids = sorted(rid for rid in story.by_id if re.search(rf"(?<![\w.-]){re.escape(rid)}(?![\w-])", query))
     return res
+
+
+def ambiguous_heads(story: Story, query: str, resolved: dict[str, str]) -> dict[str, list[str]]:
+    """Head words ("captain") that the query uses bare while two or more entities have an
+    alias ending in them ("observatory captain", "ship captain") and none of those
+    entities resolved: the query may mean any of them."""
+    heads: dict[str, set[str]] = {}
+    for eid, spec in story.entities.items():
+        for alias in (spec.aliases if spec else []):
+            words = alias.lower().split()
+            if len(words) > 1:
+                heads.setdefault(words[-1], set()).add(eid)
+    return {head: sorted(eids) for head, eids in sorted(heads.items())
+            if len(eids) > 1 and not eids & set(resolved) and mentions(query, head)}
 
 
 def _unknown_hint(noun: str, value: str, canonical: dict) -> str:

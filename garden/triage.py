@@ -3,8 +3,9 @@
 Rules, in order, each deterministic:
 1. SKIP a self-contained question (definitional, spelling, translation, arithmetic) that
    carries no marker of shared history: it needs no memory at all.
-2. ASK when history is clearly needed (we, our, I, my, remember, change...) but nothing
-   anchors it: no topic, entity, hint or record id resolved and no distinctive word left
+2. ASK which one is meant when the only anchor is a word that heads the aliases of two or
+   more entities ("the captain": observatory or ship). ASK too when history is clearly
+   needed (we, our, I, my, remember, change...) but nothing anchors it: no topic, entity, hint or record id resolved and no distinctive word left
    once function words and vague verbs are gone. The question names the missing anchor.
 3. RETRIEVE when anything anchors the query, keeping its distinctive words verbatim.
 4. Otherwise RETRIEVE as a fallback, flagged, so `garden run` can count how often no rule
@@ -75,6 +76,10 @@ def triage(query: str, resolution: Resolution) -> Triage:
     markers = sorted({w for w in ws if w in HISTORY_MARKERS} | set(HISTORY_CJK.findall(query)))
     if not markers and not resolution.anchored and any(p.search(query) for p in DEFINITIONAL):
         return Triage("skip", "self-contained question (definitional or general); it needs no history")
+    if markers and not resolution.anchored and resolution.ambiguous:
+        head, eids = next(iter(resolution.ambiguous.items()))
+        return Triage("ask", f"{head!r} could mean {' or '.join(eids)}, and nothing else anchors the question",
+                      question=f"Which {head} do you mean: {' or '.join(e.replace('_', ' ') for e in eids)}?")
     content = distinctive_words(query) + cjk_content(query)
     if markers and not resolution.anchored and not content:
         pronoun = next((w for w in ws if w in ANAPHORA), None)

@@ -138,3 +138,18 @@ def test_nothing_resolved_is_not_anchored(story):
     res = resolve(story, "why did we change it?")
     assert res == Resolution()
     assert not res.anchored
+
+
+def test_a_bare_head_shared_by_two_entities_is_ambiguous(story):
+    assert resolve(story, "What did the captain decide?").ambiguous == {
+        "captain": ["observatory_captain", "ship_captain"]}
+
+
+def test_a_named_entity_is_not_ambiguous(story):
+    res = resolve(story, "What did the ship captain decide?")
+    assert res.entities and res.ambiguous == {}
+
+
+def test_a_word_that_heads_no_shared_alias_is_not_ambiguous(story):
+    assert resolve(story, "What did the test decide?").ambiguous == {}
+    assert resolve(story, "Where is the captaincy log?").ambiguous == {}

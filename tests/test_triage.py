@@ -137,3 +137,16 @@ def test_words_and_distinctive_words():
     assert distinctive_words("Why did we change it?") == []
     assert distinctive_words("Remember the glacier custard incident last winter?") == [
         "glacier", "custard", "incident", "winter"]
+
+
+def test_an_ambiguous_head_with_nothing_else_is_asked_about():
+    res = Resolution(ambiguous={"captain": ["observatory_captain", "ship_captain"]})
+    t = triage("What did the captain decide?", res)
+    assert t.decision == "ask"
+    assert t.question == "Which captain do you mean: observatory captain or ship captain?"
+
+
+def test_an_ambiguous_head_beside_a_resolved_topic_is_retrieved():
+    res = Resolution(topics={"night_watch": 1.0}, topic_why={"night_watch": "x"},
+                     ambiguous={"captain": ["observatory_captain", "ship_captain"]})
+    assert triage("What did the captain decide about the night watch?", res).decision == "retrieve"
