@@ -16,7 +16,7 @@ from .errors import GardenError
 from .models import Budget, Packet
 from .pack import pack
 from .query import QuerySpec
-from .retrievers import rank, registered
+from .retrievers import make_retriever, parse_spec, rank, registered
 
 STRUCTURED = {"default": "hybrid"}
 
@@ -42,7 +42,7 @@ def component_scores(retriever, query: str) -> dict[str, dict[str, float]]:
 
 
 def evidence_label(scores: dict[str, float]) -> str:
-    lexical = any(v > 0 for k, v in scores.items() if k != "dense")
+    lexical = any(v > 0 for k, v in scores.items() if parse_spec(k)[0] != "dense")
     return "lexical_only" if lexical else "semantic_only"
 
 
@@ -92,12 +92,18 @@ def make_pipeline(name: str) -> Pipeline:
         from .structured import StructuredPipeline
 
         return StructuredPipeline(name, STRUCTURED[name])
-    if name in registered():
-        return BarePipeline(name)
-    raise GardenError(f"unknown pipeline {name!r}; known: {', '.join(pipeline_names())}")
+    check_pipeline(name)
+    return BarePipeline(name)
 
 
 def check_pipeline(name: str) -> str:
-    if name not in pipeline_names():
+    """A pipeline name: `default`, or a registered retriever with options
+    (`bm25:variant=plus`), which are checked by building it once."""
+    if name in STRUCTURED:
+        return name
+    base, options = parse_spec(name)
+    if base not in registered():
         raise GardenError(f"unknown pipeline {name!r}; known: {', '.join(pipeline_names())}")
+    if options:
+        make_retriever(name)
     return name

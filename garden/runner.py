@@ -11,7 +11,7 @@ from . import _index
 from .cases import LoadedCase, Query, check, check_build_error, load_case, spec_for
 from .errors import GardenError, StoryError
 from .models import Hints, Settings, TraceEvent
-from .pipelines import Outcome, make_pipeline, pipeline_names
+from .pipelines import Outcome, check_pipeline, make_pipeline
 from .query import QuerySpec
 from .retrievers import registered
 from .stories import load_story
@@ -160,8 +160,7 @@ class RunReport:
 
 
 def run_cases(paths: list[str] | None, pipeline: str = "default") -> RunReport:
-    if pipeline not in pipeline_names():
-        raise GardenError(f"unknown pipeline {pipeline!r}; known: {', '.join(pipeline_names())}")
+    check_pipeline(pipeline)
     cases = load_cases(paths)
     return RunReport([run_case(c, pipeline) for c in cases])
 

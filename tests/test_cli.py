@@ -231,3 +231,15 @@ def test_bad_query_arguments_exit_2(project, capsys, args, needle):
     except SystemExit as exc:  # argparse refuses bad values before the command runs
         code = exc.code
     assert code == 2 and needle in capsys.readouterr().err
+
+
+def test_a_retriever_variant_is_a_pipeline_name(project, capsys):
+    code, out, _ = run_cli(["query", "aurora-ridge", "paper log", "--pipeline", "bm25:variant=plus", "--json"], capsys)
+    assert code == 0 and json.loads(out)["items"]
+    assert "bare bm25:variant=plus" in json.loads(out)["reason"]
+    code, _, err = run_cli(["query", "aurora-ridge", "paper log", "--pipeline", "bm25:variant=zeta"], capsys)
+    assert code == 2 and "unknown variant 'zeta'" in err
+    code, _, err = run_cli(["query", "aurora-ridge", "paper log", "--pipeline", "bm25:colour=red"], capsys)
+    assert code == 2 and "does not take those options" in err
+    code, _, err = run_cli(["run", "regression/budget.yaml", "--pipeline", "bm25:variant"], capsys)
+    assert code == 2 and "options are key=value" in err

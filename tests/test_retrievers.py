@@ -368,3 +368,13 @@ def test_every_builtin_is_registered_with_a_description():
     known = registry.registered()
     for name in ("bm25", "bm25s", "tfidf", "dense", "hybrid"):
         assert name in known and known[name].description and known[name].origin == "builtin"
+
+
+def test_a_spec_names_a_variant_with_typed_options():
+    from garden.retrievers import parse_spec
+
+    assert parse_spec("bm25") == ("bm25", {})
+    assert parse_spec("bm25:variant=plus:k1=1.2:b=1") == ("bm25", {"variant": "plus", "k1": 1.2, "b": 1})
+    assert parse_spec("tfidf:sublinear=true") == ("tfidf", {"sublinear": True})
+    plus = make_retriever("bm25:variant=plus:k1=1.2")
+    assert (plus.variant, plus.k1) == ("plus", 1.2)

@@ -98,11 +98,41 @@ def registered() -> dict[str, Registered]:
     return dict(sorted(_REGISTRY.items()))
 
 
-def make_retriever(name: str, **options) -> Retriever:
+def parse_spec(spec: str) -> tuple[str, dict]:
+    """`name` or `name:key=value:key=value` (say `bm25:variant=plus:k1=1.2`), so a variant
+    can be named wherever a pipeline name goes. Values read as int, float, true/false, or
+    text."""
+    name, *pairs = spec.split(":")
+    options: dict = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key:
+            raise GardenError(f"retriever {spec!r}: options are key=value, got {pair!r}")
+        options[key] = _option_value(raw)
+    return name, options
+
+
+def _option_value(raw: str):
+    if raw.lower() in ("true", "false"):
+        return raw.lower() == "true"
+    for kind in (int, float):
+        try:
+            return kind(raw)
+        except ValueError:
+            pass
+    return raw
+
+
+def make_retriever(spec: str, **options) -> Retriever:
+    """A retriever by registered name, with options from the spec and from keywords."""
+    name, from_spec = parse_spec(spec)
     known = registered()
     if name not in known:
         raise GardenError(f"unknown retriever {name!r}; known: {', '.join(known)}")
-    return known[name].factory(**options)
+    try:
+        return known[name].factory(**{**from_spec, **options})
+    except TypeError as exc:
+        raise GardenError(f"retriever {name!r} does not take those options ({exc})") from None
 
 
 def rank(scores: dict[str, float], k: int | None = None) -> list[tuple[str, float]]:
