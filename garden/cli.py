@@ -112,10 +112,8 @@ def cmd_query(args) -> int:
             raise GardenError(f"--hint {hint!r}: expected topic=ID or entity=ID")
         hints[key].append(value)
     settings = Settings(standout=args.standout) if args.standout is not None else Settings()
-    from .stories import latest_date, load_story, resolve_story_path
-
-    as_of = args.as_of or latest_date(load_story(resolve_story_path(args.story)))
-    spec = adhoc_spec(args.story, args.text, as_of, args.budget, Hints(**hints), settings, args.include_private)
+    spec = adhoc_spec(args.story, args.text, args.as_of, args.budget, Hints(**hints), settings,
+                      args.include_private)
     outcome = run_query(spec, args.pipeline)
     if args.json:
         _print_json(outcome.packet.model_dump(mode="json", exclude={"fallback"}))

@@ -41,6 +41,14 @@ def component_scores(retriever, query: str) -> dict[str, dict[str, float]]:
     return {retriever.name: retriever.score(query)}
 
 
+def scored(retriever, query: str) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
+    """(the retriever's scores, each member's scores), every member scored once: a fusing
+    retriever fuses the members' scores instead of scoring them all again."""
+    members = component_scores(retriever, query)
+    fused = retriever.fuse(members) if hasattr(retriever, "fuse") else members[retriever.name]
+    return fused, members
+
+
 def evidence_label(scores: dict[str, float]) -> str:
     lexical = any(v > 0 for k, v in scores.items() if parse_spec(k)[0] != "dense")
     return "lexical_only" if lexical else "semantic_only"
@@ -55,8 +63,7 @@ class BarePipeline:
     def run(self, spec: QuerySpec) -> Outcome:
         t0 = time.perf_counter()
         retriever = _index.retriever_for(spec.story, self.name)
-        scores = retriever.score(spec.query)
-        members = component_scores(retriever, spec.query) if hasattr(retriever, "components") else {self.name: scores}
+        scores, members = scored(retriever, spec.query)
         t1 = time.perf_counter()
         cands = []
         for rid, score in rank(scores):

@@ -263,9 +263,12 @@ def promote(case_path: str | Path, runs: int = PROMOTION_RUNS) -> tuple[Path, li
     return target, results
 
 
-def adhoc_spec(story_name: str, text: str, as_of: dt.date, budget: int, hints: Hints,
+def adhoc_spec(story_name: str, text: str, as_of: dt.date | None, budget: int, hints: Hints,
                settings: Settings, include_private: bool = False) -> QuerySpec:
-    from .stories import resolve_story_path
+    """A one-off query; without `as_of`, the latest date the story mentions."""
+    from .stories import latest_date, resolve_story_path
 
     path = resolve_story_path(story_name)
-    return QuerySpec(load_story(path), text, as_of, budget, hints, include_private, settings, [], str(path))
+    story = load_story(path)
+    return QuerySpec(story, text, as_of or latest_date(story), budget, hints, include_private, settings, [],
+                     str(path))

@@ -18,7 +18,7 @@ from .candidates import Candidate, by_score
 from .models import Budget, Packet, Rejection
 from .pack import attach_predecessors, pack
 from .phrase import phrase_credit
-from .pipelines import Outcome, component_scores, evidence_label
+from .pipelines import Outcome, evidence_label, scored
 from .query import QuerySpec
 from .resolve import Resolution, resolve
 from .retrievers import rank
@@ -130,8 +130,7 @@ class StructuredPipeline:
     def _candidates(self, spec: QuerySpec, res: Resolution, w: Weights) -> dict[str, Candidate]:
         story = spec.story
         retriever = _index.retriever_for(story, self.retriever_name)
-        members = component_scores(retriever, spec.query)
-        fused = retriever.fuse(members) if hasattr(retriever, "fuse") else members[retriever.name]
+        fused, members = scored(retriever, spec.query)
         ids = [rid for rid, s in rank(fused, w.candidates) if s > 0]
         anchored = {r.id for r in story.records if r.kind != "control" and (
             set(r.topics) & set(res.topics) or set(r.entities) & set(res.entities) or r.id in res.explicit_ids)}
