@@ -21,7 +21,7 @@ import numpy as np
 
 from .collections import Collection, load_collection
 from .errors import GardenError
-from .retrievers import Retriever, make_retriever, rank
+from .retrievers import Retriever, check_finite, make_retriever, rank
 
 DEFAULT_MEASURES = ("AP", "nDCG@10", "R@1000", "RR", "P@10")
 PERMUTATIONS = 10_000
@@ -253,8 +253,10 @@ def run_collection(collection: Collection, pipelines: Sequence[str], depth: int 
         start = time.perf_counter()
         ranked = rankings(retriever, texts, depth)
         elapsed = time.perf_counter() - start
+        for qid, ranking in zip(qids, ranked):  # the same refusal every pipeline's scores meet
+            check_finite(f"{name} (query {qid})", dict(ranking))
         runs[name] = dict(zip(qids, ranked))
-        speed[name] = len(qids) / elapsed if elapsed > 0 else float("inf")
+        speed[name] = len(qids) / elapsed if elapsed > 0 else None  # too fast to time: no figure
     return Runs(runs, speed, index_s)
 
 

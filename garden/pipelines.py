@@ -10,13 +10,15 @@ import time
 from dataclasses import dataclass, field
 from typing import Protocol
 
+import numpy as np
+
 from . import _index
 from .candidates import Candidate
 from .errors import GardenError
 from .models import Budget, Packet
 from .pack import pack
 from .query import QuerySpec
-from .retrievers import make_retriever, parse_spec, rank, registered
+from .retrievers import check_finite, make_retriever, parse_spec, rank, registered
 
 STRUCTURED = {"default": "hybrid"}
 
@@ -41,11 +43,30 @@ def component_scores(retriever, query: str) -> dict[str, dict[str, float]]:
     return {retriever.name: retriever.score(query)}
 
 
-def scored(retriever, query: str) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
+def scored(retriever, query: str, name: str | None = None) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
     """(the retriever's scores, each member's scores), every member scored once: a fusing
-    retriever fuses the members' scores instead of scoring them all again."""
-    members = component_scores(retriever, query)
-    fused = retriever.fuse(members) if hasattr(retriever, "fuse") else members[retriever.name]
+    retriever fuses the members' scores instead of scoring them all again.
+
+    Every pipeline's retrieval passes here, so here every score is checked to be a finite
+    number, members first, then the fused ones. A NaN or an infinity (a plugin's bug, or
+    options pushed until a float overflows) is refused: a GardenError naming the
+    retriever (`name`, the pipeline's spec, else the retriever's own name), the record and
+    the value. It is not dropped, because a dropped record looks like an honest miss in
+    every metric; and it cannot be kept, because IEEE 754 NaN compares false with
+    everything (ranking, the standout ratio and packing would misorder in silence) and
+    JSON (RFC 8259, section 6) cannot carry it into a packet or a trace."""
+    # numpy's overflow and invalid-value warnings would be extra stderr lines beside the
+    # one refusal below, which names the record; the check below is what catches them
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        members = component_scores(retriever, query)
+    if not hasattr(retriever, "fuse"):
+        fused = members[retriever.name]
+        check_finite(name or retriever.name, fused)
+        return fused, members
+    for member, scores in members.items():
+        check_finite(member, scores)
+    fused = retriever.fuse(members)
+    check_finite(name or retriever.name, fused)
     return fused, members
 
 
@@ -63,7 +84,7 @@ class BarePipeline:
     def run(self, spec: QuerySpec) -> Outcome:
         t0 = time.perf_counter()
         retriever = _index.retriever_for(spec.story, self.name)
-        scores, members = scored(retriever, spec.query)
+        scores, members = scored(retriever, spec.query, self.name)
         t1 = time.perf_counter()
         cands = []
         for rid, score in rank(scores):
@@ -105,7 +126,10 @@ def make_pipeline(name: str) -> Pipeline:
 
 def check_pipeline(name: str) -> str:
     """A pipeline name: `default`, or a registered retriever with options
-    (`bm25:variant=plus`), which are checked by building it once."""
+    (`bm25:variant=plus`), which are checked by building it once: `make_retriever` reads
+    them against the retriever's declared OPTIONS (type, range, finiteness) before the
+    constructor runs, so a bad value is one GardenError line before any query runs or
+    any trace is written."""
     if name in STRUCTURED:
         return name
     base, options = parse_spec(name)

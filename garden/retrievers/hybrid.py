@@ -11,7 +11,28 @@ from __future__ import annotations
 from typing import Mapping, Sequence
 
 from ..errors import GardenError
-from . import Doc, make_retriever, rank, register
+from . import Doc, custom, integer, make_retriever, number, rank, register
+
+MEMBER_WORDS = "retriever names joined by + or , (say bm25+dense), at least one"
+
+
+def _members(value) -> tuple[str, ...]:
+    """Names as text (`bm25+dense`; `+` because a comma also splits a list of pipelines)
+    or as a sequence of names."""
+    names = value.replace("+", ",").split(",") if isinstance(value, str) else list(value)
+    if not names or not all(isinstance(n, str) and n.strip() for n in names):
+        raise ValueError("not a list of names")
+    return tuple(n.strip() for n in names)
+
+
+def _no_text(text: str):
+    raise ValueError("a mapping cannot be written in a spec")
+
+
+def _member_options(value) -> dict:
+    if not isinstance(value, Mapping) or not all(isinstance(v, Mapping) for v in value.values()):
+        raise ValueError("not a mapping of mappings")
+    return {str(k): dict(v) for k, v in value.items()}
 
 
 def rrf(rankings: Sequence[Sequence[tuple[str, float]]], k: float = 60.0) -> dict[str, float]:
@@ -25,21 +46,25 @@ def rrf(rankings: Sequence[Sequence[tuple[str, float]]], k: float = 60.0) -> dic
 
 @register("hybrid", "reciprocal-rank fusion (k=60) of named retrievers, bm25 and dense by default")
 class HybridRetriever:
+    # Cormack et al. (2009) use k = 60; any finite k > 0 keeps 1 / (k + rank) finite and
+    # decreasing. make_retriever checks these; each member's own options are checked when
+    # the member is made. What spans options (a name twice, options for a non-member) is
+    # checked below.
+    OPTIONS = {"retrievers": custom(MEMBER_WORDS, _members, _members), "k": number(0, above=True),
+               "depth": integer(1),
+               "options": custom("a mapping of member name to its options (from Python only)",
+                                 _no_text, _member_options)}
+
     def __init__(self, retrievers: Sequence[str] | str = ("bm25", "dense"), k: float = 60.0,
                  depth: int = 1000, options: Mapping[str, Mapping] | None = None):
-        names = [n.strip() for n in retrievers.split(",")] if isinstance(retrievers, str) else list(retrievers)
-        if not names or any(not n for n in names):
-            raise GardenError(f"hybrid: retrievers must name at least one retriever, got {retrievers!r}")
+        names = list(_members(retrievers))
         if len(set(names)) != len(names):
-            raise GardenError(f"hybrid: a retriever is named twice in {', '.join(names)}")
-        if k <= 0:
-            raise GardenError(f"hybrid: k must be positive, got {k}")
-        if depth < 1:
-            raise GardenError(f"hybrid: depth must be at least 1, got {depth}")
+            raise GardenError(f"retriever hybrid: option retrievers names a retriever twice: {', '.join(names)}")
         options = dict(options or {})
         unknown = set(options) - set(names)
         if unknown:
-            raise GardenError(f"hybrid: options given for {', '.join(sorted(unknown))}, which is not a member")
+            raise GardenError(f"retriever hybrid: option options names {', '.join(sorted(unknown))}, "
+                              f"which is not a member ({', '.join(names)})")
         self.name = "hybrid"
         self.k, self.depth = float(k), int(depth)
         self.members = {n: make_retriever(n, **dict(options.get(n, {}))) for n in names}

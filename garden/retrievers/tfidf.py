@@ -15,22 +15,38 @@ import numpy as np
 from sklearn.feature_extraction.text import TfidfVectorizer
 
 from ..analyzer import Analyzer
-from ..errors import GardenError
-from . import Doc, id_order, register, top_k
+from . import Doc, boolean, choice, custom, id_order, register, top_k
+
+NGRAM_WORDS = "LOW-HIGH whole numbers with 1 <= LOW <= HIGH (say 3-5), or one N for N-N"
+
+
+def _ngram_text(text: str) -> tuple[int, int]:
+    """`3-5` or `4` (a spec cannot hold a tuple, and a comma would split a pipeline list)."""
+    low, sep, high = text.partition("-")
+    return _ngram_value((low, high if sep else low))
+
+
+def _ngram_value(value) -> tuple[int, int]:
+    if isinstance(value, str) or len(value) != 2:
+        raise ValueError("not a pair")
+    low, high = (int(n) if isinstance(n, str) and n.isascii() and n.isdigit() else n for n in value)
+    if not all(isinstance(n, int) and not isinstance(n, bool) for n in (low, high)) or not 1 <= low <= high:
+        raise ValueError("not an n-gram range")
+    return low, high
 
 
 @register("tfidf", "scikit-learn tf-idf cosine over the garden analyzer's words, or char n-grams (analyzer=char)")
 class TfidfRetriever:
+    # make_retriever checks these; ngram_range is scikit-learn's (min_n, max_n), used by char only
+    OPTIONS = {"analyzer": choice("word", "char"),
+               "ngram_range": custom(NGRAM_WORDS, _ngram_text, _ngram_value),
+               "sublinear_tf": boolean(), "stopwords": boolean(), "stem": boolean()}
+
     def __init__(self, analyzer: str = "word", ngram_range: tuple[int, int] = (3, 5),
                  sublinear_tf: bool = False, stopwords: bool = True, stem: bool = True):
-        if analyzer not in ("word", "char"):
-            raise GardenError(f"tfidf: unknown analyzer {analyzer!r}; choose word or char")
-        low, high = (int(n) for n in ngram_range)
-        if not 1 <= low <= high:
-            raise GardenError(f"tfidf: ngram_range must be (low, high) with 1 <= low <= high, got {ngram_range}")
         self.name = "tfidf"
         self.analyzer_kind = analyzer
-        self.ngram_range = (low, high)
+        self.ngram_range = tuple(ngram_range)
         self.sublinear_tf = sublinear_tf
         self.words = Analyzer(stopwords=stopwords, stem=stem)
         self.ids: list[str] = []
