@@ -9,6 +9,7 @@ import hashlib
 import json
 
 from .models import Story
+from .paths import derived_dir
 from .phrase import PhraseIndex
 from .retrievers import Doc, Retriever, make_retriever
 
@@ -29,7 +30,9 @@ def documents(story: Story) -> list[Doc]:
 
 
 def retriever_for(story: Story, name: str) -> Retriever:
-    key = ("retriever", story_key(story), name)
+    # keyed by the garden home too: a retriever built in one home must not stand in for
+    # the derived data (the embedding cache) of another
+    key = ("retriever", story_key(story), name, str(derived_dir()))
     if key not in _CACHE:
         retriever = make_retriever(name)
         retriever.index(documents(story))

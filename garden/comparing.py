@@ -20,7 +20,7 @@ from .models import Expect, Hints
 from .pipelines import check_pipeline, make_pipeline
 from .query import QuerySpec
 from .stories import load_story, resolve_story_path
-from .traces import read_trace
+from .traces import read_trace_lines
 
 STORY_MEASURES = ("AP", "nDCG@10", "R@5", "RR", "P@5")
 SHOWN = 20  # disagreeing queries printed in the human view
@@ -60,7 +60,9 @@ def replays_from_cases(paths: list[Path]) -> list[Replay]:
 
 def replays_from_trace(path: Path) -> list[Replay]:
     out = []
-    for n, event in enumerate(read_trace(path), start=1):
+    # damaged lines (a writer killed mid-line) are skipped with a warning; n stays the
+    # line's number in the file, so a replay can be found again
+    for n, event in read_trace_lines(path):
         story_path = Path(event.story_path) if event.story_path else resolve_story_path(event.story)
         spec = QuerySpec(load_story(story_path), event.query, event.as_of, event.budget, event.hints or Hints(),
                          event.include_private, event.settings, list(event.session), str(story_path))
@@ -144,7 +146,7 @@ def compare_replays(replays: list[Replay], pipelines: list[str], baseline: str |
         start = time.perf_counter()
         ids = {r.qid: pipeline.run(r.spec).packet.ids() for r in replays}
         elapsed = time.perf_counter() - start
-        speed[p] = len(replays) / elapsed if elapsed > 0 else float("inf")
+        speed[p] = len(replays) / elapsed if elapsed > 0 else None  # too fast to time: no figure
         packets[p] = ids
         # packet order is the ranking: score by position so ties cannot reorder it
         runs[p] = {qid: [(rid, float(len(items) - i)) for i, rid in enumerate(items)] for qid, items in ids.items()}

@@ -1,11 +1,214 @@
-"""Where derived data lives: indexes, embedding caches, traces. All of it is disposable."""
+"""Where derived data lives: indexes, embedding caches, traces. All of it is disposable.
+
+Also how it is written safely there (no links followed, orphaned temporary files removed)
+and the environment settings that govern it, checked by `check_environment`.
+"""
 from __future__ import annotations
 
 import os
+import re
+import stat
+import time
 from pathlib import Path
+
+from .errors import GardenError
 
 
 def derived_dir() -> Path:
     """`$GARDEN_HOME` if set, else `.garden/` under the current directory."""
     home = os.environ.get("GARDEN_HOME")
     return Path(home) if home else Path.cwd() / ".garden"
+
+
+# --- containment ----------------------------------------------------------------------------
+# The garden home may be a link the user made (it is followed, like any path a user gives).
+# Below it, every folder the garden creates (index/, embeddings/, traces/ and their
+# subfolders) and every file it writes there must be its own: a link found there was put by
+# someone else, and writing through it would write outside the store, so it is refused.
+
+LINK_REFUSAL = "is a symbolic link; the garden does not write through links it did not create"
+DERIVED_FOLDERS = ("index", "embeddings", "traces")
+
+
+def _home_label(home: Path) -> str:
+    return f"GARDEN_HOME={home}" if os.environ.get("GARDEN_HOME") else str(home)
+
+
+def _check_home(home: Path, create: bool) -> None:
+    try:
+        mode = os.stat(home).st_mode  # followed: the user chose this path
+    except FileNotFoundError:
+        if not create:
+            return
+        try:
+            os.makedirs(home, exist_ok=True)
+        except OSError as exc:
+            raise GardenError(f"{_home_label(home)}: cannot create the folder: {exc.strerror or exc}") from None
+        return
+    except OSError as exc:
+        raise GardenError(f"{_home_label(home)}: cannot use it as a folder: {exc.strerror or exc}") from None
+    if not stat.S_ISDIR(mode):
+        raise GardenError(f"{_home_label(home)}: not a folder; the garden keeps its derived data in a folder")
+
+
+def _check_folder(path: Path, create: bool) -> None:
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        if not create:
+            return
+        try:
+            os.mkdir(path)
+            return
+        except FileExistsError:  # made meanwhile by another process, or by someone else: look again
+            mode = os.lstat(path).st_mode
+        except OSError as exc:
+            raise GardenError(f"{path}: cannot create the folder: {exc.strerror or exc}") from None
+    if stat.S_ISLNK(mode):
+        raise GardenError(f"{path} {LINK_REFUSAL}")
+    if not stat.S_ISDIR(mode):
+        raise GardenError(f"{path}: exists and is not a folder; the garden keeps derived data there (move it away)")
+
+
+def derived_folder(*parts: str, create: bool = True) -> Path:
+    """`derived_dir()/parts...`, ready to write in: the home and each folder below it made if
+    missing; GardenError naming the path if one is a link, or is something other than a
+    folder. With `create=False` nothing is made, only checked."""
+    home = derived_dir()
+    _check_home(home, create)
+    path = home
+    for part in parts:
+        path = path / part
+        _check_folder(path, create)
+    return path
+
+
+def refuse_link(path: Path) -> None:
+    """GardenError unless `path` is absent or a regular file: the garden replaces or appends
+    to files it made, never a link or anything else that stands in their place."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(mode):
+        raise GardenError(f"{path} {LINK_REFUSAL}")
+    if not stat.S_ISREG(mode):
+        raise GardenError(f"{path}: exists and is not a regular file; the garden writes a file there (move it away)")
+
+
+# --- temporary files --------------------------------------------------------------------------
+# Derived files are written to a temporary name in their folder and renamed into place, so a
+# reader never sees half a file. A writer killed before the rename leaves its temporary file
+# behind; the next write to that folder removes such orphans, by this rule:
+#   - a temporary file untouched for less than ORPHAN_MIN_AGE is kept: a live writer may be
+#     between creating and renaming it, possibly on another machine sharing the folder;
+#   - past that age it is removed when the name carries no writer pid (older naming), when
+#     that process no longer exists on this machine, or when it is older than ORPHAN_MAX_AGE
+#     (the pid was reused, or the writer ran elsewhere).
+# A live writer renames its file within seconds, so no file it still uses is ever removed.
+
+ORPHAN_MIN_AGE = 10 * 60  # seconds
+ORPHAN_MAX_AGE = 24 * 60 * 60
+_TEMP_PID = re.compile(r"\..*\.pid([0-9]+)\.[A-Za-z0-9_]+\.(?:part|tmp)", re.ASCII)
+
+
+def temp_prefix(label: str) -> str:
+    """The start of a temporary file's name: hidden, and carrying the writer's pid."""
+    return f".{label}.pid{os.getpid()}."
+
+
+def _alive(pid: int) -> bool:
+    if pid <= 0 or os.name != "posix":  # no usable pid: only the age can tell
+        return True
+    try:
+        os.kill(pid, 0)  # signal 0: existence check only
+    except ProcessLookupError:
+        return False
+    except OverflowError:
+        return False  # no process can have that number
+    except OSError:
+        return True  # e.g. another user's process: alive
+    return True
+
+
+def remove_orphans(folder: Path, suffix: str, now: float | None = None) -> list[Path]:
+    """Remove orphaned temporary files (names ending in `suffix`) from `folder` by the rule
+    above; return what was removed. Links and anything that is not a file are left alone."""
+    now = time.time() if now is None else now
+    removed: list[Path] = []
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return removed
+    for entry in entries:
+        if not entry.name.endswith(suffix):
+            continue
+        try:
+            st = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        if not stat.S_ISREG(st.st_mode):
+            continue
+        age = now - st.st_mtime
+        if age < ORPHAN_MIN_AGE:
+            continue
+        m = _TEMP_PID.fullmatch(entry.name)
+        if m is not None and _alive(int(m.group(1))) and age < ORPHAN_MAX_AGE:
+            continue
+        try:
+            os.unlink(entry.path)
+        except OSError:
+            continue  # another process removed it first, or it is not ours to remove
+        removed.append(Path(entry.path))
+    return removed
+
+
+# --- settings from the environment --------------------------------------------------------------
+# An empty variable counts as unset, as it does for GARDEN_HOME.
+
+MAX_RETENTION_DAYS = 36500  # a hundred years: anything above is a typo, not a policy
+
+
+def parse_days(text: str, source: str) -> int:
+    """A retention window: ASCII digits only (str.isdigit would take '²'), 0..MAX."""
+    digits = text.strip()
+    if re.fullmatch(r"[0-9]+", digits, re.ASCII) is None or len(digits) > 9 \
+            or int(digits) > MAX_RETENTION_DAYS:
+        raise GardenError(f"{source} must be a whole number of days from 0 to {MAX_RETENTION_DAYS}, "
+                          f"got {text!r}")
+    return int(digits)
+
+
+def retention_setting() -> int | None:
+    """`GARDEN_TRACE_DAYS` as a number of days, or None when unset."""
+    raw = os.environ.get("GARDEN_TRACE_DAYS")
+    if not raw:
+        return None
+    return parse_days(raw, "GARDEN_TRACE_DAYS")
+
+
+def tracing_enabled() -> bool:
+    """`GARDEN_TRACE`: 1 (the default) writes traces, 0 writes none; anything else is refused
+    rather than guessed at."""
+    raw = os.environ.get("GARDEN_TRACE")
+    if not raw or raw.strip() == "1":
+        return True
+    if raw.strip() == "0":
+        return False
+    raise GardenError(f"GARDEN_TRACE must be 0 (no traces) or 1 (traces on), got {raw!r}")
+
+
+def check_environment() -> None:
+    """Validate GARDEN_HOME, GARDEN_TRACE_DAYS and GARDEN_TRACE before any work is done; one
+    GardenError line per problem. Nothing is created: the folders are checked only as far
+    as they exist."""
+    problems: list[str] = []
+    checks = [lambda: derived_folder(create=False), retention_setting, tracing_enabled]
+    checks += [lambda name=name: derived_folder(name, create=False) for name in DERIVED_FOLDERS]
+    for check in checks:
+        try:
+            check()
+        except GardenError as exc:
+            problems += [m for m in exc.messages if m not in problems]
+    if problems:
+        raise GardenError(problems)

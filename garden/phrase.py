@@ -17,6 +17,10 @@ from typing import Iterable
 from .analyzer import FUNCTION_WORDS, word_runs
 
 MAX_SPAN = 8
+# A long query has hundreds of thousands of spans (712k for a 1 MB query); listing every one
+# would make its trace line as large. The first TESTED_LISTED spans (longest first) are
+# listed with their fate, then only the credited ones, and counts say what was left out.
+TESTED_LISTED = 200
 
 
 def shingles(runs: Iterable[list[str]], max_len: int = MAX_SPAN) -> set[tuple[str, ...]]:
@@ -47,7 +51,19 @@ class PhraseIndex:
 class PhraseCredit:
     bonus: dict[str, float] = field(default_factory=dict)   # record id -> bonus
     span: dict[str, str] = field(default_factory=dict)      # record id -> span credited
-    tested: list[dict] = field(default_factory=list)        # every span and its fate
+    tested: list[dict] = field(default_factory=list)        # listed spans and their fate: see TESTED_LISTED
+    tested_total: int = 0                                   # spans tested, listed or not
+    credited_total: int = 0                                 # spans credited, every one listed
+
+    @property
+    def omitted(self) -> int:
+        """Spans tested but not listed: refused ones past the first TESTED_LISTED."""
+        return self.tested_total - len(self.tested)
+
+    def summary(self) -> dict:
+        """What a trace keeps of the spans: the listed ones and the counts."""
+        return {"tested": self.tested, "tested_total": self.tested_total, "omitted": self.omitted,
+                "credited": self.credited_total}
 
 
 def refusal(span: tuple[str, ...], holders: int, ceiling: int) -> str | None:
@@ -75,8 +91,12 @@ def phrase_credit(index: PhraseIndex, query: str, kinds: dict[str, str],
         holders = index.holders(span)
         why_not = refusal(span, len(holders), ceiling)
         text = " ".join(span)
-        credit.tested.append({"span": text, "records": len(holders),
-                              "credited": why_not is None, "refused": why_not})
+        credit.tested_total += 1
+        if why_not is None:
+            credit.credited_total += 1
+        if why_not is None or credit.tested_total <= TESTED_LISTED:
+            credit.tested.append({"span": text, "records": len(holders),
+                                  "credited": why_not is None, "refused": why_not})
         if why_not:
             continue
         for rid in sorted(holders):

@@ -2,15 +2,16 @@
 from __future__ import annotations
 
 import datetime as dt
-import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import _index
+from ._text import shown
 from .cases import LoadedCase, Query, check, check_build_error, load_case, spec_for
 from .errors import GardenError, StoryError
 from .models import Hints, Settings, TraceEvent
+from .paths import check_environment, retention_setting
 from .pipelines import Outcome, check_pipeline, make_pipeline
 from .query import QuerySpec
 from .retrievers import registered
@@ -32,8 +33,11 @@ def record_trace(spec: QuerySpec, pipeline: str, outcome: Outcome, case: str | N
                  case_path: str | None = None) -> None:
     global _pruned
     if not _pruned:
-        _pruned = True
+        # the environment is checked before the first trace is written, so a bad setting
+        # stops the run at its first query, not after a pile of work
+        check_environment()
         prune_traces(dt.date.today(), retention_days())
+        _pruned = True
     story_path = str(Path(spec.story_path).resolve()) if spec.story_path else None
     write_trace(TraceEvent(story=spec.story.story, story_path=story_path, query=spec.query,
                            as_of=spec.as_of, hints=spec.hints, budget=spec.budget,
@@ -44,13 +48,9 @@ def record_trace(spec: QuerySpec, pipeline: str, outcome: Outcome, case: str | N
 
 
 def retention_days() -> int:
-    """Days traces are kept: `GARDEN_TRACE_DAYS`, else 14."""
-    raw = os.environ.get("GARDEN_TRACE_DAYS")
-    if raw is None:
-        return DEFAULT_RETENTION_DAYS
-    if not raw.strip().isdigit():
-        raise GardenError(f"GARDEN_TRACE_DAYS must be a whole number of days, got {raw!r}")
-    return int(raw)
+    """Days traces are kept: `GARDEN_TRACE_DAYS` (ASCII digits, 0 to 36500), else 14."""
+    days = retention_setting()
+    return DEFAULT_RETENTION_DAYS if days is None else days
 
 
 @dataclass
@@ -112,18 +112,31 @@ def collect_case_files(paths: list[str] | None) -> list[Path]:
         if not paths:
             raise GardenError("no regression/ or challenge/ folder here; name the cases to run")
     files: list[Path] = []
+    missing: list[str] = []
     for p in map(Path, paths):
         if p.is_dir():
             files += sorted(p.rglob("*.yaml"))
         elif p.is_file():
             files.append(p)
         else:
-            raise GardenError(f"{p}: no such case file or folder")
+            missing.append(f"{shown(str(p))}: no such case file or folder")
+    if missing:
+        raise GardenError(missing)
     return files
 
 
 def load_cases(paths: list[str] | None) -> list[LoadedCase]:
-    return [load_case(f) for f in collect_case_files(paths)]
+    """Every case under `paths`, or one GardenError listing the problems of every bad
+    case file, so a folder with two bad cases is fixed in one pass, not two."""
+    loaded, problems = [], []
+    for f in collect_case_files(paths):
+        try:
+            loaded.append(load_case(f))
+        except GardenError as exc:
+            problems += exc.messages
+    if problems:
+        raise GardenError(problems)
+    return loaded
 
 
 @dataclass

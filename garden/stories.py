@@ -9,17 +9,25 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import tempfile
 from pathlib import Path
 
 from pydantic import ValidationError
 
+from ._text import shown, shown_id
 from ._yaml import describe_pydantic_error, read_yaml
 from .errors import GardenError, StoryError
 from .models import Record, Story
-from .paths import derived_dir
+from .paths import derived_dir, derived_folder, refuse_link, remove_orphans, temp_prefix
 
 STORY_KEYS = set(Story.model_fields)
+# A story can be written to fail once per record, field and list item; past this many
+# problems the rest are counted, not listed, so the report stays readable and its size
+# stays bounded whatever the file holds.
+MAX_PROBLEMS = 1000
+# a story name as a command or a case gives it: it names fixtures/<name>.yaml and nothing else
+STORY_NAME = re.compile(r"[a-z0-9][a-z0-9._-]*", re.ASCII)
 
 
 def load_story(path: str | Path) -> Story:
@@ -35,13 +43,13 @@ def load_story(path: str | Path) -> Story:
     unchecked: set[str] = set()      # label fields whose canonical table failed its schema
     raw_records = raw.get("records")
     if not isinstance(raw_records, list):
-        errors.append(f"{path}: field records: must be a list of records (value {raw_records!r})")
+        errors.append(f"{path}: field records: must be a list of records (value {shown(raw_records)})")
         raw_records = []
     for n, raw_record in enumerate(raw_records, start=1):
         rid = raw_record.get("id") if isinstance(raw_record, dict) else None
-        where = f"{path}: record {rid}" if rid else f"{path}: record #{n}"
+        where = f"{path}: record {shown_id(rid)}" if rid else f"{path}: record #{n}"
         if not isinstance(raw_record, dict):
-            errors.append(f"{where}: a record must be a mapping (value {raw_record!r})")
+            errors.append(f"{where}: a record must be a mapping (value {shown(raw_record)})")
             continue
         if isinstance(rid, str):
             raw_ids.add(rid)
@@ -72,16 +80,30 @@ def load_story(path: str | Path) -> Story:
         fallback = {"story": path.stem, "project": ""}
         story = _validate_without(Story, {**fallback, **header, "records": []}, bad)
         if story is None:
-            raise StoryError(errors) from None
+            raise StoryError(_bounded(errors, path)) from None
         # a broken topics or entities table would make every label look non-canonical
         unchecked.update(f": field {f}:" for f in bad if f in ("topics", "entities"))
     story = story.model_copy(update={"records": records})
     story.__dict__.pop("_by_id", None)
     errors += [e for e in semantic_errors(story, path, raw_ids)
-               if not any(e.startswith(d) for d in dropped) and not any(u in e for u in unchecked)]
+               if _field_prefix(e, path) not in dropped and not any(u in e for u in unchecked)]
     if errors:
-        raise StoryError(errors)
+        raise StoryError(_bounded(errors, path))
     return story
+
+
+def _field_prefix(message: str, path: Path) -> str | None:
+    """"<file>: record <id>: field <f>:" of a message, found in one pass, so filtering
+    stays linear in the number of problems, however many there are."""
+    i = message.find(": field ", len(f"{path}: "))
+    j = message.find(":", i + len(": field ")) if i >= 0 else -1
+    return message[:j + 1] if j >= 0 else None
+
+
+def _bounded(errors: list[str], path: Path) -> list[str]:
+    if len(errors) <= MAX_PROBLEMS:
+        return errors
+    return errors[:MAX_PROBLEMS] + [f"{path}: {len(errors) - MAX_PROBLEMS} more problems not listed"]
 
 
 def _validate_without(model, raw: dict, bad: set[str]):
@@ -99,31 +121,33 @@ def semantic_errors(story: Story, path: Path, known_ids: set[str] = frozenset())
     are not dangling."""
     errors: list[str] = []
     if story.story != path.stem:
-        errors.append(f"{path}: field story: must equal the file stem {path.stem!r} (value {story.story!r})")
+        errors.append(f"{path}: field story: must equal the file stem {shown(path.stem)} "
+                      f"(value {shown(story.story)})")
     topic_alias = {a.lower(): t for t, spec in story.topics.items() for a in (spec.aliases if spec else [])}
     entity_alias = {a.lower(): e for e, spec in story.entities.items() for a in (spec.aliases if spec else [])}
     for tid, spec in story.topics.items():
         for rel in spec.related if spec else []:
             if rel not in story.topics:
-                errors.append(f"{path}: topic {tid}: field related: {rel!r} is not a canonical topic id")
+                errors.append(f"{path}: topic {shown_id(tid)}: field related: {shown(rel)} "
+                              "is not a canonical topic id")
     ids: dict[str, int] = {}
     for record in story.records:
         ids[record.id] = ids.get(record.id, 0) + 1
     for rid, count in ids.items():
         if count > 1:
-            errors.append(f"{path}: record {rid}: field id: duplicate id {rid!r} ({count} records)")
+            errors.append(f"{path}: record {shown_id(rid)}: field id: duplicate id {shown(rid)} ({count} records)")
     for r in story.records:
-        where = f"{path}: record {r.id}"
+        where = f"{path}: record {shown_id(r.id)}"
         if r.kind != "control" and not (r.text or "").strip():
-            errors.append(f"{where}: field text: required for a {r.kind} record (value {r.text!r})")
+            errors.append(f"{where}: field text: required for a {r.kind} record (value {shown(r.text)})")
         errors += _label_errors(where, "topics", r.topics, story.topics, topic_alias, "topic")
         errors += _label_errors(where, "entities", r.entities, story.entities, entity_alias, "entity")
         for field in ("sources", "related"):
             for ref in getattr(r, field):
                 if ref not in ids and ref not in known_ids:
-                    errors.append(f"{where}: field {field}: {ref!r} names no record in this story")
+                    errors.append(f"{where}: field {field}: {shown(ref)} names no record in this story")
         if r.superseded_by is not None and r.superseded_by not in ids and r.superseded_by not in known_ids:
-            errors.append(f"{where}: field superseded_by: {r.superseded_by!r} names no record in this story")
+            errors.append(f"{where}: field superseded_by: {shown(r.superseded_by)} names no record in this story")
         if r.status == "superseded" and not r.superseded_by:
             errors.append(f"{where}: field superseded_by: status is superseded but superseded_by is empty (value None)")
         if r.last_confirmed_at and r.observed_at and r.last_confirmed_at < r.observed_at:
@@ -146,47 +170,71 @@ def _label_errors(where, field, values, canonical, aliases, noun) -> list[str]:
             continue
         hint = ""
         if value.lower() in aliases:
-            hint = f"; it is an alias of {aliases[value.lower()]!r}, use the canonical id"
-        out.append(f"{where}: field {field}: {value!r} is not a canonical {noun} id{hint}")
+            hint = f"; it is an alias of {shown(aliases[value.lower()])}, use the canonical id"
+        out.append(f"{where}: field {field}: {shown(value)} is not a canonical {noun} id{hint}")
     return out
 
 
 def _cycle_errors(story: Story, path: Path) -> list[str]:
+    """One message per supersession cycle, named by its smallest id and starting there.
+
+    Every record is walked once (a long chain of supersessions is ordinary data and must
+    not cost the square of its length)."""
     nxt = {r.id: r.superseded_by for r in story.records if r.superseded_by}
-    reported: set[str] = set()
+    done: set[str] = set()
     errors = []
     for start in sorted(nxt):
-        seen: list[str] = []
+        walk: dict[str, int] = {}  # this walk's records, in order
         node = start
-        while node in nxt and node not in seen:
-            seen.append(node)
+        while node in nxt and node not in done and node not in walk:
+            walk[node] = len(walk)
             node = nxt[node]
-        if node in seen:
-            cycle = seen[seen.index(node):]
-            key = min(cycle)
-            if key not in reported:
-                reported.add(key)
-                chain = " -> ".join(cycle + [node])
-                errors.append(f"{path}: record {key}: field superseded_by: supersession cycle {chain}")
+        if node in walk:
+            cycle = list(walk)[walk[node]:]
+            first = cycle.index(min(cycle))
+            cycle = cycle[first:] + cycle[:first]
+            errors.append(f"{path}: record {shown_id(cycle[0])}: field superseded_by: "
+                          f"supersession cycle {_chain(cycle)}")
+        done.update(walk)
     return errors
+
+
+CHAIN_SHOWN = 6  # records of a long cycle named before the rest are counted
+
+
+def _chain(cycle: list[str]) -> str:
+    names = [shown_id(rid) for rid in cycle[:CHAIN_SHOWN]]
+    if len(cycle) > CHAIN_SHOWN:
+        names.append(f"\u2026 ({len(cycle) - CHAIN_SHOWN} more)")
+    return " -> ".join(names + [shown_id(cycle[0])])
 
 
 # --- the derived index -------------------------------------------------------
 
 
 def index_path(story_name: str) -> Path:
+    # the name comes from a file stem, so it holds no slash; refused anyway, since the index
+    # file must land in index/ itself and never be hidden among temporary files
+    if not story_name or story_name.startswith(".") or any(c in story_name for c in "/\\\0"):
+        raise GardenError(f"story {story_name[:80]!r}: cannot name an index file (empty, starts with '.', "
+                          "or holds a path separator)")
     return derived_dir() / "index" / f"{story_name}.json"
 
 
 def build_index(path: str | Path) -> Path:
-    """Validate a story and write its derived index; on failure nothing is written."""
+    """Validate a story and write its derived index; on failure nothing is written.
+
+    The index folder and file must be the garden's own (a link there is refused), and the
+    write removes orphaned temporary files a killed build left (rule in `garden.paths`)."""
     path = Path(path)
     story = load_story(path)
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     payload = {"source": str(path.resolve()), "sha256": digest, "story": story.model_dump(mode="json")}
     target = index_path(story.story)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{story.story}.", suffix=".tmp", dir=target.parent)
+    folder = derived_folder("index")
+    refuse_link(target)
+    remove_orphans(folder, ".tmp")
+    fd, tmp = tempfile.mkstemp(prefix=temp_prefix(story.story), suffix=".tmp", dir=folder)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             json.dump(payload, fh, indent=1, sort_keys=True)
@@ -198,7 +246,10 @@ def build_index(path: str | Path) -> Path:
 
 
 def resolve_story_path(name: str, relative_to: Path | None = None) -> Path:
-    """A story name (looked up in fixtures/ folders) or a path ending in .yaml."""
+    """A story name (looked up in fixtures/ folders) or a path ending in .yaml.
+
+    A bare name must be a story name (STORY_NAME: no slash, no leading dot), so it always
+    lands inside a fixtures/ folder: `../../etc/passwd` is refused, not looked up."""
     if name.endswith((".yaml", ".yml")):
         candidate = Path(name)
         if not candidate.is_absolute() and relative_to is not None:
@@ -206,6 +257,9 @@ def resolve_story_path(name: str, relative_to: Path | None = None) -> Path:
         if candidate.is_file():
             return candidate
         raise GardenError(f"story file {candidate} does not exist")
+    if not STORY_NAME.fullmatch(name):
+        raise GardenError(f"story {name[:80]!r}: not a story name (lower-case letters, digits, '-', '_' and '.', "
+                          "not starting with '.'); name a story file elsewhere by a path ending in .yaml")
     bases = []
     if relative_to is not None:
         bases += [relative_to, *relative_to.resolve().parents]

@@ -3,7 +3,14 @@
 Files are named ``trace-YYYY-MM-DD.jsonl`` under the derived-data folder, one per day of
 writing. Retention deletes only files whose names match that pattern exactly, takes the
 age from the name (never from the file's times), skips names that carry an impossible
-date, and never follows or removes a symlink.
+date, and never follows or removes a symlink. Whatever the window, it never deletes the
+file of `today` or of a later day, and a window reaching before the calendar begins deletes
+nothing.
+
+Writing survives a writer killed mid-line: each event is one `os.write` of the whole line to
+a file opened for appending (never through a link), and a file whose last byte is not a
+newline (a torn line) first gets one, so the next event never glues onto the torn one.
+Reading skips a line that is not a valid event with one warning naming file:line.
 """
 from __future__ import annotations
 
@@ -11,13 +18,15 @@ import datetime as dt
 import json
 import os
 import re
+import stat
 from pathlib import Path
 
 from pydantic import ValidationError
 
+from ._notice import warn
 from .errors import GardenError
 from .models import TraceEvent
-from .paths import derived_dir
+from .paths import LINK_REFUSAL, MAX_RETENTION_DAYS, derived_dir, derived_folder, tracing_enabled
 
 TRACE_VERSION = 1
 # ASCII digits only, matched in full: `$` alone would also accept a trailing newline
@@ -35,40 +44,84 @@ def trace_file(day: dt.date) -> Path:
 
 def write_trace(event: TraceEvent, day: dt.date | None = None) -> Path:
     """Append one event; `day` names the file (the day of writing, not the story's as_of)."""
-    if os.environ.get("GARDEN_TRACE", "1") == "0":
+    if not tracing_enabled():
         return Path(os.devnull)
+    derived_folder("traces")  # made if missing; refused if a link or not a folder
     path = trace_file(day or dt.date.today())
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a", encoding="utf-8") as fh:
-        fh.write(event.model_dump_json() + "\n")
+    line = (event.model_dump_json() + "\n").encode("utf-8")
+    # O_NOFOLLOW: a link in place of the file is refused, not written through. O_NONBLOCK:
+    # a FIFO in its place cannot make the open hang; a regular file ignores it.
+    flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as exc:
+        if os.path.islink(path):
+            raise GardenError(f"{path} {LINK_REFUSAL}") from None
+        raise GardenError(f"{path}: cannot write the trace: {exc.strerror or exc}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise GardenError(f"{path}: exists and is not a regular file; the garden writes its trace there "
+                              "(move it away)")
+        if st.st_size and os.pread(fd, 1, st.st_size - 1) != b"\n":
+            line = b"\n" + line  # seal a torn last line; the reader skips it, the new event stays whole
+        view = memoryview(line)
+        while view:  # one write for the whole line; the loop only finishes a short write
+            view = view[os.write(fd, view):]
+    except OSError as exc:
+        raise GardenError(f"{path}: cannot write the trace: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
     return path
 
 
-def read_trace(path: str | Path) -> list[TraceEvent]:
+def _parse_event(line: bytes, where: str) -> TraceEvent:
+    """One line as an event, or GardenError naming `where` (file:line) and what is wrong."""
+    try:
+        data = json.loads(line.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise GardenError(f"{where}: not a JSON line: not UTF-8 text") from None
+    except json.JSONDecodeError as exc:
+        raise GardenError(f"{where}: not a JSON line: {exc.msg}") from None
+    version = data.get("version") if isinstance(data, dict) else None
+    if version != TRACE_VERSION:
+        raise GardenError(f"{where}: trace version {version!r} is not {TRACE_VERSION}; "
+                          "written by another version of the garden")
+    try:
+        return TraceEvent.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = ".".join(str(p) for p in err["loc"])
+        raise GardenError(f"{where}: field {field}: {err['msg']}") from None
+
+
+def read_trace_lines(path: str | Path, strict: bool = False) -> list[tuple[int, TraceEvent]]:
+    """(line number, event) for each valid event of a trace file. A line that is not a valid
+    event (a line torn by a killed writer, one from another version) is skipped with one
+    warning naming file:line; with `strict` it is a GardenError instead."""
     path = Path(path)
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        raw = path.read_bytes()
     except OSError as exc:
         raise GardenError(f"{path}: cannot read trace: {exc.strerror or exc}") from None
     events = []
-    for n, line in enumerate(lines, start=1):
+    # split on b"\n" alone: a torn line may end inside a multi-byte character, and the
+    # lines after it must still decode
+    for n, line in enumerate(raw.split(b"\n"), start=1):
         if not line.strip():
             continue
         try:
-            data = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise GardenError(f"{path}:{n}: not a JSON line: {exc.msg}") from None
-        version = data.get("version") if isinstance(data, dict) else None
-        if version != TRACE_VERSION:
-            raise GardenError(f"{path}:{n}: trace version {version!r} is not {TRACE_VERSION}; "
-                              "written by another version of the garden")
-        try:
-            events.append(TraceEvent.model_validate(data))
-        except ValidationError as exc:
-            err = exc.errors()[0]
-            field = ".".join(str(p) for p in err["loc"])
-            raise GardenError(f"{path}:{n}: field {field}: {err['msg']}") from None
+            events.append((n, _parse_event(line, f"{path}:{n}")))
+        except GardenError as exc:
+            if strict:
+                raise
+            warn(f"{exc.messages[0]}; line skipped")
     return events
+
+
+def read_trace(path: str | Path, strict: bool = False) -> list[TraceEvent]:
+    """The valid events of a trace file, in order; see `read_trace_lines` for what is skipped."""
+    return [event for _, event in read_trace_lines(path, strict)]
 
 
 def trace_day(name: str) -> dt.date | None:
@@ -83,12 +136,24 @@ def trace_day(name: str) -> dt.date | None:
         return None
 
 
+def check_keep_days(keep_days: int, source: str = "keep_days") -> int:
+    if not 0 <= keep_days <= MAX_RETENTION_DAYS:
+        raise GardenError(f"{source} must be a whole number of days from 0 to {MAX_RETENTION_DAYS}, "
+                          f"got {keep_days}")
+    return keep_days
+
+
 def prune_traces(today: dt.date, keep_days: int = DEFAULT_RETENTION_DAYS, folder: Path | None = None) -> list[Path]:
     """Delete trace files older than `keep_days` before `today`; return what was deleted."""
+    check_keep_days(keep_days)
     folder = folder or trace_dir()
     if not folder.is_dir() or folder.is_symlink():
         return []
-    cutoff = today - dt.timedelta(days=keep_days)
+    try:
+        cutoff = today - dt.timedelta(days=keep_days)
+    except OverflowError:
+        return []  # the window reaches before the calendar begins: nothing is older
+    cutoff = min(cutoff, today)  # today's file and later ones are never deleted
     removed = []
     for entry in sorted(os.scandir(folder), key=lambda e: e.name):
         if entry.is_symlink() or not entry.is_file(follow_symlinks=False):
@@ -96,6 +161,12 @@ def prune_traces(today: dt.date, keep_days: int = DEFAULT_RETENTION_DAYS, folder
         day = trace_day(entry.name)
         if day is None or day >= cutoff:
             continue
-        os.unlink(entry.path)
+        try:
+            os.unlink(entry.path)
+        except FileNotFoundError:
+            continue  # pruned meanwhile by another process
+        except OSError as exc:
+            warn(f"{entry.path}: cannot remove an expired trace: {exc.strerror or exc}")
+            continue
         removed.append(Path(entry.path))
     return removed

@@ -79,7 +79,7 @@ def test_a_line_from_another_version_names_file_and_line(tmp_path):
     other["version"] = 2
     path = write_lines(tmp_path / "t.jsonl", event().model_dump_json(), json.dumps(other))
     with pytest.raises(GardenError) as info:
-        read_trace(path)
+        read_trace(path, strict=True)
     msg = str(info.value)
     assert msg.startswith(f"{path}:2: trace version 2 is not 1")
     assert "another version" in msg
@@ -90,20 +90,20 @@ def test_a_line_without_a_version_is_another_version(tmp_path):
     del data["version"]
     path = write_lines(tmp_path / "t.jsonl", json.dumps(data))
     with pytest.raises(GardenError, match=r":1: trace version None is not 1"):
-        read_trace(path)
+        read_trace(path, strict=True)
 
 
 def test_a_line_that_is_not_json_names_file_and_line(tmp_path):
     path = write_lines(tmp_path / "t.jsonl", event().model_dump_json(), event().model_dump_json(), "{oops")
     with pytest.raises(GardenError) as info:
-        read_trace(path)
+        read_trace(path, strict=True)
     assert str(info.value).startswith(f"{path}:3: not a JSON line")
 
 
 def test_a_json_line_that_is_not_an_object(tmp_path):
     path = write_lines(tmp_path / "t.jsonl", "[1, 2]")
     with pytest.raises(GardenError, match=r"t\.jsonl:1: trace version None"):
-        read_trace(path)
+        read_trace(path, strict=True)
 
 
 def test_a_line_with_a_bad_field_names_file_line_and_field(tmp_path):
@@ -111,7 +111,7 @@ def test_a_line_with_a_bad_field_names_file_line_and_field(tmp_path):
     data["as_of"] = "2030-02-30"
     path = write_lines(tmp_path / "t.jsonl", json.dumps(data))
     with pytest.raises(GardenError) as info:
-        read_trace(path)
+        read_trace(path, strict=True)
     assert str(info.value).startswith(f"{path}:1: field as_of:")
 
 
