@@ -12,6 +12,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from ._yaml import describe_pydantic_error, read_yaml
+from ._text import shown
 from .errors import GardenError, StoryError
 from .models import Case, Expect, Packet, Story
 from .query import QuerySpec
@@ -51,11 +52,13 @@ INHERITED = ("query", "as_of", "budget", "hints", "include_private", "settings",
 
 
 def load_case(path: str | Path) -> LoadedCase:
-    """Validate a case file and everything it names; raise GardenError (exit 2) on bad input."""
+    """Validate a case file and everything it names; raise GardenError (exit 2) listing
+    every problem found: the schema's, the id's, each query's story and each record an
+    expectation names, across the case and all its controls."""
     path = Path(path)
     raw = read_yaml(path)
     if not isinstance(raw, dict):
-        raise GardenError(f"{path}: a case must be a mapping (value {raw!r})")
+        raise GardenError(f"{path}: a case must be a mapping (value {shown(raw)})")
     try:
         case = Case.model_validate(raw)
     except ValidationError as exc:
@@ -64,42 +67,62 @@ def load_case(path: str | Path) -> LoadedCase:
             where, message = describe_pydantic_error(err)
             lines.append(f"{path}: field {where}: {message}")
         raise GardenError(lines) from None
+    problems: list[str] = []
     if case.id != path.stem:
-        raise GardenError(f"{path}: field id: must equal the file stem {path.stem!r} (value {case.id!r})")
+        problems.append(f"{path}: field id: must equal the file stem {shown(path.stem)} (value {shown(case.id)})")
     base = {name: getattr(case, name) for name in INHERITED}
-    queries = [Query(None, _story_path(path, case.story, "story"), base, case.expect)]
-    for n, control in enumerate(case.controls):
+    queries: list[Query] = []
+    stories: dict[str, Path | None] = {}
+    for n, control in enumerate([None, *case.controls]):
         fields = dict(base)
-        for name in INHERITED:
-            value = getattr(control, name)
-            if value is not None:
-                fields[name] = value
-        story = control.story or case.story
-        where = f"controls[{n}] ({control.name}).story"
-        queries.append(Query(control.name, _story_path(path, story, where), fields, control.expect))
+        if control is None:
+            story, where, expect, name = case.story, "story", case.expect, None
+        else:
+            for field_name in INHERITED:
+                value = getattr(control, field_name)
+                if value is not None:
+                    fields[field_name] = value
+            story = control.story or case.story
+            where = f"controls[{n - 1}] ({_name(control.name)}).story"
+            expect, name = control.expect, control.name
+        if story not in stories:
+            try:
+                stories[story] = resolve_story_path(story, path.parent)
+            except GardenError as exc:
+                stories[story] = None
+                problems.append(f"{path}: field {where}: {exc.messages[0]}")
+        if stories[story] is not None:
+            queries.append(Query(name, stories[story], fields, expect))
+    loaded_stories: dict[Path, Story | None] = {}
     for q in queries:
-        _check_named_records(path, q)
+        problems += _named_record_problems(path, q, loaded_stories)
+    if problems:
+        raise GardenError(problems)
     return LoadedCase(case, path, suite_of(path), queries)
 
 
-def _story_path(case_path: Path, story: str, field_name: str) -> Path:
-    try:
-        return resolve_story_path(story, case_path.parent)
-    except GardenError as exc:
-        raise GardenError(f"{case_path}: field {field_name}: {exc.messages[0]}") from None
+def _name(name: str) -> str:
+    """A control's name as written when it prints on one line, escaped and cut otherwise."""
+    return name if name.isprintable() and len(name) <= 80 else shown(name)
 
 
-def _check_named_records(path: Path, q: Query) -> None:
+def _named_record_problems(path: Path, q: Query, loaded: dict) -> list[str]:
+    """Every record an expectation names that its story lacks; a story that does not
+    build is one problem, reported once per case."""
     if q.expect.build_error:
-        return
-    try:
-        story = load_story(q.story_path)
-    except StoryError as exc:
-        raise GardenError(f"{path}: story {q.story_path} does not build: {exc.messages[0]}") from None
-    where = f"control {q.name!r}: " if q.name else ""
-    for fld, rid in q.expect.record_ids():
-        if rid not in story.by_id:
-            raise GardenError(f"{path}: {where}field expect.{fld}: {rid!r} names no record in story {story.story}")
+        return []
+    if q.story_path not in loaded:
+        try:
+            loaded[q.story_path] = load_story(q.story_path)
+        except GardenError as exc:
+            loaded[q.story_path] = None
+            return [f"{path}: story {q.story_path} does not build: {exc.messages[0]}"]
+    story = loaded[q.story_path]
+    if story is None:
+        return []
+    where = f"control {shown(q.name)}: " if q.name else ""
+    return [f"{path}: {where}field expect.{fld}: {shown(rid)} names no record in story {story.story}"
+            for fld, rid in q.expect.record_ids() if rid not in story.by_id]
 
 
 def spec_for(q: Query, story: Story) -> QuerySpec:

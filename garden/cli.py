@@ -7,9 +7,13 @@ import json
 import sys
 from pathlib import Path
 
+from ._text import one_line
 from .errors import GardenError
+from .paths import check_environment
 
-EPILOG = "Bad input exits 2 with one located line per problem."
+EPILOG = ("Exit codes: 0 success; 1 a check or a regression case failed; 2 bad input or usage, "
+          "with one located line per problem.")
+MESSAGE_LIMIT = 1000  # characters of one printed problem line
 
 
 def _date(text: str) -> dt.date:
@@ -43,29 +47,35 @@ def _budget(text: str) -> int:
 
 
 def _print_json(data) -> None:
-    print(json.dumps(data, indent=2, default=str))
+    """Strict JSON (RFC 8259, section 6: no NaN, no Infinity): Python's json writes bare
+    NaN by default, which no strict parser reads. A non-finite number is refused before
+    anything is printed, as one line, rather than printed as invalid JSON."""
+    try:
+        text = json.dumps(data, indent=2, default=str, allow_nan=False)
+    except ValueError as exc:
+        raise GardenError(f"--json: the output holds a number JSON cannot write ({exc}); nothing printed") from None
+    print(text)
 
 
 def cmd_check(args) -> int:
-    from .stories import build_index, find_story_files, resolve_story_path
-    from .errors import StoryError
+    from .stories import build_index, find_story_files, load_story, resolve_story_path
 
     paths = [resolve_story_path(s) for s in args.stories] if args.stories else find_story_files()
     if not paths:
         raise GardenError("no stories to check: fixtures/ holds no .yaml file")
     status = 0
     for path in paths:
+        # A story that cannot be read or does not validate is what `check` exists to
+        # find (exit 1, the other stories still checked); a derived folder that cannot be
+        # written is bad input to the command (exit 2) and stops it.
         try:
-            target = build_index(path)
-            print(f"ok {path} -> {target}")
-        except StoryError as exc:  # invalid data: every problem, exit 1
-            status = max(status, 1)
+            load_story(path)
+        except GardenError as exc:
+            status = 1
             for line in exc.messages:
                 print(line)
-        except GardenError as exc:  # unreadable input: exit 2, the other stories still checked
-            status = 2
-            for line in exc.messages:
-                print(f"garden: {line}", file=sys.stderr)
+            continue
+        print(f"ok {path} -> {build_index(path)}")
     print(f"{len(paths)} stories checked, {'errors found' if status else 'all valid'}")
     return status
 
@@ -97,13 +107,15 @@ def cmd_contrast(args) -> int:
 
 
 def cmd_query(args) -> int:
-    from .models import Hints, Settings
+    from .models import Hints, Settings, check_query_text
     from .pipelines import check_pipeline
     from .runner import adhoc_spec, run_query
 
     check_pipeline(args.pipeline)
-    if not args.text.strip():
-        raise GardenError("the query text is empty")
+    try:
+        check_query_text(args.text)
+    except ValueError as exc:
+        raise GardenError(f"query text: {exc}") from None
     hints = {"topics": [], "entities": []}
     for hint in args.hint:
         kind, _, value = hint.partition("=")
@@ -174,12 +186,17 @@ def cmd_compare(args) -> int:
 
 
 def cmd_traces(args) -> int:
+    from .paths import check_environment, parse_days
+    from .runner import retention_days
     from .traces import prune_traces, trace_dir
 
-    removed = prune_traces(args.today, args.keep_days)
+    check_environment()
+    # parsed here, not by argparse, so a bad value is one line like every other bad input
+    keep_days = retention_days() if args.keep_days is None else parse_days(args.keep_days, "--keep-days")
+    removed = prune_traces(args.today, keep_days)
     for path in removed:
         print(f"removed {path}")
-    print(f"{len(removed)} trace files older than {args.keep_days} days removed from {trace_dir()}")
+    print(f"{len(removed)} trace files older than {keep_days} days removed from {trace_dir()}")
     return 0
 
 
@@ -244,7 +261,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_schemas)
 
     p = sub.add_parser("traces", help="delete trace files older than the retention window")
-    p.add_argument("--keep-days", type=int, default=14, help="retention window in days (default 14)")
+    p.add_argument("--keep-days", metavar="N", help="retention window in days, 0 to 36500 "
+                   "(default: GARDEN_TRACE_DAYS, else 14); today's and later traces are always kept")
     p.add_argument("--today", type=_date, default=dt.date.today(), help="the date ages are measured from")
     p.set_defaults(func=cmd_traces)
     return parser
@@ -254,9 +272,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        # A bad environment is refused before any work, not after a packet was computed.
+        check_environment()
         return args.func(args)
     except GardenError as exc:
         for line in exc.messages:
+            # the last guard: whatever a message holds, it prints as one bounded line
+            line = one_line(line, MESSAGE_LIMIT)
             print(f"garden: {line}" if not line.startswith("  ") else line, file=sys.stderr)
         return exc.status
     except KeyboardInterrupt:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import unicodedata
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -153,6 +154,11 @@ class Hints(Strict):
 class Settings(Strict):
     """Pipeline settings a case or a command line may override."""
 
+    # NaN and the infinities refused, each with its field ("Input should be a finite
+    # number"): without this, .inf passes phrase_weight (no upper bound) and .nan fails a
+    # bound with a misleading message (IEEE 754: NaN compares false with everything).
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
     standout: float | None = None
     lane_cap: int | None = Field(default=None, ge=1)
     candidates: int | None = Field(default=None, ge=1)
@@ -235,6 +241,19 @@ class Expect(Strict):
         return value
 
 
+def check_query_text(value: Any) -> Any:
+    """A query is words to search for: never blank, and free of control characters (a NUL
+    or an escape sequence in a case file is a corruption, not a question)."""
+    if isinstance(value, str):
+        if not value.strip():
+            raise ValueError("a query must hold at least one non-blank character")
+        bad = sorted({ch for ch in value if unicodedata.category(ch) == "Cc" and ch not in "\t\n\r"})
+        if bad:
+            raise ValueError("a query must not hold control characters (found "
+                             + ", ".join(f"U+{ord(ch):04X}" for ch in bad) + ")")
+    return value
+
+
 class QueryFields(Strict):
     """The fields a control inherits from its case unless it sets its own."""
 
@@ -246,6 +265,10 @@ class QueryFields(Strict):
     include_private: bool | None = None
     settings: Settings | None = None
     session: list[str] | None = None
+
+    _query_text = field_validator("query")(classmethod(lambda cls, v: check_query_text(v)))
+    _session_text = field_validator("session")(classmethod(lambda cls, v: [check_query_text(q) for q in v or []]
+                                                           if v is not None else v))
 
 
 class Control(QueryFields):
@@ -269,11 +292,19 @@ class Case(Strict):
     expect: Expect = Expect()
     controls: list[Control] = []
 
+    _query_text = field_validator("query")(classmethod(lambda cls, v: check_query_text(v)))
+    _session_text = field_validator("session")(classmethod(lambda cls, v: [check_query_text(q) for q in v or []]
+                                                           if v is not None else v))
+
 
 # --- packets and traces ------------------------------------------------------
 
 
 class PacketItem(BaseModel):
+    # a score is a finite number: JSON (RFC 8259, section 6) has no NaN or infinity, and
+    # pydantic would write either as null, which a reader then refuses
+    model_config = ConfigDict(allow_inf_nan=False)
+
     id: str
     kind: str
     fidelity: str
@@ -296,6 +327,8 @@ class Budget(BaseModel):
 
 
 class Packet(BaseModel):
+    model_config = ConfigDict(allow_inf_nan=False)  # as PacketItem: JSON has no NaN
+
     decision: Decision
     reason: str
     warnings: list[str] = []
@@ -310,6 +343,11 @@ class Packet(BaseModel):
 
 class TraceEvent(BaseModel):
     """One line of a trace file: enough to replay the query, and what each stage did."""
+
+    # No float in it may be NaN or infinite, `stages` included (typed Any, so checked by
+    # hand below): pydantic's JSON writes them as null, and a null score makes the line
+    # unreadable to `garden compare` (RFC 8259, section 6: JSON numbers are finite).
+    model_config = ConfigDict(allow_inf_nan=False)
 
     version: int = 1
     story: str
@@ -327,3 +365,17 @@ class TraceEvent(BaseModel):
     stages: dict[str, Any] = {}
     timings_ms: dict[str, float] = {}
     packet: Packet
+
+    @field_validator("stages")
+    @classmethod
+    def _stages_are_finite(cls, value: dict[str, Any]) -> dict[str, Any]:
+        pending: list[tuple[str, Any]] = [(k, v) for k, v in value.items()]
+        while pending:  # a work list rather than recursion: no shape of stages meets the recursion limit
+            where, item = pending.pop()
+            if isinstance(item, float) and not math.isfinite(item):
+                raise ValueError(f"{where} is {item!r}; every number in a trace must be finite")
+            if isinstance(item, dict):
+                pending.extend((f"{where}.{k}", v) for k, v in item.items())
+            elif isinstance(item, (list, tuple)):
+                pending.extend((f"{where}[{i}]", v) for i, v in enumerate(item))
+        return value

@@ -21,7 +21,7 @@ from .phrase import phrase_credit
 from .pipelines import Outcome, evidence_label, scored
 from .query import QuerySpec
 from .resolve import Resolution, resolve
-from .retrievers import rank
+from .retrievers import check_finite, rank
 from .standout import DEFAULT_LANE_CAP, DEFAULT_MIN_SHARE, DEFAULT_STANDOUT, gate_lane
 from .timeline import checkpoint_note, not_yet_observed, state_reason, superseded_as_of
 from .triage import triage
@@ -138,6 +138,8 @@ class StructuredPipeline:
         content = without_function_words(spec.query)
         parts = getattr(retriever, "members", {retriever.name: retriever})
         lexical = {n: m.score(content) for n, m in parts.items() if hasattr(m, "ceiling")}
+        for n, scores in lexical.items():
+            check_finite(n, scores)
         ceilings = {n: parts[n].ceiling(content) for n in lexical}
         cands: dict[str, Candidate] = {}
         for rid in ids:
@@ -148,8 +150,13 @@ class StructuredPipeline:
             if c.score > 0 or rid in anchored:
                 cands[rid] = c
         for rid in res.explicit_ids:
-            cands[rid].certain = True
-            cands[rid].why.append("named by id in the query")
+            c = cands.get(rid)
+            if c is None:  # only a control record is never indexed nor anchored
+                c = cands[rid] = Candidate(story.by_id[rid])
+                c.reject("control_plane", "a control record: stored and validated, never served")
+                continue
+            c.certain = True
+            c.why.append("named by id in the query")
         return cands
 
     def _relevance(self, members: dict, lexical: dict[str, dict[str, float]], ceilings: dict[str, float],
@@ -175,6 +182,8 @@ class StructuredPipeline:
         story, as_of = spec.story, spec.as_of
         for c in cands.values():
             r = c.record
+            if c.reason is not None:
+                continue
             if r.private and not spec.include_private:
                 c.reject("private", "private record; the query does not allow private records")
                 continue
@@ -228,7 +237,7 @@ class StructuredPipeline:
                 continue
             c.score += bonus
             c.label("phrase_match", f"holds the rare in-order span {credit.span[rid]!r}")
-        return {"tested": credit.tested}
+        return credit.summary()
 
     def _supersession(self, spec: QuerySpec, live: dict[str, Candidate], cands: dict[str, Candidate]) -> None:
         """A superseded decision rides only right behind its direct successor. A successor

@@ -197,7 +197,11 @@ def test_console_script_reports_bad_input_without_traceback(tmp_path):
     bad.write_text("story: story\nproject: p\nrecords:\n  - id: a\n    kind: note\n    text: [unclosed\n")
     env = {**os.environ, "GARDEN_HOME": str(tmp_path / ".garden")}
     proc = subprocess.run([GARDEN, "check", str(bad)], capture_output=True, text=True, env=env, cwd=tmp_path)
-    assert proc.returncode == 2
+    assert proc.returncode == 1, "to `check` a malformed story is its finding"
+    assert "malformed YAML" in proc.stdout and "Traceback" not in proc.stderr
+    proc = subprocess.run([GARDEN, "query", str(bad), "anything", "--pipeline", "bm25"], capture_output=True,
+                          text=True, env=env, cwd=tmp_path)
+    assert proc.returncode == 2, "to every other command it is bad input"
     assert "malformed YAML" in proc.stderr and "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
 
@@ -214,13 +218,13 @@ def test_a_bad_retention_setting_is_a_clear_error(project, capsys, monkeypatch):
 def test_check_goes_on_past_an_unreadable_story(project, capsys):
     (project / "fixtures" / "broken.yaml").write_text("story: broken\nrecords: [unclosed\n")
     code, out, err = run_cli(["check"], capsys)
-    assert code == 2
-    assert "broken.yaml" in err and "malformed YAML" in err
+    assert code == 1, "an unreadable story is a finding of the check, like an invalid one"
+    assert "broken.yaml" in out and "malformed YAML" in out
     assert "fixtures/aurora-ridge.yaml ->" in out and out.startswith("ok ")
 
 
 @pytest.mark.parametrize("args, needle", [
-    (["query", "aurora-ridge", "   "], "the query text is empty"),
+    (["query", "aurora-ridge", "   "], "query text: a query must hold at least one non-blank character"),
     (["query", "aurora-ridge", "gaming", "--budget", "-5"], "positive number of characters"),
     (["query", "aurora-ridge", "gaming", "--as-of", "2030-13-01"], "not a date"),
     (["query", "aurora-ridge", "gaming", "--hint", "foo"], "expected topic=ID or entity=ID"),
