@@ -12,7 +12,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 def pytest_collect_file(parent, file_path):
     if file_path.suffix != ".yaml":
         return None
-    from garden.cases import suite_of
+    from garden.formats.cases import suite_of
 
     if suite_of(file_path) in ("regression", "challenge"):
         return CaseFile.from_parent(parent, path=file_path)
@@ -30,8 +30,8 @@ class CaseFile(pytest.File):
 
 class CaseItem(pytest.Item):
     def runtest(self):
-        from garden.cases import load_case
-        from garden.runner import run_case
+        from garden.formats.cases import load_case
+        from garden.evaluation.runner import run_case
 
         loaded = load_case(self.path)
         result = run_case(loaded, "default", trace=False)

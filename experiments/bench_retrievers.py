@@ -2,7 +2,7 @@
 
 Every figure is a whole 93-query run, tokenization and top-1000 ranking included, in one
 process, the median of several repetitions after one warm-up. The garden pipelines are
-timed through `garden.compare.rankings`, the path `garden compare` takes; raw bm25s is
+timed through `garden.evaluation.compare.rankings`, the path `garden compare` takes; raw bm25s is
 `bm25s.tokenize` + `BM25.retrieve(k=1000)`, raw rank-bm25 is the same tokens +
 `BM25Okapi.get_scores` + a top-1000 sort. The ratio garden-bm25s / raw-bm25s says what the
 garden's wrapper costs over the library it wraps.
@@ -26,8 +26,8 @@ import numpy as np
 import Stemmer
 from rank_bm25 import BM25Okapi
 
-from garden.collections import load_collection
-from garden.compare import rankings
+from garden.formats.corpora import load_collection
+from garden.evaluation.compare import rankings
 from garden.retrievers import make_retriever
 
 PROJECT = Path(__file__).resolve().parents[1]

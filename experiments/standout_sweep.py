@@ -21,10 +21,10 @@ from pathlib import Path
 
 import numpy as np
 
-from garden.cases import load_case, spec_for
+from garden.formats.cases import load_case, spec_for
 from garden.pipelines import make_pipeline
-from garden.runner import collect_case_files
-from garden.stories import load_story
+from garden.evaluation.runner import collect_case_files
+from garden.formats.stories import load_story
 
 VALUES = [round(1.0 + 0.1 * i, 1) for i in range(21)]
 

@@ -7,9 +7,9 @@ import json
 import sys
 from pathlib import Path
 
-from ._text import one_line
-from .errors import GardenError
-from .paths import check_environment
+from garden.text import one_line
+from garden.errors import GardenError
+from garden.derived.home import check_environment
 
 EPILOG = ("Exit codes: 0 success; 1 a check or a regression case failed; 2 bad input or usage, "
           "with one located line per problem.")
@@ -24,7 +24,7 @@ def _date(text: str) -> dt.date:
 
 
 def _standout(text: str) -> float:
-    from .models import check_standout
+    from garden.models import check_standout
 
     try:
         value = float(text)
@@ -58,7 +58,7 @@ def _print_json(data) -> None:
 
 
 def cmd_check(args) -> int:
-    from .stories import build_index, find_story_files, load_story, resolve_story_path
+    from garden.formats.stories import build_index, find_story_files, load_story, resolve_story_path
 
     paths = [resolve_story_path(s) for s in args.stories] if args.stories else find_story_files()
     if not paths:
@@ -81,35 +81,35 @@ def cmd_check(args) -> int:
 
 
 def cmd_run(args) -> int:
-    from .runner import run_cases
+    from garden.evaluation.runner import run_cases
 
     report = run_cases(args.paths, args.pipeline)
     if args.json:
         _print_json(report.to_json())
     else:
-        from .report import show_run
+        from garden.report import show_run
 
         show_run(report)
     return report.exit_code()
 
 
 def cmd_contrast(args) -> int:
-    from .runner import contrast
+    from garden.evaluation.runner import contrast
 
     report = contrast(args.paths)
     if args.json:
         _print_json(report.to_json())
     else:
-        from .report import show_contrast
+        from garden.report import show_contrast
 
         show_contrast(report)
     return 0
 
 
 def cmd_query(args) -> int:
-    from .models import Hints, Settings, check_query_text
-    from .pipelines import check_pipeline
-    from .runner import adhoc_spec, run_query
+    from garden.models import Hints, Settings, check_query_text
+    from garden.pipelines import check_pipeline
+    from garden.evaluation.runner import adhoc_spec, run_query
 
     check_pipeline(args.pipeline)
     try:
@@ -130,14 +130,14 @@ def cmd_query(args) -> int:
     if args.json:
         _print_json(outcome.packet.model_dump(mode="json", exclude={"fallback"}))
     else:
-        from .report import show_packet
+        from garden.report import show_packet
 
         show_packet(outcome.packet, args.pipeline)
     return 0
 
 
 def cmd_promote(args) -> int:
-    from .runner import promote
+    from garden.evaluation.runner import promote
 
     target, results = promote(args.case, args.runs)
     print(f"promoted {args.case} -> {target} after {len(results)} passing runs under default")
@@ -145,7 +145,7 @@ def cmd_promote(args) -> int:
 
 
 def cmd_new_story(args) -> int:
-    from .scaffold import new_story
+    from garden.formats.scaffold import new_story
 
     story, case = new_story(args.name, Path(args.root))
     print(f"wrote {story}\nwrote {case}\nnext: garden check {args.name} && garden run {case}")
@@ -153,7 +153,7 @@ def cmd_new_story(args) -> int:
 
 
 def cmd_pipelines(args) -> int:
-    from .pipelines import describe_pipelines
+    from garden.pipelines import describe_pipelines
 
     described = describe_pipelines()
     if args.json:
@@ -165,7 +165,7 @@ def cmd_pipelines(args) -> int:
 
 
 def cmd_schemas(args) -> int:
-    from .schemas import write_schemas
+    from garden.formats.schemas import write_schemas
 
     for path in write_schemas(Path(args.out)):
         print(f"wrote {path}")
@@ -173,7 +173,7 @@ def cmd_schemas(args) -> int:
 
 
 def cmd_compare(args) -> int:
-    from .comparing import compare_source
+    from garden.evaluation.replay import compare_source
 
     pipelines = [p.strip() for p in args.pipelines.split(",") if p.strip()]
     report = compare_source(args.source, pipelines, baseline=args.baseline, trec_dir=args.trec_dir,
@@ -186,9 +186,9 @@ def cmd_compare(args) -> int:
 
 
 def cmd_traces(args) -> int:
-    from .paths import check_environment, parse_days
-    from .runner import retention_days
-    from .traces import prune_traces, trace_dir
+    from garden.derived.home import check_environment, parse_days
+    from garden.evaluation.runner import retention_days
+    from garden.derived.traces import prune_traces, trace_dir
 
     check_environment()
     # parsed here, not by argparse, so a bad value is one line like every other bad input

@@ -4,8 +4,8 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from .models import Packet
-from .runner import ContrastReport, RunReport
+from garden.models import Packet
+from garden.evaluation.runner import ContrastReport, RunReport
 
 console = Console(soft_wrap=False, width=160)
 

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from garden.cases import check, check_build_error, load_case, spec_for, suite_of
+from garden.formats.cases import check, check_build_error, load_case, spec_for, suite_of
 from garden.errors import GardenError, StoryError
 from garden.models import Budget, Expect, Hints, Packet, PacketItem, Rejection, Settings
-from garden.stories import load_story
+from garden.formats.stories import load_story
 
 STORY = {
     "story": "tiny",

@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from garden.collections import Collection, load_collection
+from garden.formats.corpora import Collection, load_collection
 from garden.errors import GardenError
 from garden.retrievers import Doc
 

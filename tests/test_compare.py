@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from garden.collections import Collection
-from garden.compare import (
+from garden.formats.corpora import Collection
+from garden.evaluation.compare import (
     compare_collection,
     compare_runs,
     evaluate,

@@ -8,7 +8,7 @@ import ir_measures
 import pytest
 
 from garden.cli import main
-from garden.comparing import judgments
+from garden.evaluation.replay import judgments
 from garden.models import Expect
 
 

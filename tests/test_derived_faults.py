@@ -17,21 +17,21 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import garden.runner
-import garden.traces as traces_mod
-from garden import _index
+import garden.evaluation.runner
+import garden.derived.traces as traces_mod
+from garden.derived import indexes as _index
 from garden.cli import main
 from garden.errors import GardenError
 from garden.models import Hints, Settings
-from garden.paths import (MAX_RETENTION_DAYS, ORPHAN_MAX_AGE, ORPHAN_MIN_AGE, check_environment, derived_dir,
+from garden.derived.home import (MAX_RETENTION_DAYS, ORPHAN_MAX_AGE, ORPHAN_MIN_AGE, check_environment, derived_dir,
                           remove_orphans)
-from garden.phrase import TESTED_LISTED, PhraseIndex, phrase_credit, shingles
+from garden.rerank.phrase import TESTED_LISTED, PhraseIndex, phrase_credit, shingles
 from garden.analyzer import word_runs
 from garden.retrievers import Doc
 from garden.retrievers.dense import MODEL_NAME, EmbeddingCache
-from garden.runner import adhoc_spec, record_trace
-from garden.structured import StructuredPipeline
-from garden.traces import read_trace, read_trace_lines, trace_file, write_trace
+from garden.evaluation.runner import adhoc_spec, record_trace
+from garden.pipelines.structured import StructuredPipeline
+from garden.derived.traces import read_trace, read_trace_lines, trace_file, write_trace
 
 TODAY = dt.date.today()
 QUERY = ["query", "aurora-ridge", "Why have I not felt like gaming recently?", "--pipeline", "bm25"]
@@ -41,7 +41,7 @@ DEAD_PID = 99999999  # above any kernel's pid_max: no process has it
 @pytest.fixture(autouse=True)
 def fresh_process_state(monkeypatch):
     """Each test starts as a new process would: environment not yet checked, traces on."""
-    monkeypatch.setattr(garden.runner, "_pruned", False)
+    monkeypatch.setattr(garden.evaluation.runner, "_pruned", False)
     for name in ("GARDEN_TRACE", "GARDEN_TRACE_DAYS"):
         monkeypatch.delenv(name, raising=False)
 

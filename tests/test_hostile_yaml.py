@@ -12,14 +12,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import garden._yaml as yaml_mod
-import garden.stories as stories_mod
-from garden._text import ELLIPSIS, one_line, shown, shown_id
-from garden._yaml import MAX_DEPTH, describe_pydantic_error, read_yaml
+import garden.formats.yaml_reader as yaml_mod
+import garden.formats.stories as stories_mod
+from garden.text import ELLIPSIS, one_line, shown, shown_id
+from garden.formats.yaml_reader import MAX_DEPTH, describe_pydantic_error, read_yaml
 from garden.cli import main
 from garden.errors import GardenError, StoryError
 from garden.models import Record, Story
-from garden.stories import load_story, semantic_errors
+from garden.formats.stories import load_story, semantic_errors
 
 HIDDEN = {"Cc", "Cf", "Zl", "Zp"}
 OUTPUT_BOUND = 10_000   # bytes a hostile story may make `garden check` print
@@ -43,7 +43,7 @@ def story_text(name: str, records: str = "records: []\n", top: str = "") -> str:
     return f"story: {name}\nproject: {name}\n{top}{records}"
 
 
-# --- garden._text ---------------------------------------------------------------
+# --- garden.text ---------------------------------------------------------------
 
 
 @pytest.mark.parametrize("ch, escaped", [
@@ -134,7 +134,7 @@ def test_one_line_is_one_bounded_line_for_any_text(text, limit):
     assert hidden_chars(out) == []
 
 
-# --- garden._yaml: the reader's bounds -------------------------------------------
+# --- garden.formats.yaml_reader: the reader's bounds -------------------------------------------
 
 
 def refusal(path: Path) -> str:
@@ -278,7 +278,7 @@ def test_a_pydantic_message_shows_a_bounded_escaped_value():
     assert message.endswith("(1000000 items))") and len(message) < 200
 
 
-# --- garden.stories: messages stay one bounded line -------------------------------
+# --- garden.formats.stories: messages stay one bounded line -------------------------------
 
 
 def test_every_story_message_is_one_line_however_many_problems(tmp_path, monkeypatch):

@@ -1,9 +1,9 @@
 """Packing: greedy within budget, and a predecessor only right behind its packed successor."""
 from __future__ import annotations
 
-from garden.candidates import Candidate
+from garden.rerank.candidates import Candidate
 from garden.models import Record
-from garden.pack import attach_predecessors, pack
+from garden.rerank.pack import attach_predecessors, pack
 
 
 def cand(rid: str, size: int, kind: str = "note") -> Candidate:
@@ -132,9 +132,9 @@ def test_several_predecessors_follow_their_successor():
 
 
 def test_a_chain_packs_newest_first_and_stops_at_the_first_link_that_does_not_fit():
-    from garden.candidates import Candidate
+    from garden.rerank.candidates import Candidate
     from garden.models import Record
-    from garden.pack import attach_predecessors, pack
+    from garden.rerank.pack import attach_predecessors, pack
 
     def decision(rid, size):
         return Candidate(Record(id=rid, kind="decision", text="x" * size))

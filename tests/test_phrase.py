@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from garden.analyzer import word_runs
-from garden.phrase import MAX_SPAN, PhraseIndex, phrase_credit, refusal, shingles, span_bonus
+from garden.rerank.phrase import MAX_SPAN, PhraseIndex, phrase_credit, refusal, shingles, span_bonus
 
 
 def credit_for(texts: dict[str, str], query: str, kinds: dict[str, str] | None = None, **kw):

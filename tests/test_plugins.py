@@ -126,7 +126,7 @@ def test_garden_pipelines_lists_the_plugin_and_a_query_runs_on_it(site, tmp_path
 
 
 def test_a_plugin_that_raises_fails_its_contrast_column_only(fresh_registry, tmp_path, monkeypatch):
-    from garden.runner import contrast
+    from garden.evaluation.runner import contrast
 
     class Exploding:
         description = "raises on every query"

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from garden.models import Hints, Story
-from garden.resolve import Resolution, mentions, resolve
+from garden.rerank.resolve import Resolution, mentions, resolve
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from garden.schemas import SCHEMAS, schema_text
+from garden.formats.schemas import SCHEMAS, schema_text
 
 SCHEMA_DIR = Path(__file__).resolve().parents[1] / "schemas"
 

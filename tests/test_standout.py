@@ -7,7 +7,7 @@ import pytest
 from pydantic import ValidationError
 
 from garden.models import Settings, check_standout
-from garden.standout import DEFAULT_LANE_CAP, DEFAULT_MIN_SHARE, DEFAULT_STANDOUT, gate_lane, standout_ratio
+from garden.rerank.standout import DEFAULT_LANE_CAP, DEFAULT_MIN_SHARE, DEFAULT_STANDOUT, gate_lane, standout_ratio
 
 
 def test_defaults():

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from garden import stories as stories_mod
-from garden._yaml import describe_pydantic_error, read_yaml
+from garden.formats import stories as stories_mod
+from garden.formats.yaml_reader import describe_pydantic_error, read_yaml
 from garden.errors import GardenError, StoryError
-from garden.stories import build_index, index_path, latest_date, load_story, resolve_story_path
+from garden.formats.stories import build_index, index_path, latest_date, load_story, resolve_story_path
 
 
 def note(rid: str, **fields) -> dict:

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from garden.candidates import Candidate
+from garden.rerank.candidates import Candidate
 from garden.models import REASONS, Hints, Settings
-from garden.query import QuerySpec
-from garden.resolve import resolve
-from garden.stories import load_story
-from garden.structured import StructuredPipeline, Weights
+from garden.rerank.query import QuerySpec
+from garden.rerank.resolve import resolve
+from garden.formats.stories import load_story
+from garden.pipelines.structured import StructuredPipeline, Weights
 
 STORY = load_story(Path(__file__).resolve().parents[1] / "fixtures" / "aurora-ridge.yaml")
 GAMING = "Why have I not felt like gaming recently?"

@@ -6,7 +6,7 @@ import datetime as dt
 import pytest
 
 from garden.models import Record, Story
-from garden.timeline import checkpoint_note, not_yet_observed, state_reason, superseded_as_of
+from garden.rerank.timeline import checkpoint_note, not_yet_observed, state_reason, superseded_as_of
 
 D = dt.date
 

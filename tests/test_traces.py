@@ -10,7 +10,7 @@ import pytest
 
 from garden.errors import GardenError
 from garden.models import Budget, Hints, Packet, PacketItem, Rejection, Settings, TraceEvent
-from garden.traces import (DEFAULT_RETENTION_DAYS, prune_traces, read_trace, trace_day, trace_dir, trace_file,
+from garden.derived.traces import (DEFAULT_RETENTION_DAYS, prune_traces, read_trace, trace_day, trace_dir, trace_file,
                            write_trace)
 
 D = dt.date

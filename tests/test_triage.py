@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 
 from garden.models import Story
-from garden.resolve import Resolution, resolve
-from garden.triage import distinctive_words, triage, words
+from garden.rerank.resolve import Resolution, resolve
+from garden.rerank.triage import distinctive_words, triage, words
 
 
 @pytest.fixture

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from garden.collections import load_collection
-from garden.compare import evaluate, run_collection
+from garden.formats.corpora import load_collection
+from garden.evaluation.compare import evaluate, run_collection
 from garden.retrievers import make_retriever
 
 PROJECT = Path(__file__).resolve().parents[1]

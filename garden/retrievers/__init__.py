@@ -25,10 +25,10 @@ from typing import Any, Callable, Mapping, NamedTuple, Protocol, Sequence, runti
 
 import numpy as np
 
-from ..errors import GardenError
+from garden.errors import GardenError
 # the declaration helpers are public here: a retriever module (or a plugin) imports them from
 # garden.retrievers beside `register`
-from ._options import Option, boolean, choice, custom, integer, non_finite, number, read_options  # noqa: F401
+from garden.retrievers._options import Option, boolean, choice, custom, integer, non_finite, number, read_options  # noqa: F401
 
 ENTRY_POINT_GROUP = "garden.retrievers"
 

@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from ..errors import GardenError
+from garden.errors import GardenError
 
 _INTEGER = re.compile(r"[+-]?\d+", re.ASCII)
 

@@ -15,8 +15,8 @@ from typing import Sequence
 import numpy as np
 from rank_bm25 import BM25L, BM25Okapi, BM25Plus
 
-from ..analyzer import Analyzer
-from . import Doc, boolean, choice, number, register
+from garden.analyzer import Analyzer
+from garden.retrievers import Doc, boolean, choice, number, register
 
 VARIANTS = {"okapi": BM25Okapi, "l": BM25L, "plus": BM25Plus}
 

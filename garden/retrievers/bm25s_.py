@@ -16,8 +16,8 @@ from typing import Sequence
 import bm25s
 import numpy as np
 
-from ..analyzer import Analyzer
-from . import Doc, boolean, choice, id_order, number, register, top_k
+from garden.analyzer import Analyzer
+from garden.retrievers import Doc, boolean, choice, id_order, number, register, top_k
 
 METHODS = ("lucene", "robertson", "atire", "bm25l", "bm25+")
 

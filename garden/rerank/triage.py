@@ -16,8 +16,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .analyzer import FUNCTION_WORDS, word_runs
-from .resolve import Resolution
+from garden.analyzer import FUNCTION_WORDS, word_runs
+from garden.rerank.resolve import Resolution
 
 DEFINITIONAL = [
     re.compile(r"^\s*what\s+(?:does|do)\s+(?:the\s+(?:word|term)\s+)?[\w' -]+?\s+mean\b", re.I),

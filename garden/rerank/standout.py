@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .models import check_standout
+from garden.models import check_standout
 
 DEFAULT_STANDOUT = 1.4
 DEFAULT_LANE_CAP = 3

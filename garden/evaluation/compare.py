@@ -19,9 +19,9 @@ from typing import Mapping, NamedTuple, Sequence
 
 import numpy as np
 
-from .collections import Collection, load_collection
-from .errors import GardenError
-from .retrievers import Retriever, check_finite, make_retriever, rank
+from garden.formats.corpora import Collection, load_collection
+from garden.errors import GardenError
+from garden.retrievers import Retriever, check_finite, make_retriever, rank
 
 DEFAULT_MEASURES = ("AP", "nDCG@10", "R@1000", "RR", "P@10")
 PERMUTATIONS = 10_000

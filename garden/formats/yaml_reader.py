@@ -13,8 +13,8 @@ from typing import Any
 import yaml
 from yaml.events import AliasEvent, CollectionStartEvent, NodeEvent
 
-from ._text import one_line, shown, shown_id
-from .errors import GardenError
+from garden.text import one_line, shown, shown_id
+from garden.errors import GardenError
 
 # The pure-Python parser reads roughly 0.2-1 MB a second, and a story is written by hand
 # (the shipped ones are a few kilobytes), so 4 MiB bounds the time and memory of one read

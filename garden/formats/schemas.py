@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .models import Case, Packet, Story, TraceEvent
+from garden.models import Case, Packet, Story, TraceEvent
 
 SCHEMAS = {"story": Story, "case": Case, "packet": Packet, "trace-event": TraceEvent}
 

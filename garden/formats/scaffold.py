@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from .errors import GardenError
+from garden.errors import GardenError
 
 STORY = """\
 story: {name}

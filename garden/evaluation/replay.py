@@ -12,15 +12,15 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .cases import load_case, spec_for
-from .compare import (CompareReport, compare_collection, compare_runs, natural_key, parse_measures,
+from garden.formats.cases import load_case, spec_for
+from garden.evaluation.compare import (CompareReport, compare_collection, compare_runs, natural_key, parse_measures,
                       plot_per_query, write_trec_run)
-from .errors import GardenError
-from .models import Expect, Hints
-from .pipelines import check_pipeline, make_pipeline
-from .query import QuerySpec
-from .stories import load_story, resolve_story_path
-from .traces import read_trace_lines
+from garden.errors import GardenError
+from garden.models import Expect, Hints
+from garden.pipelines import check_pipeline, make_pipeline
+from garden.rerank.query import QuerySpec
+from garden.formats.stories import load_story, resolve_story_path
+from garden.derived.traces import read_trace_lines
 
 STORY_MEASURES = ("AP", "nDCG@10", "R@5", "RR", "P@5")
 SHOWN = 20  # disagreeing queries printed in the human view

@@ -14,7 +14,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from .analyzer import FUNCTION_WORDS, word_runs
+from garden.analyzer import FUNCTION_WORDS, word_runs
 
 MAX_SPAN = 8
 # A long query has hundreds of thousands of spans (712k for a 1 MB query); listing every one

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .models import PacketItem, Record
+from garden.models import PacketItem, Record
 
 CURATED_KINDS = ("state", "decision")
 

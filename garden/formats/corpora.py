@@ -14,8 +14,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import GardenError
-from .retrievers import Doc
+from garden.errors import GardenError
+from garden.retrievers import Doc
 
 TREC_TOPIC_FILES = ("query-text.trec", "topics.trec", "topics", "queries.trec", "topics.txt")
 TREC_QRELS_FILES = ("qrels", "qrels.trec", "qrels.txt")

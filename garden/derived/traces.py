@@ -23,10 +23,10 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from ._notice import warn
-from .errors import GardenError
-from .models import TraceEvent
-from .paths import LINK_REFUSAL, MAX_RETENTION_DAYS, derived_dir, derived_folder, tracing_enabled
+from garden._notice import warn
+from garden.errors import GardenError
+from garden.models import TraceEvent
+from garden.derived.home import LINK_REFUSAL, MAX_RETENTION_DAYS, derived_dir, derived_folder, tracing_enabled
 
 TRACE_VERSION = 1
 # ASCII digits only, matched in full: `$` alone would also accept a trailing newline

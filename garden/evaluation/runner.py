@@ -6,17 +6,17 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import _index
-from ._text import shown
-from .cases import LoadedCase, Query, check, check_build_error, load_case, spec_for
-from .errors import GardenError, StoryError
-from .models import Hints, Settings, TraceEvent
-from .paths import check_environment, retention_setting
-from .pipelines import Outcome, check_pipeline, make_pipeline
-from .query import QuerySpec
-from .retrievers import registered
-from .stories import load_story
-from .traces import DEFAULT_RETENTION_DAYS, prune_traces, write_trace
+from garden.derived import indexes as _index
+from garden.text import shown
+from garden.formats.cases import LoadedCase, Query, check, check_build_error, load_case, spec_for
+from garden.errors import GardenError, StoryError
+from garden.models import Hints, Settings, TraceEvent
+from garden.derived.home import check_environment, retention_setting
+from garden.pipelines import Outcome, check_pipeline, make_pipeline
+from garden.rerank.query import QuerySpec
+from garden.retrievers import registered
+from garden.formats.stories import load_story
+from garden.derived.traces import DEFAULT_RETENTION_DAYS, prune_traces, write_trace
 
 _pruned = False
 
@@ -279,7 +279,7 @@ def promote(case_path: str | Path, runs: int = PROMOTION_RUNS) -> tuple[Path, li
 def adhoc_spec(story_name: str, text: str, as_of: dt.date | None, budget: int, hints: Hints,
                settings: Settings, include_private: bool = False) -> QuerySpec:
     """A one-off query; without `as_of`, the latest date the story mentions."""
-    from .stories import latest_date, resolve_story_path
+    from garden.formats.stories import latest_date, resolve_story_path
 
     path = resolve_story_path(story_name)
     story = load_story(path)

@@ -12,19 +12,19 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from . import _index
-from .analyzer import without_function_words
-from .candidates import Candidate, by_score
-from .models import Budget, Packet, Rejection
-from .pack import attach_predecessors, pack
-from .phrase import phrase_credit
-from .pipelines import Outcome, evidence_label, scored
-from .query import QuerySpec
-from .resolve import Resolution, resolve
-from .retrievers import check_finite, rank
-from .standout import DEFAULT_LANE_CAP, DEFAULT_MIN_SHARE, DEFAULT_STANDOUT, gate_lane
-from .timeline import checkpoint_note, not_yet_observed, state_reason, superseded_as_of
-from .triage import triage
+from garden.derived import indexes as _index
+from garden.analyzer import without_function_words
+from garden.rerank.candidates import Candidate, by_score
+from garden.models import Budget, Packet, Rejection
+from garden.rerank.pack import attach_predecessors, pack
+from garden.rerank.phrase import phrase_credit
+from garden.pipelines import Outcome, evidence_label, scored
+from garden.rerank.query import QuerySpec
+from garden.rerank.resolve import Resolution, resolve
+from garden.retrievers import check_finite, rank
+from garden.rerank.standout import DEFAULT_LANE_CAP, DEFAULT_MIN_SHARE, DEFAULT_STANDOUT, gate_lane
+from garden.rerank.timeline import checkpoint_note, not_yet_observed, state_reason, superseded_as_of
+from garden.rerank.triage import triage
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ import stat
 import time
 from pathlib import Path
 
-from .errors import GardenError
+from garden.errors import GardenError
 
 
 def derived_dir() -> Path:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from .models import Record, Story
+from garden.models import Record, Story
 
 
 def not_yet_observed(record: Record, as_of: dt.date) -> bool:

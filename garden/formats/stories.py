@@ -15,11 +15,11 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from ._text import shown, shown_id
-from ._yaml import describe_pydantic_error, read_yaml
-from .errors import GardenError, StoryError
-from .models import Record, Story
-from .paths import derived_dir, derived_folder, refuse_link, remove_orphans, temp_prefix
+from garden.text import shown, shown_id
+from garden.formats.yaml_reader import describe_pydantic_error, read_yaml
+from garden.errors import GardenError, StoryError
+from garden.models import Record, Story
+from garden.derived.home import derived_dir, derived_folder, refuse_link, remove_orphans, temp_prefix
 
 STORY_KEYS = set(Story.model_fields)
 # A story can be written to fail once per record, field and list item; past this many
@@ -225,7 +225,7 @@ def build_index(path: str | Path) -> Path:
     """Validate a story and write its derived index; on failure nothing is written.
 
     The index folder and file must be the garden's own (a link there is refused), and the
-    write removes orphaned temporary files a killed build left (rule in `garden.paths`)."""
+    write removes orphaned temporary files a killed build left (rule in `garden.derived.home`)."""
     path = Path(path)
     story = load_story(path)
     digest = hashlib.sha256(path.read_bytes()).hexdigest()

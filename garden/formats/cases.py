@@ -11,12 +11,12 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from ._yaml import describe_pydantic_error, read_yaml
-from ._text import shown
-from .errors import GardenError, StoryError
-from .models import Case, Expect, Packet, Story
-from .query import QuerySpec
-from .stories import load_story, resolve_story_path
+from garden.formats.yaml_reader import describe_pydantic_error, read_yaml
+from garden.text import shown
+from garden.errors import GardenError, StoryError
+from garden.models import Case, Expect, Packet, Story
+from garden.rerank.query import QuerySpec
+from garden.formats.stories import load_story, resolve_story_path
 
 
 @dataclass

@@ -7,7 +7,7 @@ on with the next. A predecessor whose successor is not packed is never admitted 
 """
 from __future__ import annotations
 
-from .candidates import Candidate
+from garden.rerank.candidates import Candidate
 
 
 def attach_predecessors(curated: list[Candidate]) -> list[Candidate]:

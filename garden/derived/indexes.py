@@ -8,10 +8,10 @@ from __future__ import annotations
 import hashlib
 import json
 
-from .models import Story
-from .paths import derived_dir
-from .phrase import PhraseIndex
-from .retrievers import Doc, Retriever, make_retriever
+from garden.models import Story
+from garden.derived.home import derived_dir
+from garden.rerank.phrase import PhraseIndex
+from garden.retrievers import Doc, Retriever, make_retriever
 
 _CACHE: dict[tuple, object] = {}
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from .models import Hints, Story
+from garden.models import Hints, Story
 
 
 @dataclass

@@ -4,7 +4,7 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass, field
 
-from .models import Hints, Settings, Story
+from garden.models import Hints, Settings, Story
 
 
 @dataclass

@@ -12,13 +12,13 @@ from typing import Protocol
 
 import numpy as np
 
-from . import _index
-from .candidates import Candidate
-from .errors import GardenError
-from .models import Budget, Packet
-from .pack import pack
-from .query import QuerySpec
-from .retrievers import check_finite, make_retriever, parse_spec, rank, registered
+from garden.derived import indexes as _index
+from garden.rerank.candidates import Candidate
+from garden.errors import GardenError
+from garden.models import Budget, Packet
+from garden.rerank.pack import pack
+from garden.rerank.query import QuerySpec
+from garden.retrievers import check_finite, make_retriever, parse_spec, rank, registered
 
 STRUCTURED = {"default": "hybrid"}
 
@@ -117,7 +117,7 @@ def describe_pipelines() -> dict[str, str]:
 
 def make_pipeline(name: str) -> Pipeline:
     if name in STRUCTURED:
-        from .structured import StructuredPipeline
+        from garden.pipelines.structured import StructuredPipeline
 
         return StructuredPipeline(name, STRUCTURED[name])
     check_pipeline(name)
