@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 
-import garden.retrievers as registry
 from garden.errors import GardenError
-from garden.retrievers import Doc, make_retriever, rank
+from garden.retrievers import Doc, make_retriever, rank, registered, registry
 
 PLUGIN_MODULE = '''
 """A toy retriever: counts how many query words a document holds."""
@@ -56,16 +55,15 @@ def site(tmp_path):
 def fresh_registry(site, monkeypatch):
     """The registry as a new process would build it with `site` installed; the real one is
     put back afterwards."""
-    registry.registered()  # built-ins imported once; their modules will not register again
     monkeypatch.syspath_prepend(str(site))
-    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
-    monkeypatch.setattr(registry, "_loaded", False)
-    yield registry
+    with registry.scoped():
+        registry.load_plugins()
+        yield registry
     sys.modules.pop("garden_toy_plugin", None)
 
 
 def test_an_installed_plugin_is_registered(fresh_registry):
-    known = fresh_registry.registered()
+    known = fresh_registry.entries()
     assert "toy-count" in known
     assert known["toy-count"].description == "toy retriever counting shared words"
     assert known["toy-count"].origin == "plugin garden-toy-plugin"
@@ -86,14 +84,14 @@ def test_a_plugin_can_be_fused_with_a_builtin(fresh_registry):
 
 
 def test_a_broken_plugin_is_listed_and_fails_clearly_when_used(fresh_registry):
-    known = fresh_registry.registered()
+    known = fresh_registry.entries()
     assert known["toy-broken"].description.startswith("(failed to load")
     with pytest.raises(GardenError, match="'toy-broken' is registered but failed to load"):
         make_retriever("toy-broken")
 
 
 def test_the_registry_is_restored_after_the_plugin_tests():
-    assert "toy-count" not in registry.registered()
+    assert "toy-count" not in registered()
 
 
 def test_a_new_process_finds_the_plugin_through_pythonpath(site):
@@ -140,8 +138,7 @@ def test_a_plugin_that_raises_fails_its_contrast_column_only(fresh_registry, tmp
         def score(self, query):
             raise RuntimeError("boom")
 
-    monkeypatch.setitem(registry._REGISTRY, "exploding",
-                        registry.Registered("exploding", Exploding, Exploding.description, "plugin test"))
+    fresh_registry.add("exploding", Exploding, origin="plugin test")
     monkeypatch.setenv("GARDEN_HOME", str(tmp_path / ".garden"))
     case = Path(__file__).resolve().parents[1] / "regression" / "budget.yaml"
     report = contrast([str(case)])

@@ -10,12 +10,11 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-import garden.retrievers as registry
 from garden.cli import _print_json, main
 from garden.errors import GardenError
 from garden.models import Packet, PacketItem, Settings, TraceEvent
 from garden.pipelines import scored
-from garden.retrievers import Doc, make_retriever, number, parse_spec
+from garden.retrievers import Doc, make_retriever, number, parse_spec, registered, registry
 
 BUILTINS = ("bm25", "bm25s", "tfidf", "dense", "hybrid")
 
@@ -148,7 +147,7 @@ def test_typed_options_reach_the_retriever():
 def test_hybrid_members_are_named_with_plus_or_comma(monkeypatch):
     plus = make_retriever("hybrid:retrievers=bm25+tfidf:depth=3")
     comma = make_retriever("hybrid", retrievers="bm25, tfidf")
-    assert list(plus.members) == list(comma.members) == ["bm25", "tfidf"]
+    assert list(plus.members()) == list(comma.members()) == ["bm25", "tfidf"]
     assert plus.depth == 3 and isinstance(plus.depth, int)
 
 
@@ -190,7 +189,7 @@ def test_parse_spec_never_makes_a_non_finite_float():
 
 
 def test_every_builtin_declares_exactly_its_constructor_keywords():
-    known = registry.registered()
+    known = registered()
     for name in BUILTINS:
         declared = known[name].options
         assert declared is not None, name
@@ -222,15 +221,16 @@ class DeclaredBonus(Bonus):
     OPTIONS = {"bonus": number(0, 10)}
 
 
-def registered_as(monkeypatch, name, factory, origin="plugin test"):
-    registry.registered()  # the built-ins first, so they cannot overwrite the stub
-    monkeypatch.setitem(registry._REGISTRY, name, registry.Registered(
-        name, factory, factory.description, origin, registry._declared(factory)))
+@pytest.fixture
+def scratch():
+    """The process's registry, put back as it was after the test."""
+    with registry.scoped():
+        yield registry
 
 
-def test_an_undeclared_plugin_gets_its_options_and_its_typeerror_is_one_line(monkeypatch):
-    registered_as(monkeypatch, "bonus", Bonus)
-    assert make_retriever("bonus:bonus=0.5").bonus == 0.5
+def test_an_undeclared_plugin_gets_its_options_and_its_typeerror_is_one_line(scratch):
+    scratch.add("bonus", Bonus, origin="plugin test")
+    assert make_retriever("bonus:bonus=0.5").plugin.bonus == 0.5
     with pytest.raises(GardenError) as error:
         make_retriever("bonus:colour=red")
     (line,) = error.value.messages
@@ -238,8 +238,8 @@ def test_an_undeclared_plugin_gets_its_options_and_its_typeerror_is_one_line(mon
 
 
 @pytest.mark.parametrize("raw", ["nan", "inf", "-inf", "1e999"])
-def test_an_undeclared_plugin_never_gets_a_non_finite_number(monkeypatch, raw):
-    registered_as(monkeypatch, "bonus", Bonus)
+def test_an_undeclared_plugin_never_gets_a_non_finite_number(scratch, raw):
+    scratch.add("bonus", Bonus, origin="plugin test")
     with pytest.raises(GardenError) as error:
         make_retriever(f"bonus:bonus={raw}")
     assert error.value.messages == [f"retriever bonus: option bonus must be a finite number (got {raw!r})"]
@@ -247,10 +247,10 @@ def test_an_undeclared_plugin_never_gets_a_non_finite_number(monkeypatch, raw):
         make_retriever("bonus", bonus=float(raw))
 
 
-def test_a_plugin_can_declare_its_options_the_same_way(monkeypatch):
-    registered_as(monkeypatch, "declared", DeclaredBonus)
-    assert registry.registered()["declared"].options is not None
-    assert make_retriever("declared:bonus=3").bonus == 3.0
+def test_a_plugin_can_declare_its_options_the_same_way(scratch):
+    scratch.add("declared", DeclaredBonus, origin="plugin test")
+    assert registered()["declared"].options is not None
+    assert make_retriever("declared:bonus=3").plugin.bonus == 3.0
     with pytest.raises(GardenError) as error:
         make_retriever("declared:bonus=11")
     assert error.value.messages == ["retriever declared: option bonus must be a finite number from 0 to 10 (got '11')"]
@@ -290,8 +290,8 @@ def test_scored_refuses_a_non_finite_score_naming_retriever_record_value(value):
         f"retriever fixed-score:v=1: record a got the score {value!r}, which is not a finite number"]
 
 
-def test_scored_names_the_fused_member_that_gave_the_bad_score(monkeypatch):
-    registered_as(monkeypatch, "nan-scorer", returning(float("nan")))
+def test_scored_names_the_fused_member_that_gave_the_bad_score(scratch):
+    scratch.add("nan-scorer", returning(float("nan")), origin="plugin test")
     hybrid = make_retriever("hybrid", retrievers=("bm25", "nan-scorer"))
     hybrid.index([Doc("a", "amber lantern"), Doc("b", "granite quarry")])
     with pytest.raises(GardenError, match=r"retriever nan-scorer: record a got the score nan"):
@@ -309,18 +309,18 @@ def test_scored_passes_finite_scores_through_unchanged():
     ["query", "aurora-ridge", "glacier custard", "--pipeline", "nan-scorer"],
     ["run", "regression/triage.yaml", "--pipeline", "nan-scorer", "--json"],
 ])
-def test_a_plugin_returning_nan_stops_the_command_and_writes_no_trace(project, capsys, monkeypatch, args):
-    registered_as(monkeypatch, "nan-scorer", returning(float("nan")))
+def test_a_plugin_returning_nan_stops_the_command_and_writes_no_trace(project, capsys, scratch, args):
+    scratch.add("nan-scorer", returning(float("nan")), origin="plugin test")
     code, out, err = cli(args, capsys)
     assert code == 2 and out == ""
     assert len(err) == 1 and "retriever nan-scorer: record " in err[0] and "score nan" in err[0], err
     assert trace_lines(project) == []
 
 
-def test_a_trace_line_holds_only_finite_numbers(project, capsys, monkeypatch):
-    registered_as(monkeypatch, "finite", returning(0.5))
+def test_a_trace_line_holds_only_finite_numbers(project, capsys, scratch):
+    scratch.add("finite", returning(0.5), origin="plugin test")
     assert cli(["query", "aurora-ridge", "glacier custard", "--pipeline", "finite"], capsys)[0] == 0
-    registered_as(monkeypatch, "nan-scorer", returning(float("nan")))
+    scratch.add("nan-scorer", returning(float("nan")), origin="plugin test")
     assert cli(["query", "aurora-ridge", "glacier custard", "--pipeline", "nan-scorer"], capsys)[0] == 2
     (line,) = trace_lines(project)  # the NaN query added none
     event = strict_json(line)

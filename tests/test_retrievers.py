@@ -7,10 +7,9 @@ import numpy as np
 import pytest
 from rank_bm25 import BM25Okapi
 
-import garden.retrievers as registry
 from garden.analyzer import Analyzer
 from garden.errors import GardenError
-from garden.retrievers import Doc, make_retriever, rank
+from garden.retrievers import Doc, make_retriever, rank, registered, registry
 from garden.retrievers import dense as dense_module
 from garden.retrievers.bm25 import lucene_idf
 from garden.retrievers.hybrid import rrf
@@ -298,7 +297,7 @@ def test_missing_model_files_name_the_package(monkeypatch, tmp_path):
 def test_the_model_is_loaded_once_per_process():
     a, b = indexed("dense"), indexed("dense")
     assert dense_module.load_model(a.model_path) is dense_module.load_model(b.model_path)
-    assert len(dense_module._MODELS) == 1
+    assert len(dense_module.MODELS) == 1 and str(a.model_path) in dense_module.MODELS
 
 
 # --- hybrid --------------------------------------------------------------------------
@@ -319,13 +318,13 @@ class Fixed:
 
 
 @pytest.fixture
-def fixed_members(monkeypatch):
-    registry.registered()  # load the built-ins first, so the stubs are not overwritten
-    for name, scores in {"fixed-a": {"d1": 3.0, "d2": 2.0, "d3": 1.0},
-                         "fixed-b": {"d3": 0.9, "d1": 0.5},
-                         "fixed-tied": {"d2": 1.0, "d1": 1.0}}.items():
-        factory = (lambda s: lambda **_: Fixed(s))(scores)
-        monkeypatch.setitem(registry._REGISTRY, name, registry.Registered(name, factory, "test", "builtin"))
+def fixed_members():
+    with registry.scoped():  # the stubs are forgotten after the test
+        for name, scores in {"fixed-a": {"d1": 3.0, "d2": 2.0, "d3": 1.0},
+                             "fixed-b": {"d3": 0.9, "d1": 0.5},
+                             "fixed-tied": {"d2": 1.0, "d1": 1.0}}.items():
+            registry.add(name, (lambda s: lambda **_: Fixed(s))(scores), "test")
+        yield
 
 
 def test_rrf_by_hand(fixed_members):
@@ -383,12 +382,12 @@ def test_hybrid_options_are_checked(fixed_members):
 def test_hybrid_passes_member_options_through():
     hybrid = indexed("hybrid", retrievers=("bm25", "tfidf"), options={"tfidf": {"analyzer": "char"}},
                      docs=DOCS)
-    assert hybrid.members["tfidf"].analyzer_kind == "char"
+    assert hybrid.members()["tfidf"].analyzer_kind == "char"
     assert rank(hybrid.score("choclate cake"))[0][0] == "d2"
 
 
 def test_every_builtin_is_registered_with_a_description():
-    known = registry.registered()
+    known = registered()
     for name in ("bm25", "bm25s", "tfidf", "dense", "hybrid"):
         assert name in known and known[name].description and known[name].origin == "builtin"
 

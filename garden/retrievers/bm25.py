@@ -16,7 +16,7 @@ import numpy as np
 from rank_bm25 import BM25L, BM25Okapi, BM25Plus
 
 from garden.analyzer import Analyzer
-from garden.retrievers import Doc, boolean, choice, number, register
+from garden.retrievers import LEXICAL, Doc, RetrieverBase, boolean, choice, number, register
 
 VARIANTS = {"okapi": BM25Okapi, "l": BM25L, "plus": BM25Plus}
 
@@ -27,7 +27,8 @@ def lucene_idf(n_docs: int, doc_freq: int) -> float:
 
 
 @register("bm25", "rank-bm25 BM25 (okapi, l or plus) with Lucene's non-negative idf; stemmed, stopwords removed")
-class RankBM25:
+class RankBM25(RetrieverBase):
+    kind = LEXICAL
     # Robertson & Zaragoza (2009), section 3.4: b in [0, 1] (0 no length normalization, 1
     # full) and k1 >= 0, but k1 = 0 is refused: rank-bm25's Okapi and Plus compute
     # tf (k1 + 1) / (tf + k1 ...) as 0 / 0 = NaN for every query term a document lacks. A
@@ -69,12 +70,20 @@ class RankBM25:
         return {self.ids[i]: float(s) for i in np.flatnonzero(scores) for s in [scores[i]]}
 
     def ceiling(self, query: str) -> float:
-        """The best score any document could reach for this query: each term saturated,
-        sum of idf * (k1 + 1). Dividing by it makes a score a fraction of the best match
-        possible for the query rather than of the best match the store happens to hold.
-        A query word the store has never seen counts at the highest idf: it is the most
-        informative word of all, and no record matches it."""
+        """The best score any document could reach for this query: each term saturated
+        (tf -> infinity), sum of idf * (k1 + 1), and idf * (k1 + 1 + delta) under BM25+
+        (Lv & Zhai 2011, "Lower-bounding term frequency normalization"). Dividing by it
+        makes a score a fraction of the best match possible for the query rather than of
+        the best match the store happens to hold. A query word the store has never seen
+        counts at the highest idf (Lucene's, n = 0): it is the most informative word of all,
+        and no record matches it. A term whose idf is negative (``idf="okapi"`` on a common
+        word) adds nothing: the best a document can do there is not hold it.
+
+        Under ``variant="l"`` it is a bound only for terms a document holds once:
+        rank-bm25's BM25L multiplies the saturated term by the raw term frequency, so its
+        scores grow without a bound that the query alone sets."""
         if self._bm25 is None:
             return 0.0
+        saturated = self.k1 + 1 + (self._bm25.delta if self.variant == "plus" else 0.0)
         unseen = lucene_idf(self._bm25.corpus_size, 0)
-        return sum(self._bm25.idf.get(t, unseen) * (self.k1 + 1) for t in self.analyzer(query))
+        return sum(max(0.0, self._bm25.idf.get(t, unseen)) * saturated for t in self.analyzer(query))

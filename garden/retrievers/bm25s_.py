@@ -8,22 +8,59 @@ its rankings the same. bm25s computes every term's per-document score once at in
 so a query is a sum of a few precomputed sparse rows. The
 documents and queries are tokenized by the garden analyzer and handed to bm25s as token
 lists, so both BM25 retrievers see exactly the same terms.
+
+The other methods are those of Kamphuis, de Vries, Boytsov & Lin (2020), "Which BM25 do you
+mean? A large-scale reproducibility study of scoring variants", as bm25s implements them;
+`IDF` and `SATURATED` below give each one's idf and the limit of its term-frequency part,
+from which `ceiling` bounds every score a query can get.
 """
 from __future__ import annotations
 
-from typing import Sequence
+import math
+from collections import Counter
+from typing import Callable, Sequence
 
 import bm25s
 import numpy as np
 
 from garden.analyzer import Analyzer
-from garden.retrievers import Doc, boolean, choice, id_order, number, register, top_k
+from garden.retrievers import LEXICAL, Doc, RetrieverBase, boolean, choice, id_order, number, register, top_k
 
 METHODS = ("lucene", "robertson", "atire", "bm25l", "bm25+")
 
+# idf(N, n) of each method, as bm25s computes it (bm25s.scoring); robertson's is floored at
+# 0, as bm25s does by default
+IDF: dict[str, Callable[[int, int], float]] = {
+    "lucene": lambda N, n: math.log(1 + (N - n + 0.5) / (n + 0.5)),
+    "robertson": lambda N, n: math.log(max(1.0, (N - n + 0.5) / (n + 0.5))),
+    "atire": lambda N, n: math.log(N / n),
+    "bm25l": lambda N, n: math.log((N + 1) / (n + 0.5)),
+    "bm25+": lambda N, n: math.log((N + 1) / n),
+}
+
+# the term-frequency part's limit as tf grows: lucene and robertson leave out the (k1 + 1)
+# numerator, atire and bm25l keep it, bm25+ adds delta to it
+SATURATED: dict[str, Callable[[float, float], float]] = {
+    "lucene": lambda k1, delta: 1.0,
+    "robertson": lambda k1, delta: 1.0,
+    "atire": lambda k1, delta: k1 + 1,
+    "bm25l": lambda k1, delta: k1 + 1,
+    "bm25+": lambda k1, delta: k1 + 1 + delta,
+}
+
+
+def highest_idf(method: str, n_docs: int) -> float:
+    """The idf of a word no document holds (n = 0), where the method's idf is finite
+    there; atire's and bm25+'s divide by n, so for them it is that of a word in one document."""
+    try:
+        return IDF[method](n_docs, 0)
+    except ZeroDivisionError:
+        return IDF[method](n_docs, 1)
+
 
 @register("bm25s", "bm25s eager sparse BM25 (Lucene scoring, k1=1.5, b=0.75); stemmed, stopwords removed")
-class BM25S:
+class BM25S(RetrieverBase):
+    kind = LEXICAL
     # the ranges of `bm25` (Robertson & Zaragoza 2009, section 3.4), k1 = 0 refused for the
     # same reason: bm25s's bm25+ divides 0 by 0 there. make_retriever checks these.
     OPTIONS = {"k1": number(0, above=True), "b": number(0, 1), "method": choice(*METHODS),
@@ -39,18 +76,21 @@ class BM25S:
         self._order = np.array([], dtype=np.int64)
         self._bm25: bm25s.BM25 | None = None
         self._vocab: dict[str, int] = {}
+        self._doc_freq: dict[str, int] = {}  # term -> documents holding it, for `ceiling`
 
     def index(self, docs: Sequence[Doc]) -> None:
         self.ids = [d.id for d in docs]
         self._ids = np.array(self.ids, dtype=object)
         self._order = id_order(self.ids)
         if not docs:
-            self._bm25, self._vocab = None, {}
+            self._bm25, self._vocab, self._doc_freq = None, {}, {}
             return
+        corpus = [self.analyzer(d.text) for d in docs]
         self._bm25 = bm25s.BM25(k1=self.k1, b=self.b, method=self.method)
-        self._bm25.index([self.analyzer(d.text) for d in docs], show_progress=False)
+        self._bm25.index(corpus, show_progress=False)
         # bm25s adds "" as the term of empty documents; a query never asks for it.
         self._vocab = {t: i for t, i in self._bm25.vocab_dict.items() if t}
+        self._doc_freq = Counter(term for terms in corpus for term in set(terms))
 
     def _scores(self, terms: list[str]) -> np.ndarray | None:
         """The hot path: no checks beyond what an empty query needs. None when no query
@@ -96,3 +136,19 @@ class BM25S:
             return [[] for _ in queries]
         analyze = self.analyzer
         return [self._top_terms(analyze(q), k) for q in queries]
+
+    def ceiling(self, query: str) -> float:
+        """The best score any document could reach for this query: each query term
+        saturated (tf -> infinity), the sum over the query's terms of idf times the
+        method's limit (`SATURATED`). Under the default Lucene scoring that is the sum of
+        idf, since the (k1 + 1) numerator is left out: `bm25`'s ceiling divided by k1 + 1,
+        as its scores are. A query word the store has never seen counts at the highest idf
+        (`highest_idf`), as under `bm25`. 0.0 on an empty index."""
+        if self._bm25 is None:
+            return 0.0
+        n_docs, idf = len(self.ids), IDF[self.method]
+        saturated = SATURATED[self.method](self.k1, self._bm25.delta)
+        unseen = highest_idf(self.method, n_docs)
+        doc_freq = self._doc_freq
+        return sum((idf(n_docs, doc_freq[t]) if t in doc_freq else unseen) * saturated
+                   for t in self.analyzer(query))

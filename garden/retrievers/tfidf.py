@@ -15,7 +15,7 @@ import numpy as np
 from sklearn.feature_extraction.text import TfidfVectorizer
 
 from garden.analyzer import Analyzer
-from garden.retrievers import Doc, boolean, choice, custom, id_order, register, top_k
+from garden.retrievers import LEXICAL, Doc, RetrieverBase, boolean, choice, custom, id_order, register, top_k
 
 NGRAM_WORDS = "LOW-HIGH whole numbers with 1 <= LOW <= HIGH (say 3-5), or one N for N-N"
 
@@ -36,7 +36,8 @@ def _ngram_value(value) -> tuple[int, int]:
 
 
 @register("tfidf", "scikit-learn tf-idf cosine over the garden analyzer's words, or char n-grams (analyzer=char)")
-class TfidfRetriever:
+class TfidfRetriever(RetrieverBase):
+    kind = LEXICAL
     # make_retriever checks these; ngram_range is scikit-learn's (min_n, max_n), used by char only
     OPTIONS = {"analyzer": choice("word", "char"),
                "ngram_range": custom(NGRAM_WORDS, _ngram_text, _ngram_value),
@@ -100,5 +101,7 @@ class TfidfRetriever:
             results.append(top_k(dense, self._ids, self._order, k, np.flatnonzero(dense)))
         return results
 
-    def top(self, query: str, k: int | None = None) -> list[tuple[str, float]]:
-        return self.top_many([query], k)[0]
+    def ceiling(self, query: str) -> float:
+        """1.0: a score is the cosine of two tf-idf vectors with no negative weight, so it
+        is at most 1, reached by a document whose vector points the query's way."""
+        return 1.0
