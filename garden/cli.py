@@ -9,6 +9,8 @@ from pathlib import Path
 
 from garden.text import one_line
 from garden.errors import GardenError
+from garden.evaluation.runner import PROMOTION_RUNS
+from garden.models import DEFAULT_BUDGET
 from garden.derived.home import check_environment
 
 EPILOG = ("Exit codes: 0 success; 1 a check or a regression case failed; 2 bad input or usage, "
@@ -108,7 +110,7 @@ def cmd_contrast(args) -> int:
 
 def cmd_query(args) -> int:
     from garden.models import Hints, Settings, check_query_text
-    from garden.pipelines import check_pipeline
+    from garden.pipelines import check_pipeline, check_settings
     from garden.evaluation.runner import adhoc_spec, run_query
 
     check_pipeline(args.pipeline)
@@ -124,6 +126,7 @@ def cmd_query(args) -> int:
             raise GardenError(f"--hint {hint!r}: expected topic=ID or entity=ID")
         hints[key].append(value)
     settings = Settings(standout=args.standout) if args.standout is not None else Settings()
+    check_settings(args.pipeline, settings, "--standout")
     spec = adhoc_spec(args.story, args.text, args.as_of, args.budget, Hints(**hints), settings,
                       args.include_private)
     outcome = run_query(spec, args.pipeline)
@@ -185,6 +188,18 @@ def cmd_compare(args) -> int:
     return 0
 
 
+def cmd_ablate(args) -> int:
+    from garden.evaluation.ablate import ablate
+
+    stages = [s.strip() for s in args.stages.split(",") if s.strip()] if args.stages else None
+    result = ablate(args.source, stages=stages, metrics=args.metrics)
+    if args.json:
+        _print_json(result.to_json())
+    else:
+        result.show()
+    return 0
+
+
 def cmd_traces(args) -> int:
     from garden.derived.home import check_environment, parse_days
     from garden.evaluation.runner import retention_days
@@ -220,7 +235,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("story", help="a story name in fixtures/ or a path to a story .yaml")
     p.add_argument("text", help="the query")
     p.add_argument("--as-of", type=_date, help="injected now (default: the latest date in the story)")
-    p.add_argument("--budget", type=_budget, default=1200, help="packet budget in characters (default 1200)")
+    p.add_argument("--budget", type=_budget, default=DEFAULT_BUDGET,
+                   help=f"packet budget in characters (default {DEFAULT_BUDGET})")
     p.add_argument("--hint", action="append", default=[], help="topic=ID or entity=ID (repeatable)")
     p.add_argument("--pipeline", default="default", help="pipeline name (default: default)")
     p.add_argument("--standout", type=_standout, help="standout ratio, at least 1 (1 turns the cutoff off)")
@@ -239,7 +255,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("promote", help="move a challenge case to regression/ after repeated passing runs")
     p.add_argument("case", help="path to the challenge case file")
-    p.add_argument("--runs", type=int, default=3, help="consecutive passing runs required (default 3)")
+    p.add_argument("--runs", type=int, default=PROMOTION_RUNS,
+                   help=f"consecutive passing runs required (default {PROMOTION_RUNS})")
     p.set_defaults(func=cmd_promote)
 
     p = sub.add_parser("compare", help="replay the same queries under several pipelines, side by side")
@@ -251,6 +268,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--plot", help="write a PNG of per-query differences against the baseline")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_compare)
+
+    p = sub.add_parser("ablate", help="the full pipeline and each one-stage-removed variant: what each stage decides")
+    p.add_argument("source", help="case files or a folder of them, a trace file, or a collection folder")
+    p.add_argument("--stages", help="comma-separated stages to remove one at a time (default: every removable one)")
+    p.add_argument("--metrics", help="comma-separated ir-measures names")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=cmd_ablate)
 
     p = sub.add_parser("pipelines", help="list every pipeline name with one line each")
     p.add_argument("--json", action="store_true", help="print JSON")

@@ -7,6 +7,7 @@ data must fail the build rather than be silently ignored.
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import dataclass
 import math
 import unicodedata
 from typing import Any, Literal
@@ -152,7 +153,9 @@ class Hints(Strict):
 
 
 class Settings(Strict):
-    """Pipeline settings a case or a command line may override."""
+    """Pipeline settings a case, the command line or the API may override; None means the
+    default in SETTING_DEFAULTS, the one place each default is declared. Which stage uses
+    which setting is declared by the stages (see garden/pipelines/structured.py)."""
 
     # NaN and the infinities refused, each with its field ("Input should be a finite
     # number"): without this, .inf passes phrase_weight (no upper bound) and .nan fails a
@@ -163,6 +166,8 @@ class Settings(Strict):
     lane_cap: int | None = Field(default=None, ge=1)
     candidates: int | None = Field(default=None, ge=1)
     related_decay: float | None = Field(default=None, ge=0, le=1)
+    topic: float | None = Field(default=None, ge=0)
+    entity: float | None = Field(default=None, ge=0)
     phrase_ceiling: int | None = Field(default=None, ge=1)
     phrase_weight: float | None = Field(default=None, ge=0)
     view_fraction: float | None = Field(default=None, ge=0, le=1)
@@ -183,6 +188,46 @@ class Settings(Strict):
         data = self.model_dump(exclude_none=True)
         data.update(other.model_dump(exclude_none=True))
         return Settings(**data)
+
+    def given(self) -> set[str]:
+        """The names of the settings this object sets (the rest take their default)."""
+        return set(self.model_dump(exclude_none=True))
+
+    def resolved(self) -> "Resolved":
+        return Resolved(**{**SETTING_DEFAULTS, **self.model_dump(exclude_none=True)})
+
+
+SETTING_DEFAULTS: dict[str, Any] = {
+    "standout": 1.4,        # the pi-canon default; experiments/standout_sweep.py shows why it stays
+    "lane_cap": 3,          # items per lane before the rival
+    "candidates": 20,       # retriever candidates considered per query
+    "related_decay": 0.5,   # a related topic counts half, one hop out
+    "topic": 0.6,           # bonus for a resolved topic
+    "entity": 0.6,          # bonus for a resolved entity
+    "phrase_ceiling": 2,    # a span held by more records than this earns nothing
+    "phrase_weight": 1.0,   # a three-word span's bonus
+    "view_fraction": 0.5,   # a view restating the phrase gets this share
+    "min_share": 0.2,       # under this share of the query's best an item is cut by rank
+    "semantic_floor": 0.35,  # a MiniLM cosine at or below this is no evidence
+}
+DEFAULT_BUDGET = 1200       # packet budget in characters of item text
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """Every setting with a value: what the stages read."""
+
+    standout: float
+    lane_cap: int
+    candidates: int
+    related_decay: float
+    topic: float
+    entity: float
+    phrase_ceiling: int
+    phrase_weight: float
+    view_fraction: float
+    min_share: float
+    semantic_floor: float
 
 
 def check_standout(value: Any) -> float:
@@ -283,7 +328,7 @@ class Case(Strict):
     origin: str | None = None
     category: str | None = None
     as_of: dt.date
-    budget: int = Field(default=1200, ge=1)
+    budget: int = Field(default=DEFAULT_BUDGET, ge=1)
     query: str
     hints: Hints = Hints()
     include_private: bool = False

@@ -19,7 +19,7 @@ import pytest
 
 import garden.evaluation.runner
 import garden.derived.traces as traces_mod
-from garden.derived import indexes as _index
+from garden.derived.indexes import PROCESS_INDEXES
 from garden.cli import main
 from garden.errors import GardenError
 from garden.models import Hints, Settings
@@ -124,7 +124,7 @@ def test_a_dense_query_heals_a_damaged_cache_from_the_command_line(project, caps
     assert shards
     for shard in shards:
         shard.write_bytes(b"")
-    monkeypatch.setattr(_index, "_CACHE", {})                   # a new process: nothing in memory
+    PROCESS_INDEXES.clear()                                       # a new process: nothing in memory
     code, out, err = run_cli(args, capsys)
     assert code == 0
     assert json.loads(out) == json.loads(healthy)

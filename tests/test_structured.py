@@ -11,7 +11,10 @@ from garden.models import REASONS, Hints, Settings
 from garden.rerank.query import QuerySpec
 from garden.rerank.resolve import resolve
 from garden.formats.stories import load_story
-from garden.pipelines.structured import StructuredPipeline, Weights
+from garden.pipelines.structured import StructuredPipeline
+from garden.rerank.context import QueryContext
+from garden.rerank.gate import eligibility
+from garden.rerank.structure import Structure
 
 STORY = load_story(Path(__file__).resolve().parents[1] / "fixtures" / "aurora-ridge.yaml")
 GAMING = "Why have I not felt like gaming recently?"
@@ -27,8 +30,15 @@ def test_unit_level_filter_keeps_gaming_and_rejects_milk():
     """The draft's unit test: two already-retrieved candidates, the structure stage alone."""
     spec = QuerySpec(STORY, GAMING, dt.date(2030, 1, 6))
     res = resolve(STORY, GAMING)
-    cands = {rid: Candidate(STORY.by_id[rid], score=0.5) for rid in ("state.mira.gaming", "pref.mira.milk")}
-    StructuredPipeline()._structure(spec, res, Weights(), cands)
+    assert eligibility(STORY.by_id["pref.mira.milk"], spec, res, certain=False)[0] == "off_topic"
+    assert eligibility(STORY.by_id["pref.mira.milk"], spec, res, certain=True) is None, "a certain route"
+    assert eligibility(STORY.by_id["state.mira.gaming"], spec, res, certain=False) is None
+    ctx = QueryContext(spec, Settings().resolved(), res, retriever=None, rerun=None, indexes=None)
+    cands = ctx.candidates
+    for rid in ("state.mira.gaming", "pref.mira.milk"):
+        cands[rid] = Candidate(STORY.by_id[rid], score=0.5)
+        ctx.admit(STORY.by_id[rid], "retriever")
+    Structure().run(ctx)
     assert cands["pref.mira.milk"].reason == "off_topic"
     assert cands["state.mira.gaming"].reason is None
     assert "structured_context" in cands["state.mira.gaming"].labels
@@ -122,7 +132,10 @@ def test_trace_records_ratio_rival_decision_and_spans():
     tested = {t["span"]: t for t in outcome.stages["phrase"]["tested"]}
     assert tested["glacier custard incident"]["credited"]
     assert not tested["glacier custard"]["credited"] or tested["glacier custard"]["records"] <= 2
-    assert set(outcome.timings_ms) >= {"triage", "candidates", "structure", "phrase", "lanes", "pack"}
+    # every stage is timed under its own name, in pipeline order
+    assert list(outcome.timings_ms) == outcome.stages["stages"] == [
+        "triage", "retrieve", "structure", "phrase", "supersession", "session", "standout", "lanes",
+        "provenance", "pack"]
 
 
 def test_standout_one_lets_leftovers_ride_that_the_floor_stops():

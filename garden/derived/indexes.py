@@ -1,22 +1,27 @@
-"""In-process cache of what a story's retrieval needs: documents, retrievers, phrase spans.
+"""What a story's retrieval needs, built once per process: retrievers and the phrase index.
 
-All of it is derived from the validated story and rebuilt whenever the story changes.
-Control records are never indexed: they are stored and validated, never candidates.
+An `IndexCache` holds them, keyed by the story's content (so an edited story is rebuilt)
+and, for retrievers, by the garden home (a retriever built against one home's embedding
+cache must not stand in for another's). It keeps at most `bound` entries, dropping the
+least recently used. Its lifetime is the object's: `PROCESS_INDEXES` is the one the
+command line and the API share for a process; a caller that wants fresh indexes (promotion,
+a benchmark's cold run) passes its own or calls `clear()`. Control records are never
+indexed: they are stored and validated, never candidates.
 """
 from __future__ import annotations
 
 import hashlib
 import json
+from collections import OrderedDict
 
-from garden.models import Story
 from garden.derived.home import derived_dir
+from garden.models import Story
 from garden.rerank.phrase import PhraseIndex
 from garden.retrievers import Doc, Retriever, make_retriever
 
-_CACHE: dict[tuple, object] = {}
-
 
 def story_key(story: Story) -> str:
+    """sha256 of the story's validated content: the key of everything derived from it."""
     cached = story.__dict__.get("_key")
     if cached is None:
         blob = json.dumps(story.model_dump(mode="json"), sort_keys=True).encode()
@@ -29,19 +34,37 @@ def documents(story: Story) -> list[Doc]:
     return [Doc(r.id, r.searchable) for r in story.records if r.kind != "control"]
 
 
-def retriever_for(story: Story, name: str) -> Retriever:
-    # keyed by the garden home too: a retriever built in one home must not stand in for
-    # the derived data (the embedding cache) of another
-    key = ("retriever", story_key(story), name, str(derived_dir()))
-    if key not in _CACHE:
-        retriever = make_retriever(name)
-        retriever.index(documents(story))
-        _CACHE[key] = retriever
-    return _CACHE[key]
+class IndexCache:
+    def __init__(self, bound: int = 64):
+        self.bound = bound
+        self._entries: OrderedDict[tuple, object] = OrderedDict()
+
+    def _get(self, key: tuple, build):
+        if key in self._entries:
+            self._entries.move_to_end(key)
+            return self._entries[key]
+        value = self._entries[key] = build()
+        while len(self._entries) > self.bound:
+            self._entries.popitem(last=False)
+        return value
+
+    def retriever(self, story: Story, name: str) -> Retriever:
+        def build():
+            retriever = make_retriever(name)
+            retriever.index(documents(story))
+            return retriever
+
+        return self._get(("retriever", story_key(story), name, str(derived_dir())), build)
+
+    def phrase_index(self, story: Story) -> PhraseIndex:
+        return self._get(("phrase", story_key(story)),
+                         lambda: PhraseIndex({d.id: d.text for d in documents(story)}))
+
+    def clear(self) -> None:
+        self._entries.clear()
+
+    def __len__(self) -> int:
+        return len(self._entries)
 
 
-def phrase_index_for(story: Story) -> PhraseIndex:
-    key = ("phrase", story_key(story))
-    if key not in _CACHE:
-        _CACHE[key] = PhraseIndex({d.id: d.text for d in documents(story)})
-    return _CACHE[key]
+PROCESS_INDEXES = IndexCache()

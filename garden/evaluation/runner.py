@@ -6,7 +6,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from garden.derived import indexes as _index
+from garden.derived.indexes import PROCESS_INDEXES
 from garden.text import shown
 from garden.formats.cases import LoadedCase, Query, check, check_build_error, load_case, spec_for
 from garden.errors import GardenError, StoryError
@@ -259,7 +259,7 @@ def promote(case_path: str | Path, runs: int = PROMOTION_RUNS) -> tuple[Path, li
         raise GardenError(f"{path}: only a case in challenge/ can be promoted (this one is in {loaded.suite})")
     results = []
     for _ in range(runs):
-        _index._CACHE.clear()
+        PROCESS_INDEXES.clear()
         result = run_case(loaded, "default")
         results.append(result)
         if not result.passed:

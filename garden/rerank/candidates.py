@@ -18,6 +18,7 @@ class Candidate:
     reason: str | None = None        # rejection reason once rejected
     detail: str | None = None
     certain: bool = False            # reached by an explicit id or a provenance link
+    door: str | None = None          # how it entered: retriever, phrase, supersession, provenance
     predecessors: list["Candidate"] = field(default_factory=list)   # ride right behind this one
     successor: "Candidate | None" = None
 

@@ -7,6 +7,8 @@ on with the next. A predecessor whose successor is not packed is never admitted 
 """
 from __future__ import annotations
 
+from typing import ClassVar
+
 from garden.rerank.candidates import Candidate
 
 
@@ -43,3 +45,21 @@ def pack(order: list[Candidate], budget: int, used: int = 0) -> tuple[list[Candi
         packed.append(c)
         packed_ids.add(c.id)
     return packed, used
+
+
+class Pack:
+    """The pack stage: the curated lane first, each predecessor right behind its successor,
+    then the evidence lane (with the sources of packed items, when the provenance stage
+    armed it), all within the budget."""
+
+    name: ClassVar[str] = "pack"
+    uses: ClassVar[tuple[str, ...]] = ()
+    essential: ClassVar[bool] = True
+
+    def run(self, ctx) -> None:
+        packed, used = pack(attach_predecessors(ctx.curated), ctx.spec.budget)
+        evidence = ctx.evidence
+        if ctx.follow_sources is not None:
+            evidence = ctx.follow_sources(ctx, packed, evidence)
+        more, used = pack(evidence, ctx.spec.budget, used)
+        ctx.packed, ctx.used = packed + more, used

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import ClassVar, Iterable
 
 from garden.analyzer import FUNCTION_WORDS, word_runs
 
@@ -107,3 +107,28 @@ def phrase_credit(index: PhraseIndex, query: str, kinds: dict[str, str],
                 credit.bonus[rid] = bonus
                 credit.span[rid] = text
     return credit
+
+
+class Phrase:
+    """The phrase stage: each record holding a rare in-order span of the query gains the
+    bounded bonus; a record the retriever did not bring enters through the gate."""
+
+    name: ClassVar[str] = "phrase"
+    uses: ClassVar[tuple[str, ...]] = ("phrase_ceiling", "phrase_weight", "view_fraction")
+    essential: ClassVar[bool] = False
+
+    def run(self, ctx) -> None:
+        spec, settings = ctx.spec, ctx.settings
+        index = ctx.indexes.phrase_index(spec.story)
+        kinds = {r.id: r.kind for r in spec.story.records}
+        credit = phrase_credit(index, spec.query, kinds, settings.phrase_ceiling, settings.phrase_weight,
+                               settings.view_fraction)
+        for rid, bonus in credit.bonus.items():
+            c = ctx.candidates.get(rid)
+            if c is None:
+                c = ctx.admit(spec.story.by_id[rid], "phrase")
+            if c.reason is not None:
+                continue
+            c.score += bonus
+            c.label("phrase_match", f"holds the rare in-order span {credit.span[rid]!r}")
+        ctx.trace["phrase"] = credit.summary()

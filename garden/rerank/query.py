@@ -4,7 +4,7 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass, field
 
-from garden.models import Hints, Settings, Story
+from garden.models import DEFAULT_BUDGET, Hints, Settings, Story
 
 
 @dataclass
@@ -12,7 +12,7 @@ class QuerySpec:
     story: Story
     query: str
     as_of: dt.date
-    budget: int = 1200
+    budget: int = DEFAULT_BUDGET
     hints: Hints = field(default_factory=Hints)
     include_private: bool = False
     settings: Settings = field(default_factory=Settings)

@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import ClassVar
 
-from garden.models import check_standout
+from garden.models import SETTING_DEFAULTS, check_standout
 
-DEFAULT_STANDOUT = 1.4
-DEFAULT_LANE_CAP = 3
-DEFAULT_MIN_SHARE = 0.2
+DEFAULT_STANDOUT = SETTING_DEFAULTS["standout"]
+DEFAULT_LANE_CAP = SETTING_DEFAULTS["lane_cap"]
+DEFAULT_MIN_SHARE = SETTING_DEFAULTS["min_share"]
 
 
 def _ratio(best: float, rival: float) -> float:
@@ -93,3 +94,15 @@ def gate_lane(lane: str, ranked: list[tuple[str, float]], standout: float = DEFA
              "floor": floor, "ratio": None if math.isinf(ratio) else round(ratio, 4),
              "ratio_infinite": math.isinf(ratio), "answers": answers, "riding": riding}
     return LaneDecision(riding, below, cut, trace)
+
+
+class Standout:
+    """The standout stage: arms the lanes' cutoff at the `standout` ratio. Without it the
+    lanes run with the ratio off (1), keeping their cap and share rule."""
+
+    name: ClassVar[str] = "standout"
+    uses: ClassVar[tuple[str, ...]] = ("standout",)
+    essential: ClassVar[bool] = False
+
+    def run(self, ctx) -> None:
+        ctx.cutoff = ctx.settings.standout

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import ClassVar
 
 from garden.analyzer import FUNCTION_WORDS, word_runs
 from garden.rerank.resolve import Resolution
@@ -102,3 +103,19 @@ def triage(query: str, resolution: Resolution) -> Triage:
         return Triage("retrieve", f"{why}; " + "; ".join(anchors))
     return Triage("retrieve", "no triage rule decided; defaulted to retrieve"
                   + (f" ({'; '.join(anchors)})" if anchors else ""), fallback=True)
+
+
+class TriageStage:
+    """The triage stage: RETRIEVE, ASK (with the question) or SKIP, with the reason. Without
+    it every query retrieves."""
+
+    name: ClassVar[str] = "triage"
+    uses: ClassVar[tuple[str, ...]] = ()
+    essential: ClassVar[bool] = False
+
+    def run(self, ctx) -> None:
+        tri = triage(ctx.spec.query, ctx.resolution)
+        ctx.trace["triage"] = {"decision": tri.decision, "reason": tri.reason, "fallback": tri.fallback}
+        ctx.reason, ctx.fallback = tri.reason, tri.fallback
+        if tri.decision != "retrieve":
+            ctx.stop(tri.decision, tri.reason, tri.fallback, tri.question)

@@ -1,0 +1,56 @@
+"""The lanes stage: states and decisions (curated) and everything else (evidence) are ranked
+apart; each lane keeps what stands out (see standout.py) up to its cap.
+
+The cutoff ratio is `ctx.cutoff`: 1 (off) unless the standout stage armed it, so that
+removing the standout stage measures the ratio alone while the cap and the share rule
+stay. Items reached by a certain route ride without being gated.
+"""
+from __future__ import annotations
+
+from typing import ClassVar
+
+from garden.rerank.candidates import by_score
+from garden.rerank.context import QueryContext
+from garden.rerank.standout import gate_lane
+
+
+class Lanes:
+    name: ClassVar[str] = "lanes"
+    uses: ClassVar[tuple[str, ...]] = ("lane_cap", "min_share")
+    essential: ClassVar[bool] = True
+
+    def run(self, ctx: QueryContext) -> None:
+        settings, cands, standout = ctx.settings, ctx.candidates, ctx.cutoff
+        trace = []
+        riding = {}
+        # One scoring function ranks both lanes, so the share rule measures an item against
+        # the query's best item in either lane: a weak decision must not lead the packet
+        # only because the curated lane is otherwise empty.
+        live = sorted((c.score for c in cands.values() if c.reason is None and c.successor is None
+                       and not c.certain), reverse=True)
+        query_best = live[0] if live else 0.0
+        # A lane that holds nothing back has no rival of its own; the query's background,
+        # the first score past the cap in both lanes together, stands in for it.
+        background = live[settings.lane_cap] if len(live) > settings.lane_cap else 0.0
+        for lane in ("curated", "evidence"):
+            members = [c for c in cands.values() if c.lane == lane and c.reason is None and c.successor is None]
+            certain = [c for c in members if c.certain]
+            ranked = by_score([c for c in members if not c.certain])
+            decision = gate_lane(lane, [(c.id, c.score) for c in ranked], standout, settings.lane_cap,
+                                 ctx.floor[lane], settings.min_share, query_best, background)
+            trace.append(decision.trace)
+            rival = decision.trace["rival"]
+            for position, c in enumerate(ranked):
+                if c.id in decision.below_standout:
+                    c.reject("below_standout", f"the lane's ratio {decision.trace['ratio']} is below standout "
+                             f"{standout:g}" if not decision.trace["answers"]
+                             else f"{c.score:.4f} does not beat the rival {rival:.4f} by {standout:g}")
+                elif c.id in decision.rank_cut:
+                    c.reject("rank_cut", f"past the lane cap of {settings.lane_cap}"
+                             if position >= settings.lane_cap
+                             else f"{c.score:.4f} is under {settings.min_share:g} of the query's best "
+                                  f"{query_best:.4f}")
+            keep = set(decision.riding)
+            riding[lane] = by_score(certain + [c for c in ranked if c.id in keep])
+        ctx.curated, ctx.evidence = riding["curated"], riding["evidence"]
+        ctx.trace["standout"] = trace

@@ -1,0 +1,42 @@
+"""The provenance stage: the sources a packed item names follow it into the evidence lane.
+
+A source enters through the gate on a certain route (the link is explicit), so scope and
+off-topic do not stop it, but visibility, privacy and the control plane always do: a
+control record named in a decision's `sources` is rejected `control_plane`, never packed.
+A rejection a certain route lifts (scope, off-topic, the lanes' ranking, an earlier
+delivery) is lifted; one it cannot (the hard rules) stands.
+"""
+from __future__ import annotations
+
+from typing import ClassVar
+
+from garden.rerank.candidates import Candidate, by_score
+from garden.rerank.context import QueryContext
+
+from garden.rerank.gate import HARD_REASONS
+
+
+class Provenance:
+    name: ClassVar[str] = "provenance"
+    uses: ClassVar[tuple[str, ...]] = ()
+    essential: ClassVar[bool] = False
+
+    def run(self, ctx: QueryContext) -> None:
+        ctx.follow_sources = self.follow  # the pack stage calls it once the curated lane is packed
+
+    @staticmethod
+    def follow(ctx: QueryContext, packed: list[Candidate], evidence: list[Candidate]) -> list[Candidate]:
+        chosen = {c.id: c for c in evidence}
+        story = ctx.spec.story
+        for item in packed:
+            for sid in item.record.sources:
+                src = ctx.candidates.get(sid)
+                if src is not None and src.reason is not None and src.reason not in HARD_REASONS:
+                    src.reason, src.detail = None, None
+                src = ctx.admit(story.by_id[sid], "provenance", certain=True)
+                if src.reason is not None:
+                    continue
+                src.labels = [x for x in src.labels if x not in ("lexical_only", "semantic_only")]
+                src.label("provenance_supported", f"source of {item.id}")
+                chosen[sid] = src
+        return by_score(list(chosen.values()))

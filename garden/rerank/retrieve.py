@@ -1,0 +1,61 @@
+"""The retrieve stage: the base retriever's best candidates, plus every record the query
+anchors (a resolved topic or entity, an id it names), each through the gate.
+
+A candidate's rank score starts as its relevance: each lexical member's score on the
+query's content words as a fraction of the best score possible for them (the member's
+ceiling), plus each semantic member's cosine above `semantic_floor`, rescaled to [0, 1].
+"""
+from __future__ import annotations
+
+from typing import ClassVar
+
+from garden.analyzer import without_function_words
+from garden.pipelines.scoring import scored
+from garden.rerank.candidates import Candidate
+from garden.rerank.context import QueryContext
+from garden.retrievers import is_semantic, rank, relevance
+
+
+class Retrieve:
+    name: ClassVar[str] = "retrieve"
+    uses: ClassVar[tuple[str, ...]] = ("candidates", "semantic_floor")
+    essential: ClassVar[bool] = True
+
+    def run(self, ctx: QueryContext) -> None:
+        spec, res, settings = ctx.spec, ctx.resolution, ctx.settings
+        story, retriever = spec.story, ctx.retriever
+        fused, members = scored(retriever, spec.query)
+        ids = [rid for rid, s in rank(fused, settings.candidates) if s > 0]
+        anchored = {r.id for r in story.records if r.kind != "control" and (
+            set(r.topics) & set(res.topics) or set(r.entities) & set(res.entities) or r.id in res.explicit_ids)}
+        ids += sorted(anchored)
+        content = without_function_words(spec.query)
+        parts = retriever.members()
+        normalized = {n: relevance(m, spec.query, content, settings.semantic_floor) for n, m in parts.items()}
+        explicit = set(res.explicit_ids)
+        for rid in ids:
+            if rid in ctx.candidates:
+                continue
+            c = Candidate(story.by_id[rid], {k: v.get(rid, 0.0) for k, v in members.items()})
+            c.score = total_relevance(normalized, parts, c)
+            if c.score > 0 or rid in anchored:
+                ctx.candidates[rid] = c
+                if rid in explicit:
+                    c.why.append("named by id in the query")
+                ctx.admit(c.record, "retriever", certain=rid in explicit)
+        for rid in res.explicit_ids:  # a control record is never indexed: the gate names it
+            if rid not in ctx.candidates:
+                ctx.admit(story.by_id[rid], "retriever", certain=True)
+
+
+def total_relevance(normalized: dict[str, dict[str, float]], members: dict, c: Candidate) -> float:
+    """The sum over members of each one's normalized relevance for the candidate, each
+    member that counts named in `why`."""
+    total = 0.0
+    for name in c.scores:
+        value = normalized.get(name, {}).get(c.id, 0.0)
+        if value > 0:
+            c.why.append(f"{name} cosine {c.scores[name]:.3f}" if is_semantic(members[name])
+                         else f"{name} {value:.3f} of the query's best possible match")
+        total += value
+    return total

@@ -1,0 +1,29 @@
+"""The session stage: what an earlier query of the session delivered is not served again.
+
+Each earlier query runs under the same pipeline; the items it packed are rejected
+`already_delivered`, and the best score this query gives one of them floors its lane's
+rival in the standout ratio, so the leftovers of a drained store cannot ride on tiny
+scores.
+"""
+from __future__ import annotations
+
+from typing import ClassVar
+
+from garden.rerank.context import QueryContext
+
+
+class Session:
+    name: ClassVar[str] = "session"
+    uses: ClassVar[tuple[str, ...]] = ()
+    essential: ClassVar[bool] = False
+
+    def run(self, ctx: QueryContext) -> None:
+        delivered: set[str] = set()
+        for earlier in ctx.spec.session:
+            delivered |= set(ctx.rerun(ctx.spec.earlier(earlier)).packet.ids())
+        for rid in sorted(delivered):
+            c = ctx.candidates.get(rid)
+            if c is None:
+                continue
+            ctx.floor[c.lane] = max(ctx.floor[c.lane], c.score)
+            c.reject("already_delivered", "packed earlier in this session")
