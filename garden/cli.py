@@ -109,15 +109,8 @@ def cmd_contrast(args) -> int:
 
 
 def cmd_query(args) -> int:
-    from garden.models import Hints, Settings, check_query_text
-    from garden.pipelines import check_pipeline, check_settings
-    from garden.evaluation.runner import adhoc_spec, run_query
+    from garden.api import query
 
-    check_pipeline(args.pipeline)
-    try:
-        check_query_text(args.text)
-    except ValueError as exc:
-        raise GardenError(f"query text: {exc}") from None
     hints = {"topics": [], "entities": []}
     for hint in args.hint:
         kind, _, value = hint.partition("=")
@@ -125,17 +118,16 @@ def cmd_query(args) -> int:
         if key is None or not value:
             raise GardenError(f"--hint {hint!r}: expected topic=ID or entity=ID")
         hints[key].append(value)
-    settings = Settings(standout=args.standout) if args.standout is not None else Settings()
-    check_settings(args.pipeline, settings, "--standout")
-    spec = adhoc_spec(args.story, args.text, args.as_of, args.budget, Hints(**hints), settings,
-                      args.include_private)
-    outcome = run_query(spec, args.pipeline)
+    settings = {"standout": args.standout} if args.standout is not None else None
+    packet = query(args.story, args.text, pipeline=args.pipeline, as_of=args.as_of, budget=args.budget,
+                   hints=hints, settings=settings, include_private=args.include_private, trace=True)
     if args.json:
-        _print_json(outcome.packet.model_dump(mode="json", exclude={"fallback"}))
+        _print_json(packet)
     else:
+        from garden.models import Packet
         from garden.report import show_packet
 
-        show_packet(outcome.packet, args.pipeline)
+        show_packet(Packet.model_validate(packet), args.pipeline)
     return 0
 
 

@@ -1,0 +1,210 @@
+"""The public API for notebooks and scripts (`garden.api`, re-exported by `garden`).
+
+Each function is checked on the shipped story and cases for real content, not only for
+shape: the packet it serves, the cases it passes, the contrasts it finds, the files it
+moves. Bad input must raise GardenError with located lines, as the command line reports it.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import inspect
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import garden
+from garden import GardenError, api
+from garden.cli import main as cli_main
+
+ROOT = Path(__file__).resolve().parents[1]
+GAMING = "Why have I not felt like gaming recently?"
+REGRESSION = sorted(p.stem for p in (ROOT / "regression").glob("*.yaml"))
+
+
+def test_import_garden_loads_no_model_stack():
+    """A script that only lists pipelines or scaffolds a story must not pay for torch."""
+    code = ("import sys, json, garden\n"
+            "print(json.dumps({'heavy': [m for m in ('torch', 'sentence_transformers', 'sklearn', 'pandas')"
+            " if m in sys.modules], 'query': garden.query is garden.api.query}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == {"heavy": [], "query": True}
+
+
+def test_query_serves_what_the_command_prints(project, capsys):
+    packet = api.query("aurora-ridge", GAMING, as_of="2030-01-06")
+    assert packet["items"][0]["id"] == "state.mira.gaming"
+    assert {"id": "pref.mira.milk", "reason": "off_topic"} in [
+        {"id": r["id"], "reason": r["reason"]} for r in packet["rejected"]]
+    assert "fallback" not in packet
+    assert cli_main(["query", "aurora-ridge", GAMING, "--as-of", "2030-01-06", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == json.loads(json.dumps(packet))
+
+
+def test_query_takes_a_loaded_story_a_path_and_a_date(project):
+    story = api.load_story("aurora-ridge")
+    assert story.story == "aurora-ridge" and "state.mira.gaming" in story.by_id
+    by_object = api.query(story, GAMING, pipeline="bm25", as_of=dt.date(2030, 1, 6))
+    by_path = api.query(project / "fixtures" / "aurora-ridge.yaml", GAMING, pipeline="bm25", as_of="2030-01-06")
+    assert by_object == by_path
+    # the bare retriever has no topic structure: the milk preference rides on wording
+    assert "pref.mira.milk" in [item["id"] for item in by_object["items"]]
+
+
+def test_query_hints_settings_and_budget_reach_the_pipeline(project):
+    hinted = api.query("aurora-ridge", "Why have I not felt like it recently?", as_of="2030-01-06",
+                       hints={"topics": ["gaming"]})
+    assert hinted["items"][0]["id"] == "state.mira.gaming"
+    tight = api.query("aurora-ridge", GAMING, as_of="2030-01-06", budget=50, settings={"standout": 1.0})
+    assert tight["budget"]["limit"] == 50
+    assert 0 < tight["budget"]["used"] <= 50
+
+
+def test_query_names_a_story_from_a_folder_below_the_project(project, monkeypatch):
+    """A notebook runs in notebooks/: the story name is found in the project's fixtures/."""
+    (project / "notebooks").mkdir()
+    monkeypatch.chdir(project / "notebooks")
+    assert api.load_story("aurora-ridge").story == "aurora-ridge"
+
+
+def test_api_defaults_are_the_library_defaults():
+    """The API states its defaults in its signatures (so `help()` shows them) without
+    importing the library at `import garden`; they must not drift from the library's."""
+    from garden.evaluation.runner import PROMOTION_RUNS
+    from garden.models import DEFAULT_BUDGET
+
+    assert inspect.signature(api.query).parameters["budget"].default == DEFAULT_BUDGET
+    assert inspect.signature(api.promote).parameters["runs"].default == PROMOTION_RUNS
+
+
+def test_trace_is_written_only_when_asked(project):
+    api.query("aurora-ridge", GAMING, as_of="2030-01-06", pipeline="bm25")
+    assert api.trace_files() == []
+    api.query("aurora-ridge", GAMING, as_of="2030-01-06", pipeline="bm25", trace=True)
+    (path,) = api.trace_files()
+    assert path.endswith(f"trace-{dt.date.today().isoformat()}.jsonl")
+    (event,) = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+    assert (event["query"], event["pipeline"], event["as_of"]) == (GAMING, "bm25", "2030-01-06")
+
+
+def test_packet_table_keeps_packet_order(project):
+    packet = api.query("aurora-ridge", GAMING, as_of="2030-01-06", pipeline="bm25")
+    table = api.packet_table(packet)
+    assert list(table["id"]) == [item["id"] for item in packet["items"]]
+    assert table.index[0] == 1 and table.attrs["decision"] == "retrieve"
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: api.load_story("no-such-story"), "no story named 'no-such-story'"),
+    (lambda: api.load_story("fixtures/broken/typo-once.yaml"), "is not a canonical topic id"),
+    (lambda: api.load_story(Path("fixtures/missing.yaml")), "does not exist"),
+    (lambda: api.query("aurora-ridge", "   "), "non-blank"),
+    (lambda: api.query("aurora-ridge", GAMING, budget=0), "positive number"),
+    (lambda: api.query("aurora-ridge", GAMING, pipeline="nope"), "unknown pipeline 'nope'"),
+    (lambda: api.query("aurora-ridge", GAMING, hints={"topic": ["gaming"]}), "hints: field topic: unknown field"),
+    (lambda: api.query("aurora-ridge", GAMING, settings={"standout": 0.5}), "ratio of at least 1"),
+    (lambda: api.query("aurora-ridge", GAMING, pipeline="bm25", settings={"standout": 2}), "no stage that uses"),
+    (lambda: api.query("aurora-ridge", GAMING, as_of="last week"), "not a date"),
+    (lambda: api.run_cases("no/such/cases"), "no such case file or folder"),
+    (lambda: api.run_case("regression/nope.yaml"), "no such case file"),
+    (lambda: api.compare("regression", "bm25,nope"), "unknown pipeline 'nope'"),
+    (lambda: api.compare("regression", ["bm25"], metrics="NotAMetric"), "unknown metric"),
+    (lambda: api.new_story("Bad Name"), "lower-case letters"),
+    (lambda: api.promote("regression/budget.yaml"), "only a case in challenge/"),
+    (lambda: api.promote("challenge/alias-overreach.yaml", runs=0), "at least one passing run"),
+])
+def test_bad_input_raises_garden_error(project, call, message):
+    with pytest.raises(GardenError, match=message):
+        call()
+
+
+def test_run_cases_one_row_per_shipped_regression_case(project):
+    table = api.run_cases("regression")
+    assert isinstance(table, pd.DataFrame)
+    assert sorted(table["case"]) == REGRESSION and len(table) == len(REGRESSION)
+    assert table["passed"].all() and (table["suite"] == "regression").all()
+    assert (table["pipeline"] == "default").all()
+    assert all(f == [] for f in table["failures"])
+    assert (table["controls_passed"] == table["controls"]).all() and table["controls"].sum() > 0
+    report = table.attrs["report"]
+    assert (report["passed"], report["failed"]) == (len(REGRESSION), 0)
+
+
+def test_run_cases_failures_name_the_control(project):
+    table = api.run_cases("regression/similar-wording.yaml", pipeline="bm25")
+    (row,) = table.to_dict("records")
+    assert not row["passed"] and row["controls_passed"] < row["controls"]
+    assert any("pref.mira.milk" in f for f in row["failures"])
+    assert any(f.startswith("control ") for f in row["failures"])
+    assert api.run_cases_report("regression/similar-wording.yaml", "bm25")["failed"] == 1
+
+
+def test_run_case_shows_the_packets(project):
+    bare = api.run_case("regression/similar-wording.yaml", "bm25")
+    full = api.run_case("regression/similar-wording.yaml")
+    assert not bare["passed"] and full["passed"]
+    assert "pref.mira.milk" in [item["id"] for item in bare["packet"]["items"]]
+    assert [item["id"] for item in full["packet"]["items"]][0] == "state.mira.gaming"
+    milk = next(c for c in full["controls"] if "milk question" in c["name"])
+    assert milk["packet"]["items"][0]["id"] == "pref.mira.milk"
+
+
+def test_contrast_flags_every_shipped_case(project):
+    matrix = api.contrast("regression")
+    assert sorted(matrix.index) == REGRESSION
+    assert {"bm25", "tfidf", "dense", "hybrid", "default"} <= set(matrix.columns)
+    assert list(matrix.columns)[-2:] == ["default", "contrast"]
+    assert matrix["default"].all() and matrix["contrast"].all()
+    baselines = [c for c in matrix.columns if c not in ("default", "contrast")]
+    assert not matrix[baselines].all(axis=1).any()  # every row has a failing baseline
+    summary = matrix.attrs["report"]["summary"]
+    assert summary == {"cases": len(REGRESSION), "default_passed": len(REGRESSION), "contrasts": len(REGRESSION)}
+
+
+def test_compare_and_its_table_agree(project):
+    report = api.compare("regression", ["bm25", "default"], metrics=["AP", "RR"])
+    assert report["measures"] == ["AP", "RR"] and report["baseline"] == "bm25"
+    assert report["pipelines"]["default"]["AP"] > report["pipelines"]["bm25"]["AP"]
+    assert report["pipelines"]["default"]["forbidden_hits"] < report["pipelines"]["bm25"]["forbidden_hits"]
+    assert any(row["disagree"] for row in report["per_query"])
+    table = api.compare_table("regression", "bm25,default", metrics="AP,RR")
+    assert list(table.index) == ["bm25", "default"] and list(table.columns[:2]) == ["AP", "RR"]
+    assert table.loc["default", "AP"] == pytest.approx(report["pipelines"]["default"]["AP"])
+    assert table.attrs["report"]["pipelines"]["bm25"]["forbidden_hits"] == table.loc["bm25", "forbidden_hits"]
+
+
+def test_pipelines_lists_baselines_and_default_and_survives_the_subpackage():
+    import garden.pipelines  # noqa: F401  the subpackage of the same name, imported by every query
+
+    listed = api.pipelines()
+    assert {"bm25", "bm25s", "tfidf", "dense", "hybrid", "default"} <= set(listed)
+    assert listed["default"].startswith("structured pipeline on hybrid")
+    assert callable(api.pipelines) and not callable(garden.pipelines)
+
+
+def test_new_story_runs_and_promotes(project):
+    paths = api.new_story("tidewell", root=project)
+    assert paths == {"story": str(project / "fixtures" / "tidewell.yaml"),
+                     "case": str(project / "challenge" / "tidewell-starter.yaml")}
+    assert "decision.tidewell.tomatoes" in api.load_story(paths["story"]).by_id
+    before = Path(paths["story"]).read_text()
+    with pytest.raises(GardenError, match="already exists"):
+        api.new_story("tidewell", root=project)
+    assert Path(paths["story"]).read_text() == before
+    table = api.run_cases(paths["case"])
+    assert table.loc[0, "passed"] and table.loc[0, "suite"] == "challenge"
+    moved = api.promote(paths["case"], runs=2)
+    assert moved["to"] == str((project / "regression" / "tidewell-starter.yaml").resolve())
+    assert moved["runs"] == 2 and all(r["passed"] for r in moved["results"])
+    assert Path(moved["to"]).is_file() and not Path(paths["case"]).exists()
+
+
+def test_promote_keeps_a_failing_case_where_it_is(project):
+    with pytest.raises(GardenError, match="not promoted") as caught:
+        api.promote("challenge/alias-overreach.yaml", runs=1)
+    assert caught.value.status == 1
+    assert (project / "challenge" / "alias-overreach.yaml").is_file()
+    assert not (project / "regression" / "alias-overreach.yaml").exists()
