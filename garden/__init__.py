@@ -9,38 +9,7 @@ when a function first runs a pipeline, so listing pipelines or scaffolding a sto
 holds the pipelines, and the first query imports it, which would replace a function of that
 name on the package. Call it as ``garden.api.pipelines()``.
 """
-from garden.api import (
-    GardenError,
-    compare,
-    compare_table,
-    contrast,
-    contrast_report,
-    load_story,
-    new_story,
-    packet_table,
-    promote,
-    query,
-    run_case,
-    run_cases,
-    run_cases_report,
-    trace_files,
-)
 from garden import api
+from garden.api import *  # noqa: F401,F403  the API's names, listed once in api.__all__
 
-__all__ = [
-    "GardenError",
-    "api",
-    "compare",
-    "compare_table",
-    "contrast",
-    "contrast_report",
-    "load_story",
-    "new_story",
-    "packet_table",
-    "promote",
-    "query",
-    "run_case",
-    "run_cases",
-    "run_cases_report",
-    "trace_files",
-]
+__all__ = ["api", *api.__all__]

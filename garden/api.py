@@ -42,7 +42,6 @@ __all__ = [
     "load_story",
     "new_story",
     "packet_table",
-    "pipelines",
     "promote",
     "query",
     "run_case",
@@ -101,22 +100,13 @@ def _as_of(value: dt.date | str | None) -> dt.date | None:
 def _model(model, value, field: str):
     """`value` (None, a dict, or already the model) as the pydantic `model`; every problem
     one GardenError line naming the field, as a bad case file would be reported."""
-    from pydantic import ValidationError
-
-    from garden.formats.yaml_reader import describe_pydantic_error
+    from garden.formats.yaml_reader import validated
 
     if value is None:
         return model()
     if isinstance(value, model):
         return value
-    try:
-        return model.model_validate(value)
-    except ValidationError as exc:
-        lines = []
-        for err in exc.errors():
-            where, message = describe_pydantic_error(err)
-            lines.append(f"{field}: field {where}: {message}")
-        raise GardenError(lines) from None
+    return validated(model, value, field)
 
 
 def _path_list(paths: Paths) -> list[str] | None:

@@ -48,7 +48,7 @@ def _budget(text: str) -> int:
     return value
 
 
-def _print_json(data) -> None:
+def print_json(data) -> None:
     """Strict JSON (RFC 8259, section 6: no NaN, no Infinity): Python's json writes bare
     NaN by default, which no strict parser reads. A non-finite number is refused before
     anything is printed, as one line, rather than printed as invalid JSON."""
@@ -57,6 +57,14 @@ def _print_json(data) -> None:
     except ValueError as exc:
         raise GardenError(f"--json: the output holds a number JSON cannot write ({exc}); nothing printed") from None
     print(text)
+
+
+def _emit(args, result) -> None:
+    """A result as JSON with --json, else its own table."""
+    if args.json:
+        print_json(result.to_json())
+    else:
+        result.show()
 
 
 def cmd_check(args) -> int:
@@ -87,7 +95,7 @@ def cmd_run(args) -> int:
 
     report = run_cases(args.paths, args.pipeline)
     if args.json:
-        _print_json(report.to_json())
+        print_json(report.to_json())
     else:
         from garden.report import show_run
 
@@ -100,7 +108,7 @@ def cmd_contrast(args) -> int:
 
     report = contrast(args.paths)
     if args.json:
-        _print_json(report.to_json())
+        print_json(report.to_json())
     else:
         from garden.report import show_contrast
 
@@ -122,7 +130,7 @@ def cmd_query(args) -> int:
     packet = query(args.story, args.text, pipeline=args.pipeline, as_of=args.as_of, budget=args.budget,
                    hints=hints, settings=settings, include_private=args.include_private, trace=True)
     if args.json:
-        _print_json(packet)
+        print_json(packet)
     else:
         from garden.models import Packet
         from garden.report import show_packet
@@ -152,7 +160,7 @@ def cmd_pipelines(args) -> int:
 
     described = describe_pipelines()
     if args.json:
-        _print_json(described)
+        print_json(described)
     else:
         for name, text in described.items():
             print(f"{name:10} {text}")
@@ -173,10 +181,7 @@ def cmd_compare(args) -> int:
     pipelines = [p.strip() for p in args.pipelines.split(",") if p.strip()]
     report = compare_source(args.source, pipelines, baseline=args.baseline, trec_dir=args.trec_dir,
                             plot=args.plot, metrics=args.metrics)
-    if args.json:
-        _print_json(report.to_json())
-    else:
-        report.show()
+    _emit(args, report)
     return 0
 
 
@@ -185,10 +190,7 @@ def cmd_ablate(args) -> int:
 
     stages = [s.strip() for s in args.stages.split(",") if s.strip()] if args.stages else None
     result = ablate(args.source, stages=stages, metrics=args.metrics)
-    if args.json:
-        _print_json(result.to_json())
-    else:
-        result.show()
+    _emit(args, result)
     return 0
 
 
@@ -207,23 +209,31 @@ def cmd_traces(args) -> int:
     return 0
 
 
+def _command(sub, name: str, func, help: str, json: str | None = None) -> argparse.ArgumentParser:
+    """One subcommand: its help line, the function it calls and, when it has one, --json."""
+    p = sub.add_parser(name, help=help)
+    p.set_defaults(func=func)
+    if json:
+        p.add_argument("--json", action="store_true", help=json)
+    return p
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="garden", description="Contrast cases and pluggable retrievers for "
                                      "experiments in memory retrieval.", epilog=EPILOG)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    p = sub.add_parser("contrast", help="the main job: every case under each bare retriever and under default")
+    p = _command(sub, "contrast", cmd_contrast, "the main job: every case under each bare retriever and under default",
+                 json="print JSON instead of the table")
     p.add_argument("paths", nargs="*", help="case files or folders (default: regression/ and challenge/)")
-    p.add_argument("--json", action="store_true", help="print JSON instead of the table")
-    p.set_defaults(func=cmd_contrast)
 
-    p = sub.add_parser("run", help="run cases; exit 1 only if a regression case fails")
+    p = _command(sub, "run", cmd_run, "run cases; exit 1 only if a regression case fails",
+                 json="print JSON instead of the table")
     p.add_argument("paths", nargs="*", help="case files or folders (default: regression/ and challenge/)")
     p.add_argument("--pipeline", default="default", help="pipeline name (see `garden pipelines`)")
-    p.add_argument("--json", action="store_true", help="print JSON instead of the table")
-    p.set_defaults(func=cmd_run)
 
-    p = sub.add_parser("query", help="one query: the packet with labels, reasons and why")
+    p = _command(sub, "query", cmd_query, "one query: the packet with labels, reasons and why",
+                 json="print the packet as JSON")
     p.add_argument("story", help="a story name in fixtures/ or a path to a story .yaml")
     p.add_argument("text", help="the query")
     p.add_argument("--as-of", type=_date, help="injected now (default: the latest date in the story)")
@@ -233,54 +243,44 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pipeline", default="default", help="pipeline name (default: default)")
     p.add_argument("--standout", type=_standout, help="standout ratio, at least 1 (1 turns the cutoff off)")
     p.add_argument("--include-private", action="store_true", help="allow private records into the packet")
-    p.add_argument("--json", action="store_true", help="print the packet as JSON")
-    p.set_defaults(func=cmd_query)
 
-    p = sub.add_parser("check", help="validate stories and build their indexes; exit 1 with located errors")
+    p = _command(sub, "check", cmd_check, "validate stories and build their indexes; exit 1 with located errors")
     p.add_argument("stories", nargs="*", help="story names or paths (default: every fixtures/*.yaml)")
-    p.set_defaults(func=cmd_check)
 
-    p = sub.add_parser("new-story", help="scaffold a story and a starter challenge case that already runs")
+    p = _command(sub, "new-story", cmd_new_story, "scaffold a story and a starter challenge case that already runs")
     p.add_argument("name", help="story name: lower-case letters, digits and dashes")
     p.add_argument("--root", default=".", help="project folder holding fixtures/ and challenge/ (default .)")
-    p.set_defaults(func=cmd_new_story)
 
-    p = sub.add_parser("promote", help="move a challenge case to regression/ after repeated passing runs")
+    p = _command(sub, "promote", cmd_promote, "move a challenge case to regression/ after repeated passing runs")
     p.add_argument("case", help="path to the challenge case file")
     p.add_argument("--runs", type=int, default=PROMOTION_RUNS,
                    help=f"consecutive passing runs required (default {PROMOTION_RUNS})")
-    p.set_defaults(func=cmd_promote)
 
-    p = sub.add_parser("compare", help="replay the same queries under several pipelines, side by side")
+    p = _command(sub, "compare", cmd_compare, "replay the same queries under several pipelines, side by side",
+                 json="print JSON")
     p.add_argument("source", help="a collection folder (TREC or BEIR), a case file or folder, or a trace file")
     p.add_argument("--pipelines", required=True, help="comma-separated pipeline names")
     p.add_argument("--baseline", help="pipeline the others are tested against (default: the first)")
     p.add_argument("--metrics", help="comma-separated ir-measures names (default AP,nDCG@10,R@1000,RR,P@10)")
     p.add_argument("--trec-dir", help="write one TREC run file per pipeline here")
     p.add_argument("--plot", help="write a PNG of per-query differences against the baseline")
-    p.add_argument("--json", action="store_true", help="print JSON")
-    p.set_defaults(func=cmd_compare)
 
-    p = sub.add_parser("ablate", help="the full pipeline and each one-stage-removed variant: what each stage decides")
+    p = _command(sub, "ablate", cmd_ablate, "the full pipeline and each one-stage-removed variant: what each stage decides",
+                 json="print JSON")
     p.add_argument("source", help="case files or a folder of them, a trace file, or a collection folder")
     p.add_argument("--stages", help="comma-separated stages to remove one at a time (default: every removable one)")
     p.add_argument("--metrics", help="comma-separated ir-measures names")
-    p.add_argument("--json", action="store_true", help="print JSON")
-    p.set_defaults(func=cmd_ablate)
 
-    p = sub.add_parser("pipelines", help="list every pipeline name with one line each")
-    p.add_argument("--json", action="store_true", help="print JSON")
-    p.set_defaults(func=cmd_pipelines)
+    _command(sub, "pipelines", cmd_pipelines, "list every pipeline name, with the stages of the structured ones",
+             json="print JSON")
 
-    p = sub.add_parser("schemas", help="write JSON Schema files for stories, cases, packets and traces")
+    p = _command(sub, "schemas", cmd_schemas, "write JSON Schema files for stories, cases, packets and traces")
     p.add_argument("--out", default="schemas", help="output folder (default schemas/)")
-    p.set_defaults(func=cmd_schemas)
 
-    p = sub.add_parser("traces", help="delete trace files older than the retention window")
+    p = _command(sub, "traces", cmd_traces, "delete trace files older than the retention window")
     p.add_argument("--keep-days", metavar="N", help="retention window in days, 0 to 36500 "
                    "(default: GARDEN_TRACE_DAYS, else 14); today's and later traces are always kept")
     p.add_argument("--today", type=_date, default=dt.date.today(), help="the date ages are measured from")
-    p.set_defaults(func=cmd_traces)
     return parser
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from garden.cli import _print_json, main
+from garden.cli import print_json, main
 from garden.errors import GardenError
 from garden.models import Packet, PacketItem, Settings, TraceEvent
 from garden.pipelines import scored
@@ -367,7 +367,7 @@ def test_packet_items_and_trace_events_refuse_non_finite_numbers():
 
 def test_print_json_refuses_nan_rather_than_printing_invalid_json(capsys):
     with pytest.raises(GardenError) as error:
-        _print_json({"score": float("nan")})
+        print_json({"score": float("nan")})
     assert len(error.value.messages) == 1 and "--json" in error.value.messages[0]
     assert capsys.readouterr().out == ""
 

@@ -12,12 +12,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections import OrderedDict
-
 from garden.derived.home import derived_dir
 from garden.models import Story
 from garden.rerank.phrase import PhraseIndex
-from garden.retrievers import Doc, Retriever, make_retriever
+from garden.retrievers import Doc, ProcessCache, Retriever, make_retriever
 
 
 def story_key(story: Story) -> str:
@@ -36,17 +34,7 @@ def documents(story: Story) -> list[Doc]:
 
 class IndexCache:
     def __init__(self, bound: int = 64):
-        self.bound = bound
-        self._entries: OrderedDict[tuple, object] = OrderedDict()
-
-    def _get(self, key: tuple, build):
-        if key in self._entries:
-            self._entries.move_to_end(key)
-            return self._entries[key]
-        value = self._entries[key] = build()
-        while len(self._entries) > self.bound:
-            self._entries.popitem(last=False)
-        return value
+        self._entries: ProcessCache = ProcessCache(bound)
 
     def retriever(self, story: Story, name: str) -> Retriever:
         def build():
@@ -54,11 +42,11 @@ class IndexCache:
             retriever.index(documents(story))
             return retriever
 
-        return self._get(("retriever", story_key(story), name, str(derived_dir())), build)
+        return self._entries.get(("retriever", story_key(story), name, str(derived_dir())), build)
 
     def phrase_index(self, story: Story) -> PhraseIndex:
-        return self._get(("phrase", story_key(story)),
-                         lambda: PhraseIndex({d.id: d.text for d in documents(story)}))
+        return self._entries.get(("phrase", story_key(story)),
+                                 lambda: PhraseIndex({d.id: d.text for d in documents(story)}))
 
     def clear(self) -> None:
         self._entries.clear()

@@ -9,9 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from pydantic import ValidationError
-
-from garden.formats.yaml_reader import describe_pydantic_error, read_yaml
+from garden.formats.yaml_reader import read_yaml, validated
 from garden.text import shown
 from garden.errors import GardenError, StoryError
 from garden.models import Case, Expect, Packet, Story
@@ -59,14 +57,7 @@ def load_case(path: str | Path) -> LoadedCase:
     raw = read_yaml(path)
     if not isinstance(raw, dict):
         raise GardenError(f"{path}: a case must be a mapping (value {shown(raw)})")
-    try:
-        case = Case.model_validate(raw)
-    except ValidationError as exc:
-        lines = []
-        for err in exc.errors():
-            where, message = describe_pydantic_error(err)
-            lines.append(f"{path}: field {where}: {message}")
-        raise GardenError(lines) from None
+    case = validated(Case, raw, str(path))
     problems: list[str] = []
     if case.id != path.stem:
         problems.append(f"{path}: field id: must equal the file stem {shown(path.stem)} (value {shown(case.id)})")

@@ -139,11 +139,16 @@ def read_trec_qrels(path: Path) -> dict[str, dict[str, int]]:
             if len(fields) != 4:
                 raise GardenError(f"{path}:{number}: expected 'qid iteration docno relevance', got {line.strip()!r}")
             qid, _, docno, rel = fields
-            try:
-                qrels.setdefault(qid, {})[docno] = int(rel)
-            except ValueError:
-                raise GardenError(f"{path}:{number}: relevance must be an integer, got {rel!r}") from None
+            _judge(qrels, qid, docno, rel, f"{path}:{number}: relevance")
     return qrels
+
+
+def _judge(qrels: dict[str, dict[str, int]], qid: str, doc: str, rel: str, where: str) -> None:
+    """Record one judgment; `where` names the file, line and column in the error."""
+    try:
+        qrels.setdefault(qid, {})[doc] = int(rel)
+    except ValueError:
+        raise GardenError(f"{where} must be an integer, got {rel!r}") from None
 
 
 def load_trec(root: Path) -> Collection:
@@ -201,10 +206,7 @@ def read_beir_qrels(path: Path) -> dict[str, dict[str, int]]:
             if len(fields) != 3:
                 raise GardenError(f"{path}:{number}: expected 'query-id<TAB>corpus-id<TAB>score', got {line.strip()!r}")
             qid, docid, rel = (f.strip() for f in fields)
-            try:
-                qrels.setdefault(qid, {})[docid] = int(rel)
-            except ValueError:
-                raise GardenError(f"{path}:{number}: score must be an integer, got {rel!r}") from None
+            _judge(qrels, qid, docid, rel, f"{path}:{number}: score")
     return qrels
 
 

@@ -53,14 +53,10 @@ def load_story(path: str | Path) -> Story:
             continue
         if isinstance(rid, str):
             raw_ids.add(rid)
-        try:
-            records.append(Record.model_validate(raw_record))
-        except ValidationError as exc:
-            bad = set()
-            for err in exc.errors():
-                field, message = describe_pydantic_error(err)
-                errors.append(f"{where}: field {field}: {message}")
-                bad.add(str(err["loc"][0]) if err.get("loc") else "")
+        record, bad = _validate_collecting(Record, raw_record, where, errors)
+        if record is not None:
+            records.append(record)
+        else:
             # The rest of the record still takes part in the cross-record rules, so one
             # bad field does not hide the record's other errors or make references to it
             # look dangling.
@@ -69,14 +65,8 @@ def load_story(path: str | Path) -> Story:
                 records.append(partial)
                 dropped.update(f"{where}: field {f}:" for f in bad)
     header = {k: v for k, v in raw.items() if k != "records"}
-    try:
-        story = Story.model_validate({**header, "records": []})
-    except ValidationError as exc:
-        bad = set()
-        for err in exc.errors():
-            field, message = describe_pydantic_error(err)
-            errors.append(f"{path}: field {field}: {message}")
-            bad.add(str(err["loc"][0]) if err.get("loc") else "")
+    story, bad = _validate_collecting(Story, {**header, "records": []}, str(path), errors)
+    if story is None:
         fallback = {"story": path.stem, "project": ""}
         story = _validate_without(Story, {**fallback, **header, "records": []}, bad)
         if story is None:
@@ -104,6 +94,20 @@ def _bounded(errors: list[str], path: Path) -> list[str]:
     if len(errors) <= MAX_PROBLEMS:
         return errors
     return errors[:MAX_PROBLEMS] + [f"{path}: {len(errors) - MAX_PROBLEMS} more problems not listed"]
+
+
+def _validate_collecting(model, raw: dict, where: str, errors: list[str]):
+    """(the model, no bad fields), or (None, the names of the fields that failed), each
+    failure appended to `errors` as one located line."""
+    try:
+        return model.model_validate(raw), set()
+    except ValidationError as exc:
+        bad = set()
+        for err in exc.errors():
+            field, message = describe_pydantic_error(err)
+            errors.append(f"{where}: field {field}: {message}")
+            bad.add(str(err["loc"][0]) if err.get("loc") else "")
+        return None, bad
 
 
 def _validate_without(model, raw: dict, bad: set[str]):

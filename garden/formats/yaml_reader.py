@@ -218,3 +218,18 @@ def describe_pydantic_error(err: dict) -> tuple[str, str]:
         msg = str(err["ctx"]["error"])
     value = err.get("input")
     return field, f"{one_line(msg, 200)} (value {shown(value)})"
+
+
+def validated(model, raw, where: str):
+    """`model` validated from `raw`, or one GardenError listing every problem, each located
+    as `WHERE: field F: message (value V)`."""
+    from pydantic import ValidationError
+
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        lines = []
+        for err in exc.errors():
+            field, message = describe_pydantic_error(err)
+            lines.append(f"{where}: field {field}: {message}")
+        raise GardenError(lines) from None

@@ -29,6 +29,19 @@ class Stage(Protocol):
     def run(self, ctx: "QueryContext") -> None: ...
 
 
+class StageBase:
+    """Declares a stage in its class line: ``class Phrase(StageBase, name="phrase",
+    uses=("phrase_ceiling",))``; `essential` stages cannot be removed."""
+
+    name: ClassVar[str]
+    uses: ClassVar[tuple[str, ...]]
+    essential: ClassVar[bool]
+
+    def __init_subclass__(cls, name: str, uses: tuple[str, ...] = (), essential: bool = False, **kwargs):
+        super().__init_subclass__(**kwargs)
+        cls.name, cls.uses, cls.essential = name, tuple(uses), essential
+
+
 @dataclass
 class QueryContext:
     spec: QuerySpec

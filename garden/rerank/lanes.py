@@ -7,18 +7,13 @@ stay. Items reached by a certain route ride without being gated.
 """
 from __future__ import annotations
 
-from typing import ClassVar
 
 from garden.rerank.candidates import by_score
-from garden.rerank.context import QueryContext
+from garden.rerank.context import QueryContext, StageBase
 from garden.rerank.standout import gate_lane
 
 
-class Lanes:
-    name: ClassVar[str] = "lanes"
-    uses: ClassVar[tuple[str, ...]] = ("lane_cap", "min_share")
-    essential: ClassVar[bool] = True
-
+class Lanes(StageBase, name="lanes", uses=("lane_cap", "min_share"), essential=True):
     def run(self, ctx: QueryContext) -> None:
         settings, cands, standout = ctx.settings, ctx.candidates, ctx.cutoff
         trace = []

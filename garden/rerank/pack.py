@@ -7,9 +7,9 @@ on with the next. A predecessor whose successor is not packed is never admitted 
 """
 from __future__ import annotations
 
-from typing import ClassVar
 
 from garden.rerank.candidates import Candidate
+from garden.rerank.context import StageBase
 
 
 def attach_predecessors(curated: list[Candidate]) -> list[Candidate]:
@@ -47,14 +47,10 @@ def pack(order: list[Candidate], budget: int, used: int = 0) -> tuple[list[Candi
     return packed, used
 
 
-class Pack:
+class Pack(StageBase, name="pack", essential=True):
     """The pack stage: the curated lane first, each predecessor right behind its successor,
     then the evidence lane (with the sources of packed items, when the provenance stage
     armed it), all within the budget."""
-
-    name: ClassVar[str] = "pack"
-    uses: ClassVar[tuple[str, ...]] = ()
-    essential: ClassVar[bool] = True
 
     def run(self, ctx) -> None:
         packed, used = pack(attach_predecessors(ctx.curated), ctx.spec.budget)

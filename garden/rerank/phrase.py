@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import ClassVar, Iterable
+from typing import Iterable
 
 from garden.analyzer import FUNCTION_WORDS, word_runs
+from garden.rerank.context import StageBase
 
 MAX_SPAN = 8
 # A long query has hundreds of thousands of spans (712k for a 1 MB query); listing every one
@@ -109,13 +110,9 @@ def phrase_credit(index: PhraseIndex, query: str, kinds: dict[str, str],
     return credit
 
 
-class Phrase:
+class Phrase(StageBase, name="phrase", uses=("phrase_ceiling", "phrase_weight", "view_fraction")):
     """The phrase stage: each record holding a rare in-order span of the query gains the
     bounded bonus; a record the retriever did not bring enters through the gate."""
-
-    name: ClassVar[str] = "phrase"
-    uses: ClassVar[tuple[str, ...]] = ("phrase_ceiling", "phrase_weight", "view_fraction")
-    essential: ClassVar[bool] = False
 
     def run(self, ctx) -> None:
         spec, settings = ctx.spec, ctx.settings

@@ -8,19 +8,14 @@ delivery) is lifted; one it cannot (the hard rules) stands.
 """
 from __future__ import annotations
 
-from typing import ClassVar
 
 from garden.rerank.candidates import Candidate, by_score
-from garden.rerank.context import QueryContext
+from garden.rerank.context import QueryContext, StageBase
 
 from garden.rerank.gate import HARD_REASONS
 
 
-class Provenance:
-    name: ClassVar[str] = "provenance"
-    uses: ClassVar[tuple[str, ...]] = ()
-    essential: ClassVar[bool] = False
-
+class Provenance(StageBase, name="provenance"):
     def run(self, ctx: QueryContext) -> None:
         ctx.follow_sources = self.follow  # the pack stage calls it once the curated lane is packed
 

@@ -7,20 +7,15 @@ ceiling), plus each semantic member's cosine above `semantic_floor`, rescaled to
 """
 from __future__ import annotations
 
-from typing import ClassVar
 
 from garden.analyzer import without_function_words
 from garden.pipelines.scoring import scored
 from garden.rerank.candidates import Candidate
-from garden.rerank.context import QueryContext
+from garden.rerank.context import QueryContext, StageBase
 from garden.retrievers import is_semantic, rank, relevance
 
 
-class Retrieve:
-    name: ClassVar[str] = "retrieve"
-    uses: ClassVar[tuple[str, ...]] = ("candidates", "semantic_floor")
-    essential: ClassVar[bool] = True
-
+class Retrieve(StageBase, name="retrieve", uses=("candidates", "semantic_floor"), essential=True):
     def run(self, ctx: QueryContext) -> None:
         spec, res, settings = ctx.spec, ctx.resolution, ctx.settings
         story, retriever = spec.story, ctx.retriever

@@ -7,16 +7,11 @@ scores.
 """
 from __future__ import annotations
 
-from typing import ClassVar
 
-from garden.rerank.context import QueryContext
+from garden.rerank.context import QueryContext, StageBase
 
 
-class Session:
-    name: ClassVar[str] = "session"
-    uses: ClassVar[tuple[str, ...]] = ()
-    essential: ClassVar[bool] = False
-
+class Session(StageBase, name="session"):
     def run(self, ctx: QueryContext) -> None:
         delivered: set[str] = set()
         for earlier in ctx.spec.session:

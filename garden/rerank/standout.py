@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import ClassVar
 
 from garden.models import SETTING_DEFAULTS, check_standout
+from garden.rerank.context import StageBase
 
 DEFAULT_STANDOUT = SETTING_DEFAULTS["standout"]
 DEFAULT_LANE_CAP = SETTING_DEFAULTS["lane_cap"]
@@ -96,13 +96,9 @@ def gate_lane(lane: str, ranked: list[tuple[str, float]], standout: float = DEFA
     return LaneDecision(riding, below, cut, trace)
 
 
-class Standout:
+class Standout(StageBase, name="standout", uses=("standout",)):
     """The standout stage: arms the lanes' cutoff at the `standout` ratio. Without it the
     lanes run with the ratio off (1), keeping their cap and share rule."""
-
-    name: ClassVar[str] = "standout"
-    uses: ClassVar[tuple[str, ...]] = ("standout",)
-    essential: ClassVar[bool] = False
 
     def run(self, ctx) -> None:
         ctx.cutoff = ctx.settings.standout

@@ -6,16 +6,11 @@ privacy) is the gate's, not this stage's: removing this stage removes the bonus 
 """
 from __future__ import annotations
 
-from typing import ClassVar
 
-from garden.rerank.context import QueryContext
+from garden.rerank.context import QueryContext, StageBase
 
 
-class Structure:
-    name: ClassVar[str] = "structure"
-    uses: ClassVar[tuple[str, ...]] = ("topic", "entity", "related_decay")
-    essential: ClassVar[bool] = False
-
+class Structure(StageBase, name="structure", uses=("topic", "entity", "related_decay")):
     def run(self, ctx: QueryContext) -> None:
         res, settings = ctx.resolution, ctx.settings
         for c in ctx.candidates.values():

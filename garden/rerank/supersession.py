@@ -7,10 +7,9 @@ predecessor whose successor cannot be served is rejected `predecessor_without_su
 """
 from __future__ import annotations
 
-from typing import ClassVar
 
 from garden.rerank.candidates import Candidate
-from garden.rerank.context import QueryContext
+from garden.rerank.context import QueryContext, StageBase
 from garden.rerank.timeline import superseded_as_of
 
 
@@ -23,11 +22,7 @@ def chain(head: Candidate) -> list[Candidate]:
     return out
 
 
-class Supersession:
-    name: ClassVar[str] = "supersession"
-    uses: ClassVar[tuple[str, ...]] = ()
-    essential: ClassVar[bool] = False
-
+class Supersession(StageBase, name="supersession"):
     def run(self, ctx: QueryContext) -> None:
         story, as_of, cands = ctx.spec.story, ctx.spec.as_of, ctx.candidates
         queue = sorted((c for c in cands.values() if c.reason is None and c.record.kind == "decision"),

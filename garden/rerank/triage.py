@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import ClassVar
 
 from garden.analyzer import FUNCTION_WORDS, word_runs
 from garden.rerank.resolve import Resolution
+from garden.rerank.context import StageBase
 
 DEFINITIONAL = [
     re.compile(r"^\s*what\s+(?:does|do)\s+(?:the\s+(?:word|term)\s+)?[\w' -]+?\s+mean\b", re.I),
@@ -105,13 +105,9 @@ def triage(query: str, resolution: Resolution) -> Triage:
                   + (f" ({'; '.join(anchors)})" if anchors else ""), fallback=True)
 
 
-class TriageStage:
+class TriageStage(StageBase, name="triage"):
     """The triage stage: RETRIEVE, ASK (with the question) or SKIP, with the reason. Without
     it every query retrieves."""
-
-    name: ClassVar[str] = "triage"
-    uses: ClassVar[tuple[str, ...]] = ()
-    essential: ClassVar[bool] = False
 
     def run(self, ctx) -> None:
         tri = triage(ctx.spec.query, ctx.resolution)
