@@ -254,6 +254,8 @@ def promote(case_path: str | Path, runs: int = PROMOTION_RUNS) -> tuple[Path, li
     """Move a challenge case to regression/ after it and every control pass `runs`
     consecutive times under `default`, each run on freshly built indexes."""
     path = Path(case_path)
+    if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
+        raise GardenError(f"runs: a promotion needs at least one passing run, got {runs!r}")
     loaded = load_case(path)
     if loaded.suite != "challenge":
         raise GardenError(f"{path}: only a case in challenge/ can be promoted (this one is in {loaded.suite})")

@@ -1,0 +1,131 @@
+"""The structured pipeline as named stages: ablation by name, settings a pipeline uses, the
+ablate command and API, and adding a stage as one class plus one line."""
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+
+import pytest
+
+import garden
+from garden.cli import main
+from garden.errors import GardenError
+from garden.formats.stories import load_story
+from garden.models import SETTING_DEFAULTS, Resolved, Settings
+from garden.pipelines import check_pipeline, check_settings, make_pipeline, split_structured
+from garden.pipelines.structured import STAGES, StructuredPipeline
+from garden.rerank.context import StageBase
+from garden.rerank.query import QuerySpec
+
+ROOT = Path(__file__).resolve().parents[1]
+STORY = load_story(ROOT / "fixtures" / "aurora-ridge.yaml")
+PHRASE_QUERY = "remember our glacier custard incident?"
+
+
+def run_cli(args, capsys):
+    code = main(args)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_the_pipeline_is_the_list_of_stages_in_order():
+    assert [s.name for s in STAGES] == ["triage", "retrieve", "structure", "phrase", "supersession", "session",
+                                        "standout", "lanes", "provenance", "pack"]
+    assert {s.name for s in STAGES if s.essential} == {"retrieve", "lanes", "pack"}
+    assert [s.name for s in make_pipeline("default-phrase-session").stages] == [
+        "triage", "retrieve", "structure", "supersession", "standout", "lanes", "provenance", "pack"]
+
+
+def test_every_setting_has_one_default_and_one_stage_that_uses_it():
+    assert set(SETTING_DEFAULTS) == set(Settings.model_fields) == set(Resolved.__dataclass_fields__)
+    used = [u for s in STAGES for u in s.uses]
+    assert sorted(used) == sorted(SETTING_DEFAULTS), "each setting read by exactly one stage"
+    assert Settings().resolved() == Resolved(**SETTING_DEFAULTS)
+    assert Settings(topic=0.9).resolved().topic == 0.9
+
+
+@pytest.mark.parametrize("name, needle", [
+    ("default-nothing", "no stage named 'nothing'"),
+    ("default-retrieve", "the retrieve stage is essential"),
+    ("default-pack", "the pack stage is essential"),
+])
+def test_a_bad_ablation_name_is_one_line(name, needle):
+    with pytest.raises(GardenError, match=needle):
+        check_pipeline(name)
+
+
+def test_split_structured_reads_only_structured_names():
+    assert split_structured("default") == ("default", frozenset())
+    assert split_structured("default-phrase-standout") == ("default", frozenset({"phrase", "standout"}))
+    assert split_structured("bm25:k1=1.2") is None
+    assert split_structured("my-plugin") is None
+
+
+def test_removing_a_stage_removes_its_effect():
+    spec = QuerySpec(STORY, PHRASE_QUERY, dt.date(2030, 1, 12))
+    full = make_pipeline("default").run(spec).packet
+    without = make_pipeline("default-phrase").run(spec).packet
+    assert any("phrase_match" in item.labels for item in full.items)
+    assert not any("phrase_match" in item.labels for item in without.items)
+    ask = QuerySpec(STORY, "What did the captain decide?", dt.date(2030, 1, 12))
+    assert make_pipeline("default").run(ask).packet.decision == "ask"
+    assert make_pipeline("default-triage").run(ask).packet.decision == "retrieve"
+
+
+def test_a_setting_the_pipeline_does_not_use_is_refused():
+    check_settings("default", Settings(standout=2.0))
+    with pytest.raises(GardenError, match="pipeline bm25 has no stage that uses 'standout'"):
+        check_settings("bm25", Settings(standout=2.0))
+    with pytest.raises(GardenError, match="pipeline default-phrase has no stage that uses 'phrase_weight'"):
+        check_settings("default-phrase", Settings(phrase_weight=2.0))
+
+
+def test_the_command_line_refuses_standout_on_a_bare_pipeline(project, capsys):
+    code, out, err = run_cli(["query", "aurora-ridge", "gaming", "--pipeline", "bm25", "--standout", "2"], capsys)
+    assert code == 2 and out == ""
+    assert "has no stage that uses 'standout'" in err and len(err.strip().splitlines()) == 1
+
+
+def test_an_ablated_pipeline_runs_wherever_a_pipeline_name_goes(project, capsys):
+    code, out, _ = run_cli(["query", "aurora-ridge", PHRASE_QUERY, "--pipeline", "default-phrase", "--json"], capsys)
+    assert code == 0 and json.loads(out)["decision"] == "retrieve"
+    code, out, _ = run_cli(["run", "regression/named-phrase.yaml", "--pipeline", "default-phrase", "--json"], capsys)
+    assert code == 1 and json.loads(out)["results"][0]["passed"] is False, "phrase decides the named-phrase case"
+    code, out, _ = run_cli(["pipelines", "--json"], capsys)
+    assert "default-STAGE" in json.loads(out)["default"]
+
+
+def test_ablate_reports_the_cases_each_stage_decides(project, capsys):
+    picked = project / "picked"
+    picked.mkdir()
+    for name in ("named-phrase", "door-provenance"):
+        (project / "regression" / f"{name}.yaml").rename(picked / f"{name}.yaml")
+    code, out, err = run_cli(["ablate", "picked", "--stages", "phrase,provenance", "--json"], capsys)
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["judgments"] == "each case's expectations"
+    assert data["stages"]["phrase"]["decides"] == ["named-phrase"]
+    assert data["stages"]["provenance"]["decides"] == ["door-provenance"]
+    assert data["stages"]["phrase"]["metrics"]["AP"]["delta"] >= 0
+
+
+def test_ablate_through_the_api_is_a_table(project):
+    table = garden.ablate("regression/named-phrase.yaml", stages="phrase")
+    assert list(table.index) == ["phrase"]
+    assert table.loc["phrase", "decides"] == ["named-phrase"]
+    assert table.attrs["report"]["full"] == "default"
+
+
+def test_adding_a_stage_is_one_class_and_one_line():
+    class Silence(StageBase, name="silence"):
+        """Stops every query: the smallest stage that changes an answer."""
+
+        def run(self, ctx) -> None:
+            ctx.stop("skip", "the silence stage answers nothing")
+
+    pipeline = StructuredPipeline()
+    pipeline.stages = [*STAGES[:1], Silence(), *STAGES[1:]]  # the one line, here in a list of our own
+    packet = pipeline.run(QuerySpec(STORY, PHRASE_QUERY, dt.date(2030, 1, 12))).packet
+    assert (packet.decision, packet.items) == ("skip", [])
+    assert Silence.uses == () and Silence.essential is False
