@@ -194,6 +194,16 @@ def cmd_ablate(args) -> int:
     return 0
 
 
+def cmd_import(args) -> int:
+    from garden.formats.locomo import import_locomo
+
+    report = import_locomo(Path(args.path), Path(args.out))
+    for line in report.lines():
+        print(line)
+    print(f"{len(report.conversations)} conversations imported into {args.out}")
+    return 0
+
+
 def cmd_traces(args) -> int:
     from garden.derived.home import check_environment, parse_days
     from garden.evaluation.runner import retention_days
@@ -276,6 +286,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = _command(sub, "schemas", cmd_schemas, "write JSON Schema files for stories, cases, packets and traces")
     p.add_argument("--out", default="schemas", help="output folder (default schemas/)")
+
+    p = _command(sub, "import", cmd_import, "import a public dataset as garden stories and cases")
+    p.add_argument("kind", choices=["locomo"], help="the dataset's format: locomo (Maharana et al., ACL 2024)")
+    p.add_argument("path", help="a LoCoMo conversation file, a folder of them, or a locomo10.json")
+    p.add_argument("--out", default=".", help="project folder to write fixtures/ and cases/ into (default .)")
 
     p = _command(sub, "traces", cmd_traces, "delete trace files older than the retention window")
     p.add_argument("--keep-days", metavar="N", help="retention window in days, 0 to 36500 "
