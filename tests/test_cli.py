@@ -209,7 +209,7 @@ def test_console_script_reports_bad_input_without_traceback(tmp_path):
 def test_a_bad_retention_setting_is_a_clear_error(project, capsys, monkeypatch):
     import garden.evaluation.runner
 
-    monkeypatch.setattr(garden.evaluation.runner, "_pruned", False)
+    garden.evaluation.runner.PRUNE_TRACES.reset()
     monkeypatch.setenv("GARDEN_TRACE_DAYS", "two weeks")
     code, _, err = run_cli(["query", "aurora-ridge", "gaming", "--pipeline", "bm25"], capsys)
     assert code == 2 and "GARDEN_TRACE_DAYS" in err and "'two weeks'" in err

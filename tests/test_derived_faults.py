@@ -41,7 +41,7 @@ DEAD_PID = 99999999  # above any kernel's pid_max: no process has it
 @pytest.fixture(autouse=True)
 def fresh_process_state(monkeypatch):
     """Each test starts as a new process would: environment not yet checked, traces on."""
-    monkeypatch.setattr(garden.evaluation.runner, "_pruned", False)
+    garden.evaluation.runner.PRUNE_TRACES.reset()
     for name in ("GARDEN_TRACE", "GARDEN_TRACE_DAYS"):
         monkeypatch.delenv(name, raising=False)
 

@@ -11,14 +11,36 @@ from garden.text import shown
 from garden.formats.cases import LoadedCase, Query, check, check_build_error, load_case, spec_for
 from garden.errors import GardenError, StoryError
 from garden.models import Hints, Settings, TraceEvent
-from garden.derived.home import check_environment, retention_setting
+from garden.derived.home import check_environment, derived_dir, retention_setting
 from garden.pipelines import Outcome, check_pipeline, make_pipeline
 from garden.rerank.query import QuerySpec
 from garden.retrievers import registered
 from garden.formats.stories import load_story
 from garden.derived.traces import DEFAULT_RETENTION_DAYS, prune_traces, write_trace
 
-_pruned = False
+class PruneOnce:
+    """Old traces are pruned on a process's first trace write to each garden home: once is
+    enough, and a process that writes to two homes (a test suite, a notebook) prunes each.
+    Lives as long as the object; `reset()` forgets every home."""
+
+    def __init__(self):
+        self.homes: set[str] = set()
+
+    def __call__(self) -> None:
+        home = str(derived_dir())
+        if home in self.homes:
+            return
+        # the environment is checked before the first trace is written, so a bad setting
+        # stops the run at its first query, not after a pile of work
+        check_environment()
+        prune_traces(dt.date.today(), retention_days())
+        self.homes.add(home)
+
+    def reset(self) -> None:
+        self.homes.clear()
+
+
+PRUNE_TRACES = PruneOnce()
 
 
 def run_query(spec: QuerySpec, pipeline: str = "default", case: str | None = None, trace: bool = True,
@@ -31,13 +53,7 @@ def run_query(spec: QuerySpec, pipeline: str = "default", case: str | None = Non
 
 def record_trace(spec: QuerySpec, pipeline: str, outcome: Outcome, case: str | None,
                  case_path: str | None = None) -> None:
-    global _pruned
-    if not _pruned:
-        # the environment is checked before the first trace is written, so a bad setting
-        # stops the run at its first query, not after a pile of work
-        check_environment()
-        prune_traces(dt.date.today(), retention_days())
-        _pruned = True
+    PRUNE_TRACES()
     story_path = str(Path(spec.story_path).resolve()) if spec.story_path else None
     write_trace(TraceEvent(story=spec.story.story, story_path=story_path, query=spec.query,
                            as_of=spec.as_of, hints=spec.hints, budget=spec.budget,
