@@ -2,21 +2,28 @@
 
 The first run embeds the 11,429 abstracts (a minute or three on two cores) into the
 embedding cache under GARDEN_HOME, or the project's .garden/ when it is unset; later runs
-read them back and encode nothing.
+read them back and encode nothing. The structured pipelines share that one run: `default`
+and `default-phrase` add about a minute on two cores (the collection's story, a second bm25
+index and the phrase index, built once for both, then about a quarter of a second a query
+each), cold or warm: they read the embeddings the dense run has just cached.
 """
 import os
 from pathlib import Path
 
 import pytest
 
-from garden.formats.corpora import load_collection
+from garden.derived.indexes import IndexCache
+from garden.errors import GardenError
+from garden.formats.corpora import Collection, load_collection
 from garden.evaluation.compare import evaluate, run_collection
-from garden.retrievers import make_retriever
+from garden.pipelines.ranking import COLLECTION_AS_OF, Ranked, collection_story
+from garden.pipelines.structured import StructuredPipeline
+from garden.retrievers import Doc, make_retriever
 
 PROJECT = Path(__file__).resolve().parents[1]
 VASWANI = PROJECT.parent / "shared" / "data" / "vaswani"
 MEASURES = ("AP", "nDCG@10", "R@1000", "RR")
-PIPELINES = ("bm25", "bm25s", "dense", "hybrid")
+PIPELINES = ("bm25", "bm25s", "dense", "hybrid", "default", "default-phrase")
 
 pytestmark = pytest.mark.skipif(
     not (VASWANI / "corpus").is_dir(), reason=f"the Vaswani collection is not at {VASWANI}")
@@ -35,8 +42,13 @@ def vaswani():
 
 
 @pytest.fixture(scope="module")
-def figures(home, vaswani):
-    runs = run_collection(vaswani, PIPELINES, depth=1000)
+def runs(home, vaswani):
+    """The one run of the collection every figure below is read from."""
+    return run_collection(vaswani, PIPELINES, depth=1000)
+
+
+@pytest.fixture(scope="module")
+def figures(runs, vaswani):
     return evaluate(vaswani.qrels, runs.rankings, MEASURES).aggregates
 
 
@@ -76,3 +88,66 @@ def test_a_second_dense_index_encodes_nothing(figures, home, vaswani):
     retriever.index(vaswani.docs)
     assert retriever.encoded == 0
     assert retriever.matrix.shape == (11429, 384)
+
+
+# --- structured pipelines on a collection --------------------------------------------
+
+
+def test_default_does_no_worse_than_the_hybrid_it_stands_on(figures):
+    assert figures["default"]["AP"] >= figures["hybrid"]["AP"] - 1e-4
+    assert figures["default"]["AP"] >= 0.325
+    for metric in MEASURES:
+        assert figures["default"][metric] >= figures["hybrid"][metric] - 1e-4, metric
+
+
+def test_with_nothing_structured_default_ranks_exactly_as_hybrid(runs):
+    # the rule: only structural bonuses reorder, and Vaswani has no topics or entities
+    for name in ("default", "default-phrase"):
+        for qid, ranking in runs.rankings["hybrid"].items():
+            assert [d for d, _ in runs.rankings[name][qid]] == [d for d, _ in ranking], (name, qid)
+
+
+def test_a_pipeline_without_a_stage_is_accepted_on_a_collection(runs, figures):
+    assert set(runs.rankings["default-phrase"]) == set(runs.rankings["hybrid"])
+    assert figures["default-phrase"]["AP"] >= figures["hybrid"]["AP"] - 1e-4
+    assert runs.queries_per_s["default-phrase"] > 0
+
+
+def test_a_structured_name_is_checked_before_anything_is_indexed():
+    tiny = Collection("tiny", [Doc("1", "plasma")], {"1": "plasma"}, {"1": {"1": 1}})
+    with pytest.raises(GardenError, match="no stage named 'nosuch'"):
+        run_collection(tiny, ["dense", "default-nosuch"])
+    with pytest.raises(GardenError, match="retrieve stage is essential"):
+        run_collection(tiny, ["default-retrieve"])
+
+
+def test_a_collection_story_keeps_the_order_and_the_ties_and_maps_back():
+    docs = [Doc("9", "a"), Doc("10", "b"), Doc("FT-1", "c")]
+    story = collection_story("tiny", docs)
+    # the collection's order, as a bare retriever indexes it; ids that sort as the doc ids do
+    assert [story.doc_ids[r.id] for r in story.story.records] == ["9", "10", "FT-1"]
+    assert [story.doc_ids[rid] for rid in sorted(story.doc_ids)] == ["10", "9", "FT-1"]
+    assert {r.kind for r in story.story.records} == {"source"}
+    assert {story.doc_ids[r.id]: r.text for r in story.story.records} == {"9": "a", "10": "b", "FT-1": "c"}
+    assert story.spec("q", 50).settings.resolved().candidates == 50
+    assert story.spec("q", 50).as_of == COLLECTION_AS_OF
+
+
+def test_only_structural_bonuses_move_the_base_order():
+    ranked = Ranked(base={"a": 1.0, "b": 0.9, "c": 0.5}, relevance={"a": 0.2, "b": 0.9, "c": 1.4},
+                    bonus={"phrase": {"b": 1.0}, "structure": {"c": 0.6}}, live={"a", "b", "c", "x"})
+    assert [rid for rid, _ in ranked.ordered(10)] == ["c", "a", "b"]        # x has no evidence
+    assert [rid for rid, _ in ranked.ordered(10, moved_by=())] == ["a", "b", "c"]
+    assert [rid for rid, _ in ranked.ordered(10, moved_by=("structure", "phrase"))] == ["b", "c", "a"]
+    assert [rid for rid, _ in ranked.by_relevance(2)] == ["c", "b"]
+
+
+def test_triage_does_not_silence_a_collection_query():
+    docs = [Doc("1", "plasma is an ionized gas"), Doc("2", "dielectric constant of liquids")]
+    story = collection_story("tiny", docs)
+    pipeline = StructuredPipeline("default", "bm25", indexes=IndexCache())
+    query = "what does plasma mean"
+    assert pipeline.run(story.spec(query, 10)).packet.decision == "skip"  # a packet would be empty
+    ranked = pipeline.ranking(story.spec(query, 10), 10)
+    assert ranked.triage == "skip"
+    assert [story.doc_ids[rid] for rid, _ in ranked.ordered(10)] == ["1"]

@@ -93,6 +93,15 @@ class StructuredPipeline:
                 return Outcome(packet, ctx.trace, timings)
         return Outcome(self._packet(ctx), ctx.trace, timings)
 
+    def ranking(self, spec: QuerySpec, depth: int, base=None):
+        """The evidence for ranking a collection to `depth` rather than packing a packet:
+        the stages run up to the first one that only selects a packet, and `ordered` on the
+        result is the ranking (see garden/pipelines/ranking.py for the rule and for each way
+        it departs from `run`). `base`: the base retriever's ranking, when already made."""
+        from garden.pipelines.ranking import rank_query
+
+        return rank_query(self, spec, depth, base)
+
     @staticmethod
     def _packet(ctx: QueryContext) -> Packet:
         """Every candidate not packed gets its one reason; the packet and the trace's list."""
