@@ -29,7 +29,9 @@ from garden.rerank.phrase import TESTED_LISTED, PhraseIndex, phrase_credit, shin
 from garden.analyzer import word_runs
 from garden.retrievers import Doc
 from garden.retrievers.dense import MODEL_NAME, EmbeddingCache
-from garden.evaluation.runner import adhoc_spec, record_trace
+from garden.evaluation.runner import record_trace
+from garden.rerank.query import QuerySpec
+from garden.formats.stories import latest_date, load_story
 from garden.pipelines.structured import StructuredPipeline
 from garden.derived.traces import read_trace, read_trace_lines, trace_file, write_trace
 
@@ -255,7 +257,9 @@ def test_each_event_is_one_append_write_that_never_follows_a_link(tmp_path, monk
 def test_a_long_query_keeps_its_trace_line_bounded(project):
     words = [f"w{i}x" for i in range(3000)]                      # no record holds any of these
     text = "gaming console " + " ".join(words)
-    spec = adhoc_spec("aurora-ridge", text, None, 1200, Hints(), Settings())
+    story = load_story(project / "fixtures" / "aurora-ridge.yaml")
+    spec = QuerySpec(story, text, latest_date(story), 1200, Hints(), False, Settings(), [],
+                     str(project / "fixtures" / "aurora-ridge.yaml"))
     outcome = StructuredPipeline("default", "bm25").run(spec)
     phrase = outcome.stages["phrase"]
     total = len(shingles(word_runs(text)))

@@ -10,7 +10,7 @@ from garden.derived.indexes import PROCESS_INDEXES
 from garden.text import shown
 from garden.formats.cases import LoadedCase, Query, check, check_build_error, load_case, spec_for
 from garden.errors import GardenError, StoryError
-from garden.models import Hints, Settings, TraceEvent
+from garden.models import TraceEvent
 from garden.derived.home import check_environment, derived_dir, retention_setting
 from garden.pipelines import Outcome, check_pipeline, make_pipeline
 from garden.rerank.query import QuerySpec
@@ -292,14 +292,3 @@ def promote(case_path: str | Path, runs: int = PROMOTION_RUNS) -> tuple[Path, li
         raise GardenError(f"{path}: not promoted: {target} already exists")
     shutil.move(str(path), str(target))
     return target, results
-
-
-def adhoc_spec(story_name: str, text: str, as_of: dt.date | None, budget: int, hints: Hints,
-               settings: Settings, include_private: bool = False) -> QuerySpec:
-    """A one-off query; without `as_of`, the latest date the story mentions."""
-    from garden.formats.stories import latest_date, resolve_story_path
-
-    path = resolve_story_path(story_name)
-    story = load_story(path)
-    return QuerySpec(story, text, as_of or latest_date(story), budget, hints, include_private, settings, [],
-                     str(path))
