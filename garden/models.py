@@ -173,6 +173,9 @@ class Settings(Strict):
     view_fraction: float | None = Field(default=None, ge=0, le=1)
     min_share: float | None = Field(default=None, ge=0, le=1)
     semantic_floor: float | None = Field(default=None, ge=0, lt=1)
+    semantic_weight: float | None = Field(default=None, ge=0)
+    cited_share: float | None = Field(default=None, ge=0)
+    context_share: float | None = Field(default=None, ge=0, le=1)
 
     @field_validator("standout", mode="before")
     @classmethod
@@ -209,6 +212,10 @@ SETTING_DEFAULTS: dict[str, Any] = {
     "view_fraction": 0.5,   # a view restating the phrase gets this share
     "min_share": 0.2,       # under this share of the query's best an item is cut by rank
     "semantic_floor": 0.35,  # a MiniLM cosine at or below this is no evidence
+    # chosen by leave-one-conversation-out on LoCoMo (experiments/locomo_weights.py)
+    "semantic_weight": 0.5,  # what a semantic member's relevance counts beside a lexical one's
+    "cited_share": 1.0,     # share of a derived record's score each source it cites receives
+    "context_share": 0.5,   # share of its best neighbour's score a source record receives
 }
 DEFAULT_BUDGET = 1200       # packet budget in characters of item text
 
@@ -228,6 +235,9 @@ class Resolved:
     view_fraction: float
     min_share: float
     semantic_floor: float
+    semantic_weight: float
+    cited_share: float
+    context_share: float
 
 
 def check_standout(value: Any) -> float:

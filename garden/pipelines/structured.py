@@ -3,8 +3,8 @@
 It is a list of named stages (STAGES), each a small object with one method over a shared
 query context (garden/rerank/context.py), run in order:
 
-    triage -> retrieve -> structure -> phrase -> supersession -> session
-           -> standout -> lanes -> provenance -> pack -> packet + trace
+    triage -> retrieve -> structure -> cited -> neighbours -> phrase -> supersession
+           -> session -> standout -> lanes -> provenance -> pack -> packet + trace
 
 Scores: a candidate's rank score is its relevance (each lexical member's score as a
 fraction of the query's saturation ceiling, plus the embedding cosine above a floor,
@@ -24,8 +24,10 @@ from garden.derived.indexes import PROCESS_INDEXES, IndexCache
 from garden.models import Budget, Packet, Rejection
 from garden.pipelines.scoring import Outcome
 from garden.rerank.candidates import by_score
+from garden.rerank.cited import Cited
 from garden.rerank.context import QueryContext, Stage
 from garden.rerank.lanes import Lanes
+from garden.rerank.neighbours import Neighbours
 from garden.rerank.pack import Pack
 from garden.rerank.phrase import Phrase
 from garden.rerank.provenance import Provenance
@@ -43,6 +45,8 @@ STAGES: list[Stage] = [
     TriageStage(),
     Retrieve(),
     Structure(),
+    Cited(),
+    Neighbours(),
     Phrase(),
     Supersession(),
     Session(),

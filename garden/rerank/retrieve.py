@@ -3,7 +3,9 @@ anchors (a resolved topic or entity, an id it names), each through the gate.
 
 A candidate's rank score starts as its relevance: each lexical member's score on the
 query's content words as a fraction of the best score possible for them (the member's
-ceiling), plus each semantic member's cosine above `semantic_floor`, rescaled to [0, 1].
+ceiling), plus each semantic member's cosine above `semantic_floor`, rescaled to [0, 1]
+and weighed by `semantic_weight` (0.5: on LoCoMo the embedding member is the weaker
+evidence, and counting it in full lowers every figure; see the README, "LoCoMo").
 """
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from garden.rerank.context import QueryContext, StageBase
 from garden.retrievers import is_semantic, rank, relevance
 
 
-class Retrieve(StageBase, name="retrieve", uses=("candidates", "semantic_floor"), essential=True):
+class Retrieve(StageBase, name="retrieve", uses=("candidates", "semantic_floor", "semantic_weight"), essential=True):
     def run(self, ctx: QueryContext) -> None:
         spec, res, settings = ctx.spec, ctx.resolution, ctx.settings
         story, retriever = spec.story, ctx.retriever
@@ -32,7 +34,7 @@ class Retrieve(StageBase, name="retrieve", uses=("candidates", "semantic_floor")
             if rid in ctx.candidates:
                 continue
             c = Candidate(story.by_id[rid], {k: v.get(rid, 0.0) for k, v in members.items()})
-            c.score = total_relevance(normalized, parts, c)
+            c.score = total_relevance(normalized, parts, c, settings.semantic_weight)
             if c.score > 0 or rid in anchored:
                 ctx.candidates[rid] = c
                 if rid in explicit:
@@ -43,14 +45,16 @@ class Retrieve(StageBase, name="retrieve", uses=("candidates", "semantic_floor")
                 ctx.admit(story.by_id[rid], "retriever", certain=True)
 
 
-def total_relevance(normalized: dict[str, dict[str, float]], members: dict, c: Candidate) -> float:
-    """The sum over members of each one's normalized relevance for the candidate, each
-    member that counts named in `why`."""
+def total_relevance(normalized: dict[str, dict[str, float]], members: dict, c: Candidate,
+                    semantic_weight: float = 1.0) -> float:
+    """The sum over members of each one's normalized relevance for the candidate, a
+    semantic member's times `semantic_weight`, each member that counts named in `why`."""
     total = 0.0
     for name in c.scores:
         value = normalized.get(name, {}).get(c.id, 0.0)
+        semantic = is_semantic(members[name])
         if value > 0:
-            c.why.append(f"{name} cosine {c.scores[name]:.3f}" if is_semantic(members[name])
+            c.why.append(f"{name} cosine {c.scores[name]:.3f}" if semantic
                          else f"{name} {value:.3f} of the query's best possible match")
-        total += value
+        total += value * semantic_weight if semantic else value
     return total

@@ -1,13 +1,38 @@
 """The structure stage: a bonus for what the query resolved and the record carries.
 
 A resolved topic adds `topic` (decayed one hop out along `related`), a resolved entity adds
-`entity`; both label the item `structured_context`. Eligibility (scope, off-topic, time,
+`entity` times the entity's selectivity in the store, log(N / n) / log(N) for an entity
+that n of the store's N records carry (1 for an entity on one record, 0 for one on every
+record): an inverse document frequency (Sparck Jones 1972) for entities. A person who
+speaks half of a conversation says little about which of its turns a question wants, and
+an unscaled bonus let every turn of theirs outrank the turn that answers (LoCoMo: Success@5
+0.71 unscaled against 0.78 scaled; README, "LoCoMo"). Both label the item
+`structured_context`. Eligibility (scope, off-topic, time,
 privacy) is the gate's, not this stage's: removing this stage removes the bonus only.
 """
 from __future__ import annotations
 
 
+import math
+
+from garden.models import Story
 from garden.rerank.context import QueryContext, StageBase
+
+
+def entity_selectivity(story: Story) -> dict[str, float]:
+    """Entity id -> log(N / n) / log(N), N the story's records that are not control
+    records, n those carrying the entity; remembered on the story (it never changes)."""
+    cached = story.__dict__.get("_entity_selectivity")
+    if cached is None:
+        records = [r for r in story.records if r.kind != "control"]
+        counts: dict[str, int] = {}
+        for r in records:
+            for e in set(r.entities):
+                counts[e] = counts.get(e, 0) + 1
+        total = len(records)
+        cached = {e: (math.log(total / n) / math.log(total) if total > 1 else 1.0) for e, n in counts.items()}
+        story.__dict__["_entity_selectivity"] = cached
+    return cached
 
 
 class Structure(StageBase, name="structure", uses=("topic", "entity", "related_decay")):
@@ -24,5 +49,7 @@ class Structure(StageBase, name="structure", uses=("topic", "entity", "related_d
                 c.score += settings.topic * topic_hits[best]
                 c.label("structured_context", res.topic_why[best])
             if entity_hits:
-                c.score += settings.entity
-                c.label("structured_context", res.entities[entity_hits[0]])
+                selectivity = entity_selectivity(ctx.spec.story)
+                best = max(entity_hits, key=lambda e: (selectivity.get(e, 1.0), e))
+                c.score += settings.entity * selectivity.get(best, 1.0)
+                c.label("structured_context", res.entities[best])

@@ -1,0 +1,56 @@
+"""The cited stage: a derived note or view that matches passes its score to what it cites.
+
+An observation ("Caroline attended an LGBTQ support group") is written in the words a
+question uses, while the turn it was drawn from ("I went to a LGBTQ support group
+yesterday") may not be; a summary of a session says what the session was about. The
+derived record's `sources` are the garden's provenance links, and this stage follows
+them backwards: each record a live candidate cites receives
+
+    cited_share * score(derived) / len(sources) ** SPREAD
+
+(the largest such credit when several derived records cite it), and enters through the
+gate by the provenance door, on no certain route (scope and off-topic still apply to it).
+A derived record citing a whole session spreads its credit thin: SPREAD = 0.25 was chosen
+with `cited_share` by leave-one-conversation-out on LoCoMo (experiments/locomo_weights.py).
+The credit labels the source `provenance_supported`. Scores are read before any credit
+is given, so the order candidates are visited in changes nothing.
+"""
+from __future__ import annotations
+
+from garden.rerank.context import QueryContext, StageBase
+
+SPREAD = 0.25
+# A note or a view restates raw material in other words, so the record it cites is the
+# evidence; a state or a decision is the curated answer itself, its sources its support,
+# which the provenance stage packs behind it (crediting them would let a transcript
+# outrank the decision it led to).
+DERIVED_KINDS = ("note", "view")
+
+
+def citation_credit(score: float, cited: int, share: float) -> float:
+    """What each of `cited` sources receives from a derived record scoring `score`."""
+    return share * score / cited ** SPREAD if cited else 0.0
+
+
+class Cited(StageBase, name="cited", uses=("cited_share",)):
+    def run(self, ctx: QueryContext) -> None:
+        share = ctx.settings.cited_share
+        if share <= 0:
+            return
+        story = ctx.spec.story
+        credit: dict[str, tuple[float, str]] = {}
+        for c in sorted(ctx.candidates.values(), key=lambda c: c.id):
+            sources = [s for s in c.record.sources if s in story.by_id]
+            if c.reason is not None or c.score <= 0 or not sources or c.record.kind not in DERIVED_KINDS:
+                continue
+            given = citation_credit(c.score, len(sources), share)
+            for sid in sources:
+                if given > credit.get(sid, (0.0, ""))[0]:
+                    credit[sid] = (given, c.id)
+        for sid in sorted(credit):
+            given, by = credit[sid]
+            src = ctx.admit(story.by_id[sid], "provenance")
+            if src.reason is not None:
+                continue
+            src.score += given
+            src.label("provenance_supported", f"cited by {by}, which matches the query")

@@ -1,0 +1,63 @@
+"""The neighbours stage: a raw record next to a strong match shares in its score.
+
+In a conversation the turn that answers a question is often the reply to the turn that
+matches it ("What did you do last weekend?" / "We went camping."), and a chunk of a
+document is read with the chunks beside it. A record's neighbours are the records written
+next to it in the story, in the story's order, that are raw material of the same kind
+(`source` or `chunk`) with the same date and the same title: the turns of one session, the
+chunks of one document. Each such record receives
+
+    context_share * (the larger of its two neighbours' scores)
+
+and enters through the gate by the `neighbour` door, on no certain route. Scores are read
+before any credit is given (a match lends to its neighbours, never onward along the run).
+`context_share` was chosen by leave-one-conversation-out on LoCoMo
+(experiments/locomo_weights.py). The credit labels the record `structured_context`.
+"""
+from __future__ import annotations
+
+from garden.models import Story
+from garden.rerank.context import QueryContext, StageBase
+
+RAW_KINDS = ("source", "chunk")
+
+
+def neighbours(story: Story) -> dict[str, tuple[str, ...]]:
+    """Record id -> the ids of its neighbours (see the module docstring); remembered on
+    the story, which never changes."""
+    cached = story.__dict__.get("_neighbours")
+    if cached is None:
+        found: dict[str, list[str]] = {}
+        records = [r for r in story.records if r.kind != "control"]
+        for a, b in zip(records, records[1:]):
+            if a.kind in RAW_KINDS and a.kind == b.kind and a.at == b.at and a.title == b.title:
+                found.setdefault(a.id, []).append(b.id)
+                found.setdefault(b.id, []).append(a.id)
+        cached = {rid: tuple(ids) for rid, ids in found.items()}
+        story.__dict__["_neighbours"] = cached
+    return cached
+
+
+class Neighbours(StageBase, name="neighbours", uses=("context_share",)):
+    def run(self, ctx: QueryContext) -> None:
+        share = ctx.settings.context_share
+        if share <= 0:
+            return
+        story = ctx.spec.story
+        beside = neighbours(story)
+        if not beside:
+            return
+        lent: dict[str, tuple[float, str]] = {}
+        for c in sorted(ctx.candidates.values(), key=lambda c: c.id):
+            if c.reason is not None or c.score <= 0:
+                continue
+            for nid in beside.get(c.id, ()):
+                if c.score > lent.get(nid, (0.0, ""))[0]:
+                    lent[nid] = (c.score, c.id)
+        for nid in sorted(lent):
+            score, by = lent[nid]
+            n = ctx.admit(story.by_id[nid], "neighbour")
+            if n.reason is not None:
+                continue
+            n.score += share * score
+            n.label("structured_context", f"next to {by}, which matches the query")
