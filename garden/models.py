@@ -78,6 +78,7 @@ class Record(Strict):
     fidelity: Fidelity | None = None
     topics: list[str] = []
     entities: list[str] = []
+    speaker: str | None = None  # the entity who said or wrote it: its author, not its subject
     sources: list[str] = []
     related: list[str] = []
     project: str | None = None

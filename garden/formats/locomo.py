@@ -17,7 +17,11 @@ Mapping, per conversation:
 
 - each speaker is an entity (id a slug of the name, the name its alias);
 - each turn is a `source` record `d<session>.<turn>` dated by its session, its text
-  written with its speaker and, where a photo was shared, the photo's caption;
+  written with its speaker and, where a photo was shared, the photo's caption; its
+  `speaker` is the entity who said it. A turn has no `entities`: the gate reads them as
+  what a record is about, and a turn is said by a person, often about the other one (an
+  entity on each turn made every turn of the other speaker `off_topic` for a question
+  naming one of them);
 - each observation (a short fact generated from a session, citing turns) is a `note`
   of fidelity `summary` whose `sources` are the turns it cites;
 - each session summary is a `view` of its session, its `sources` the session's turns;
@@ -412,7 +416,7 @@ def build(conv: Conversation) -> Imported:
         if (turn.get("blip_caption") or "").strip():
             text += f" [shared a photo: {turn['blip_caption'].strip()}]"
         by_session[n].append({"id": rid, "kind": "source", "at": dates[n], "title": f"Session {n}, {stamps[n]}",
-                              "text": text, "entities": [entity_of[turn["speaker"]]]})
+                              "text": text, "speaker": entity_of[turn["speaker"]]})
         members[n].append(rid)
     result.turns = len(turns)
     counters: dict[tuple[int, str], int] = {}

@@ -146,6 +146,8 @@ def semantic_errors(story: Story, path: Path, known_ids: set[str] = frozenset())
             errors.append(f"{where}: field text: required for a {r.kind} record (value {shown(r.text)})")
         errors += _label_errors(where, "topics", r.topics, story.topics, topic_alias, "topic")
         errors += _label_errors(where, "entities", r.entities, story.entities, entity_alias, "entity")
+        if r.speaker is not None:
+            errors += _label_errors(where, "speaker", [r.speaker], story.entities, entity_alias, "entity")
         for field in ("sources", "related"):
             for ref in getattr(r, field):
                 if ref not in ids and ref not in known_ids:

@@ -1,0 +1,368 @@
+"""`garden compare` on LoCoMo: every pipeline ranks each question's conversation, judged by
+its evidence turns, at turn and at session level, by category, with the packet it serves.
+
+The conversations are read from a LoCoMo file or folder (either layout; see
+garden/formats/locomo.py, and cite LoCoMo: Maharana et al., ACL 2024, CC BY-NC 4.0) or from
+the output of `garden import locomo` (its `fixtures/locomo-*.yaml` and `cases/`). A
+question is judged when it has at least one evidence turn; its relevant documents are its
+evidence turns (ABOUT.md of the data: 1,425 such questions in the seven conversations).
+
+One rule turns every pipeline's ranking into a ranking of turns (`turn_ranking`): a turn
+stands for itself; a record citing turns (an observation, a session summary) stands, at
+its own position, for the turns it cites that are not ranked yet, in the order of the
+pipeline's own scores for them (a turn it did not score counts 0), ties in story order;
+anything else is left out. Session level: a session is ranked where its first turn is.
+
+Bare retrievers rank the whole story (turns, observations, summaries) as one batch; a
+structured pipeline runs its stages per question with `candidates` raised to the depth and
+ranks by the reranker's score (`Ranked.by_relevance`). The packet a user would get is the
+pipeline's own run at the default budget.
+"""
+from __future__ import annotations
+
+import json
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from garden.errors import GardenError
+from garden.evaluation.compare import ALPHA, PERMUTATIONS, CompareReport, compare_runs
+from garden.models import DEFAULT_BUDGET, Settings, Story
+
+TURN_MEASURES = ("Success@1", "Success@5", "Success@10", "R@5", "R@10", "nDCG@10")
+ALL_AT = 5            # the share of questions with every evidence turn in the top 5
+DEPTH = 100           # records a pipeline ranks per question; @10 is the deepest measure
+TURN_KIND = "source"
+CATEGORY = re.compile(r"category (\d+) \(([^)]*)\)")
+
+
+@dataclass
+class Question:
+    qid: str                 # <story>/<case id>
+    text: str
+    category: str            # "4 single-hop"
+    evidence: list[str]
+    as_of: object
+
+
+@dataclass
+class Conversation:
+    story: Story
+    questions: list[Question]
+
+    @property
+    def turns(self) -> list[str]:
+        return [r.id for r in self.story.records if r.kind == TURN_KIND]
+
+    def sessions(self) -> dict[str, str]:
+        """Turn id -> its session: the run of turns in story order sharing a date and title."""
+        out, key, n = {}, None, 0
+        for r in self.story.records:
+            if r.kind != TURN_KIND:
+                continue
+            if (r.at, r.title) != key:
+                key, n = (r.at, r.title), n + 1
+            out[r.id] = f"s{n}"
+        return out
+
+
+def _category(text: str | None) -> str:
+    m = CATEGORY.search(text or "")
+    return f"{m.group(1)} {m.group(2)}" if m else "uncategorized"
+
+
+def _questions(story: Story, cases: Sequence[dict]) -> list[Question]:
+    turns = {r.id for r in story.records if r.kind == TURN_KIND}
+    out = []
+    for case in cases:
+        evidence = [rid for rid in (case.get("expect") or {}).get("include", []) if rid in turns]
+        if evidence:
+            out.append(Question(f"{story.story}/{case['id']}", case["query"], _category(case.get("category")),
+                                evidence, case["as_of"]))
+    return out
+
+
+def is_locomo(path: Path) -> bool:
+    """A LoCoMo file, a folder of them, or the output of `garden import locomo`."""
+    if path.is_dir():
+        if any((path / "fixtures").glob("locomo-*.yaml")) and (path / "cases").is_dir():
+            return True
+        files = sorted(path.glob("*.json"))
+        return bool(files) and all(_looks_like_locomo(f) for f in files[:1])
+    return path.suffix == ".json" and _looks_like_locomo(path)
+
+
+def _looks_like_locomo(file: Path) -> bool:
+    with open(file, "rb") as fh:
+        head = fh.read(4096).decode("utf-8", "replace")
+    return '"speaker_a"' in head or '"sample_id"' in head or '"qa"' in head
+
+
+def load_conversations(path: str | Path) -> list[Conversation]:
+    """The conversations and judged questions under `path` (see the module docstring)."""
+    import datetime as dt
+
+    path = Path(path)
+    if path.is_dir() and (path / "fixtures").is_dir() and (path / "cases").is_dir():
+        return _load_imported(path)
+    from garden.formats.locomo import build, read_conversations
+
+    out = []
+    for conv in read_conversations(path):
+        imported = build(conv)
+        story = Story.model_validate(imported.story)
+        cases = [dict(c, as_of=dt.date.fromisoformat(str(c["as_of"]))) for c in imported.cases.values()]
+        out.append(Conversation(story, _questions(story, cases)))
+    return out
+
+
+def _load_imported(root: Path) -> list[Conversation]:
+    from garden.formats.stories import load_story
+    from garden.formats.yaml_reader import read_yaml
+
+    out = []
+    for file in sorted((root / "fixtures").glob("locomo-*.yaml")):
+        story = load_story(file)
+        cases = [read_yaml(f) for f in sorted((root / "cases" / file.stem).glob("*.yaml"))]
+        out.append(Conversation(story, _questions(story, [c for c in cases if isinstance(c, dict)])))
+    if not out:
+        raise GardenError(f"{root}: no fixtures/locomo-*.yaml to compare on")
+    return out
+
+
+# --- one rule from a ranking of records to a ranking of turns ---------------------------
+
+
+def turn_ranking(story: Story, ranking: Sequence[tuple[str, float]], depth: int = DEPTH) -> list[str]:
+    """The turns a ranking of records stands for, best first (see the module docstring)."""
+    scores = dict(ranking)
+    order = {r.id: i for i, r in enumerate(story.records)}
+    out: list[str] = []
+    placed: set[str] = set()
+    for rid, _ in ranking:
+        record = story.by_id.get(rid)
+        if record is None:
+            continue
+        if record.kind == TURN_KIND:
+            cited = [rid]
+        else:
+            cited = sorted((s for s in record.sources if s in story.by_id and story.by_id[s].kind == TURN_KIND),
+                           key=lambda s: (-scores.get(s, 0.0), order[s]))
+        for tid in cited:
+            if tid not in placed:
+                placed.add(tid)
+                out.append(tid)
+        if len(out) >= depth:
+            break
+    return out[:depth]
+
+
+def _as_run(ranked: Sequence[str]) -> list[tuple[str, float]]:
+    """Scores that keep the order (ir-measures sorts by score)."""
+    return [(doc, float(len(ranked) - i)) for i, doc in enumerate(ranked)]
+
+
+def _sessions_run(turns: Sequence[str], session_of: dict[str, str]) -> list[str]:
+    out: list[str] = []
+    for t in turns:
+        s = session_of[t]
+        if s not in out:
+            out.append(s)
+    return out
+
+
+# --- running the pipelines -------------------------------------------------------------
+
+
+@dataclass
+class PacketStats:
+    covered: float = 0.0      # mean share of evidence turns in the packet (itself, or cited by a packed item)
+    chars: float = 0.0        # mean characters used
+    items: float = 0.0        # mean items
+    decisions: dict[str, float] = field(default_factory=dict)  # share answered / asked / silent
+
+    def to_json(self) -> dict:
+        return {"evidence_covered": self.covered, "chars": self.chars, "items": self.items,
+                "decisions": self.decisions}
+
+
+def _rank_conversation(pipeline, conv: Conversation, depth: int) -> list[list[tuple[str, float]]]:
+    from garden.pipelines.structured import StructuredPipeline
+    from garden.rerank.query import QuerySpec
+    from garden.retrievers import as_retriever
+
+    if isinstance(pipeline, StructuredPipeline):
+        settings = Settings(candidates=depth)
+        return [pipeline.ranking(QuerySpec(conv.story, q.text, q.as_of, settings=settings), depth).by_relevance(depth)
+                for q in conv.questions]
+    retriever = as_retriever(pipeline.indexes.retriever(conv.story, pipeline.name))
+    return retriever.top_many([q.text for q in conv.questions], depth)
+
+
+def _prepare(pipeline, story: Story) -> None:
+    from garden.pipelines.ranking import prepare
+    from garden.pipelines.structured import StructuredPipeline
+
+    if isinstance(pipeline, StructuredPipeline):
+        prepare(pipeline, story)
+    else:
+        pipeline.indexes.retriever(story, pipeline.name)
+
+
+def _packets(pipeline, conv: Conversation, budget: int) -> list[tuple[float, int, int, str]]:
+    from garden.rerank.query import QuerySpec
+
+    out = []
+    for q in conv.questions:
+        packet = pipeline.run(QuerySpec(conv.story, q.text, q.as_of, budget=budget)).packet
+        shown: set[str] = set()
+        for item in packet.items:
+            shown.add(item.id)
+            shown.update(conv.story.by_id[item.id].sources)
+        covered = sum(1 for t in q.evidence if t in shown) / len(q.evidence)
+        out.append((covered, packet.budget.used, len(packet.items), packet.decision))
+    return out
+
+
+@dataclass
+class LocomoReport:
+    source: str
+    baseline: str
+    turn: CompareReport
+    session: CompareReport
+    by_category: dict[str, CompareReport]
+    all_at: dict[str, float]                       # pipeline -> share with every evidence turn in the top ALL_AT
+    all_at_by_category: dict[str, dict[str, float]]
+    packets: dict[str, PacketStats]
+    ms_per_query: dict[str, float]
+    conversations: int
+    questions: int
+
+    def to_json(self) -> dict:
+        def block(report: CompareReport) -> dict:
+            j = report.to_json()
+            return {"queries": j["queries"], "pipelines": j["pipelines"], "tests": j["tests"]}
+
+        return {
+            "source": self.source,
+            "judgments": "LoCoMo evidence turns (Maharana et al., ACL 2024; CC BY-NC 4.0): a question's "
+                         "relevant documents are its evidence turns; derived records stand for the turns they cite",
+            "conversations": self.conversations,
+            "questions": self.questions,
+            "baseline": self.baseline,
+            "measures": list(TURN_MEASURES),
+            "turn": {**block(self.turn), f"all_evidence@{ALL_AT}": self.all_at},
+            "session": block(self.session),
+            "by_category": {cat: {**block(rep), f"all_evidence@{ALL_AT}": self.all_at_by_category[cat]}
+                            for cat, rep in self.by_category.items()},
+            "packet": {name: stats.to_json() for name, stats in self.packets.items()},
+            "ms_per_query": self.ms_per_query,
+        }
+
+    def dumps(self) -> str:
+        return json.dumps(self.to_json(), indent=2)
+
+    def tables(self) -> list:
+        from rich.table import Table
+
+        out = []
+        for title, report in [("turn level", self.turn), ("session level", self.session)]:
+            table = report.table()
+            table.title = f"{self.source}, {title}: {self.questions} questions, baseline {self.baseline}"
+            out.append(table)
+        table = Table(title=f"Success@5 by category (all evidence in top {ALL_AT} in brackets)")
+        table.add_column("category")
+        names = list(self.turn.evaluation.aggregates)
+        for name in names:
+            table.add_column(name, justify="right")
+        for cat, report in self.by_category.items():
+            cells = []
+            for name in names:
+                test = report.tests.get(name, {}).get("Success@5")
+                mark = (" ▲" if test.delta > 0 else " ▼") if test is not None and test.significant else ""
+                cells.append(f"{report.evaluation.aggregates[name]['Success@5']:.3f}{mark} "
+                             f"({self.all_at_by_category[cat][name]:.3f})")
+            table.add_row(f"{cat} ({len(report.evaluation.qids)})", *cells)
+        out.append(table)
+        table = Table(title=f"The packet at the default budget ({DEFAULT_BUDGET} characters)")
+        for col in ("pipeline", "evidence covered", "chars", "items", "answered", "asked", "silent", "ms/query"):
+            table.add_column(col, justify="left" if col == "pipeline" else "right")
+        for name, stats in self.packets.items():
+            d = stats.decisions
+            table.add_row(name, f"{stats.covered:.3f}", f"{stats.chars:.0f}", f"{stats.items:.1f}",
+                          f"{d.get('retrieve', 0):.3f}", f"{d.get('ask', 0):.3f}", f"{d.get('skip', 0):.3f}",
+                          f"{self.ms_per_query.get(name, 0):.1f}")
+        out.append(table)
+        return out
+
+
+def compare_locomo(path: str | Path, pipelines: Sequence[str], baseline: str | None = None,
+                   depth: int = DEPTH, budget: int = DEFAULT_BUDGET, packets: bool = True,
+                   permutations: int = PERMUTATIONS, alpha: float = ALPHA) -> LocomoReport:
+    """Everything `garden compare` does on LoCoMo short of printing."""
+    from garden.pipelines import check_pipeline, make_pipeline
+
+    if not pipelines:
+        raise GardenError("no pipeline to compare")
+    for p in pipelines:
+        check_pipeline(p)
+    baseline = baseline or pipelines[0]
+    if baseline not in pipelines:
+        raise GardenError(f"baseline {baseline!r} is not among the pipelines: {', '.join(pipelines)}")
+    conversations = load_conversations(path)
+    questions = [q for c in conversations for q in c.questions]
+    if not questions:
+        raise GardenError(f"{path}: no question names an evidence turn: nothing to judge")
+    turn_runs: dict[str, dict] = {p: {} for p in pipelines}
+    session_runs: dict[str, dict] = {p: {} for p in pipelines}
+    stats: dict[str, PacketStats] = {}
+    ms: dict[str, float] = {}
+    for name in pipelines:
+        pipeline = make_pipeline(name)
+        elapsed, rows = 0.0, []
+        for conv in conversations:
+            _prepare(pipeline, conv.story)  # indexes built before the clock starts
+            start = time.perf_counter()
+            rankings = _rank_conversation(pipeline, conv, depth)
+            elapsed += time.perf_counter() - start
+            session_of = conv.sessions()
+            for q, ranking in zip(conv.questions, rankings):
+                turns = turn_ranking(conv.story, ranking, depth)
+                turn_runs[name][q.qid] = _as_run(turns)
+                session_runs[name][q.qid] = _as_run(_sessions_run(turns, session_of))
+            if packets:
+                rows += _packets(pipeline, conv, budget)
+        ms[name] = 1e3 * elapsed / len(questions)
+        if packets:
+            decisions = [r[3] for r in rows]
+            stats[name] = PacketStats(float(np.mean([r[0] for r in rows])), float(np.mean([r[1] for r in rows])),
+                                      float(np.mean([r[2] for r in rows])),
+                                      {d: decisions.count(d) / len(decisions) for d in ("retrieve", "ask", "skip")})
+    turn_qrels = {q.qid: {t: 1 for t in q.evidence} for q in questions}
+    session_qrels = {}
+    for conv in conversations:
+        session_of = conv.sessions()
+        for q in conv.questions:
+            session_qrels[q.qid] = {session_of[t]: 1 for t in q.evidence}
+    name = str(path)
+    turn = compare_runs(turn_qrels, turn_runs, baseline, TURN_MEASURES, name=name, permutations=permutations, alpha=alpha)
+    session = compare_runs(session_qrels, session_runs, baseline, TURN_MEASURES, name=name,
+                           permutations=permutations, alpha=alpha)
+    by_category, all_by_category = {}, {}
+    for cat in sorted({q.category for q in questions}):
+        qrels = {q.qid: turn_qrels[q.qid] for q in questions if q.category == cat}
+        by_category[cat] = compare_runs(qrels, turn_runs, baseline, TURN_MEASURES, name=f"{name} {cat}",
+                                        permutations=permutations, alpha=alpha)
+        all_by_category[cat] = _all_evidence(by_category[cat])
+    return LocomoReport(name, baseline, turn, session, by_category, _all_evidence(turn), all_by_category, stats, ms,
+                        len(conversations), len(questions))
+
+
+def _all_evidence(report: CompareReport) -> dict[str, float]:
+    """Share of questions whose every evidence turn is in the top ALL_AT: R@5 = 1."""
+    ev = report.evaluation
+    return {p: float(np.mean(ev.values(p, f"R@{ALL_AT}") >= 1 - 1e-9)) for p in ev.per_query}
