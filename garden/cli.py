@@ -268,7 +268,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = _command(sub, "compare", cmd_compare, "replay the same queries under several pipelines, side by side",
                  json="print JSON")
-    p.add_argument("source", help="a collection folder (TREC or BEIR), a case file or folder, or a trace file")
+    p.add_argument("source", help="a collection folder (TREC or BEIR), a case file or folder, a trace file, "
+                                  "or LoCoMo (a file, a folder of them, or `garden import locomo` output)")
     p.add_argument("--pipelines", required=True, help="comma-separated pipeline names")
     p.add_argument("--baseline", help="pipeline the others are tested against (default: the first)")
     p.add_argument("--metrics", help="comma-separated ir-measures names (default AP,nDCG@10,R@1000,RR,P@10)")

@@ -33,6 +33,7 @@ LABELS = (
     "checkpoint_passed",
     "conflicting_or_superseded",
     "derived_view",
+    "premise_mismatch",  # the best evidence belongs to another person than the one the question names
 )
 REASONS = (
     "superseded_state",
@@ -176,7 +177,9 @@ class Settings(Strict):
     semantic_floor: float | None = Field(default=None, ge=0, lt=1)
     semantic_weight: float | None = Field(default=None, ge=0)
     cited_share: float | None = Field(default=None, ge=0)
+    cited_spread: float | None = Field(default=None, ge=0, le=1)
     context_share: float | None = Field(default=None, ge=0, le=1)
+    premise_ratio: float | None = Field(default=None, ge=1)
 
     @field_validator("standout", mode="before")
     @classmethod
@@ -216,7 +219,9 @@ SETTING_DEFAULTS: dict[str, Any] = {
     # chosen by leave-one-conversation-out on LoCoMo (experiments/locomo_weights.py)
     "semantic_weight": 0.5,  # what a semantic member's relevance counts beside a lexical one's
     "cited_share": 1.0,     # share of a derived record's score each source it cites receives
+    "cited_spread": 0.25,   # ... divided by (sources cited) ** cited_spread
     "context_share": 0.5,   # share of its best neighbour's score a source record receives
+    "premise_ratio": 1.6,   # another person's best evidence this many times the named one's: a premise warning
 }
 DEFAULT_BUDGET = 1200       # packet budget in characters of item text
 
@@ -238,7 +243,9 @@ class Resolved:
     semantic_floor: float
     semantic_weight: float
     cited_share: float
+    cited_spread: float
     context_share: float
+    premise_ratio: float
 
 
 def check_standout(value: Any) -> float:
@@ -368,6 +375,7 @@ class PacketItem(BaseModel):
     score: float
     why: list[str]
     text: str
+    at: dt.date | None = None  # the record's date: a "when" question is answered from the packet alone
     superseded_by: str | None = None
 
 

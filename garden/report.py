@@ -15,10 +15,10 @@ def show_packet(packet: Packet, pipeline: str) -> None:
     for w in packet.warnings:
         console.print(f"[yellow]warning:[/yellow] {w}")
     table = Table(title=f"packet ({pipeline})", show_lines=False)
-    for col in ("#", "id", "kind", "fidelity", "labels", "score", "why"):
+    for col in ("#", "id", "date", "kind", "fidelity", "labels", "score", "why"):
         table.add_column(col, overflow="fold")
     for n, item in enumerate(packet.items, 1):
-        table.add_row(str(n), item.id, item.kind, item.fidelity, ", ".join(item.labels),
+        table.add_row(str(n), item.id, str(item.at or ""), item.kind, item.fidelity, ", ".join(item.labels),
                       f"{item.score:.3f}", "; ".join(item.why))
     if packet.items:
         console.print(table)

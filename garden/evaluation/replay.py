@@ -171,13 +171,23 @@ def compare_source(source: str, pipelines: list[str], baseline: str | None = Non
                    plot: str | None = None, metrics: str | None = None):
     if not pipelines:
         raise GardenError("--pipelines names no pipeline")
+    from garden.evaluation.locomo import FUSION_NAME, compare_locomo, is_locomo
+
     for p in pipelines:
-        check_pipeline(p)
+        if p != FUSION_NAME:  # a LoCoMo reference, checked below
+            check_pipeline(p)
     if baseline is not None and baseline not in pipelines:
         raise GardenError(f"baseline {baseline!r} is not among the pipelines: {', '.join(pipelines)}")
     path = Path(source)
     if not path.exists():
         raise GardenError(f"{source}: no such collection folder, case file or trace file")
+    if is_locomo(path):
+        if metrics or plot or trec_dir:
+            raise GardenError(f"{source}: a LoCoMo comparison reports its fixed measures "
+                              "(--metrics, --plot and --trec-dir apply to collections, cases and traces)")
+        return compare_locomo(path, pipelines, baseline)
+    if FUSION_NAME in pipelines:
+        raise GardenError(f"pipeline {FUSION_NAME!r} is a reference for LoCoMo only: {source} is not LoCoMo")
     if is_collection(path):
         measures = [m.strip() for m in metrics.split(",")] if metrics else None
         kwargs = {"measures": measures} if measures else {}

@@ -62,7 +62,7 @@ from garden.rerank.resolve import resolve
 from garden.retrievers import Doc, as_retriever, rank
 
 COLLECTION_AS_OF = dt.date.max
-PACKET_STAGES = frozenset({"standout", "lanes", "provenance", "pack"})
+PACKET_STAGES = frozenset({"standout", "lanes", "provenance", "pack", "premise"})
 MOVED_BY = ("structure",)
 
 Ranking = list[tuple[str, float]]  # (id, score), best first

@@ -4,7 +4,7 @@ It is a list of named stages (STAGES), each a small object with one method over 
 query context (garden/rerank/context.py), run in order:
 
     triage -> retrieve -> structure -> cited -> neighbours -> phrase -> supersession
-           -> session -> standout -> lanes -> provenance -> pack -> packet + trace
+           -> session -> standout -> lanes -> provenance -> pack -> premise -> packet + trace
 
 Scores: a candidate's rank score is its relevance (each lexical member's score as a
 fraction of the query's saturation ceiling, plus the embedding cosine above a floor,
@@ -30,6 +30,7 @@ from garden.rerank.lanes import Lanes
 from garden.rerank.neighbours import Neighbours
 from garden.rerank.pack import Pack
 from garden.rerank.phrase import Phrase
+from garden.rerank.premise import Premise
 from garden.rerank.provenance import Provenance
 from garden.rerank.query import QuerySpec
 from garden.rerank.resolve import resolve
@@ -54,6 +55,7 @@ STAGES: list[Stage] = [
     Lanes(),
     Provenance(),
     Pack(),
+    Premise(),
 ]
 STRONG_LABELS = {"structured_context", "phrase_match", "provenance_supported"}
 

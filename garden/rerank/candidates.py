@@ -43,7 +43,7 @@ class Candidate:
     def item(self) -> PacketItem:
         r = self.record
         return PacketItem(id=r.id, kind=r.kind, fidelity=r.effective_fidelity, labels=list(self.labels),
-                          score=round(self.score, 6), why=list(self.why), text=r.body,
+                          score=round(self.score, 6), why=list(self.why), text=r.body, at=r.at,
                           superseded_by=r.superseded_by if "conflicting_or_superseded" in self.labels else None)
 
 

@@ -6,12 +6,13 @@ yesterday") may not be; a summary of a session says what the session was about. 
 derived record's `sources` are the garden's provenance links, and this stage follows
 them backwards: each record a live candidate cites receives
 
-    cited_share * score(derived) / len(sources) ** SPREAD
+    cited_share * score(derived) / len(sources) ** cited_spread
 
 (the largest such credit when several derived records cite it), and enters through the
 gate by the provenance door, on no certain route (scope and off-topic still apply to it).
-A derived record citing a whole session spreads its credit thin: SPREAD = 0.25 was chosen
-with `cited_share` by leave-one-conversation-out on LoCoMo (experiments/locomo_weights.py).
+A derived record citing a whole session spreads its credit thin. `cited_share` and
+`cited_spread` were chosen by leave-one-conversation-out on LoCoMo
+(experiments/locomo_weights.py).
 The credit labels the source `provenance_supported`. Scores are read before any credit
 is given, so the order candidates are visited in changes nothing.
 """
@@ -19,7 +20,6 @@ from __future__ import annotations
 
 from garden.rerank.context import QueryContext, StageBase
 
-SPREAD = 0.25
 # A note or a view restates raw material in other words, so the record it cites is the
 # evidence; a state or a decision is the curated answer itself, its sources its support,
 # which the provenance stage packs behind it (crediting them would let a transcript
@@ -27,14 +27,14 @@ SPREAD = 0.25
 DERIVED_KINDS = ("note", "view")
 
 
-def citation_credit(score: float, cited: int, share: float) -> float:
+def citation_credit(score: float, cited: int, share: float, spread: float) -> float:
     """What each of `cited` sources receives from a derived record scoring `score`."""
-    return share * score / cited ** SPREAD if cited else 0.0
+    return share * score / cited ** spread if cited else 0.0
 
 
-class Cited(StageBase, name="cited", uses=("cited_share",)):
+class Cited(StageBase, name="cited", uses=("cited_share", "cited_spread")):
     def run(self, ctx: QueryContext) -> None:
-        share = ctx.settings.cited_share
+        share, spread = ctx.settings.cited_share, ctx.settings.cited_spread
         if share <= 0:
             return
         story = ctx.spec.story
@@ -43,7 +43,7 @@ class Cited(StageBase, name="cited", uses=("cited_share",)):
             sources = [s for s in c.record.sources if s in story.by_id]
             if c.reason is not None or c.score <= 0 or not sources or c.record.kind not in DERIVED_KINDS:
                 continue
-            given = citation_credit(c.score, len(sources), share)
+            given = citation_credit(c.score, len(sources), share, spread)
             for sid in sources:
                 if given > credit.get(sid, (0.0, ""))[0]:
                     credit[sid] = (given, c.id)
