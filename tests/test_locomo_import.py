@@ -116,7 +116,7 @@ def test_quirks_are_repaired_or_dropped_and_counted(home, capsys):
         "d2.1", "d2.2", "obs.s2.ada-quill.1", "summary.s2"]
     photo = records["d1.2"]
     assert photo["text"] == "Bo: Look at mine! [shared a photo: a photo of a greenhouse full of peppers]"
-    assert photo["kind"] == "source" and photo["entities"] == ["bo"]
+    assert photo["kind"] == "source" and photo["speaker"] == "bo" and "entities" not in photo
     assert photo["at"] == dt.date(2023, 5, 8) and "1:56 pm" in photo["title"]
     assert records["d2.2"]["at"] == dt.date(2023, 6, 30) and "10:05 am" in records["d2.2"]["title"]
     # an observation's evidence as a string, as a list, and as two ids in one string

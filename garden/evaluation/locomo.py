@@ -20,6 +20,7 @@ pipeline's own run at the default budget.
 """
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
 import time
@@ -38,6 +39,9 @@ TURN_MEASURES = ("Success@1", "Success@5", "Success@10", "R@5", "R@10", "nDCG@10
 ALL_AT = 5            # the share of questions with every evidence turn in the top 5
 DEPTH = 100           # records a pipeline ranks per question; @10 is the deepest measure
 TURN_KIND = "source"
+# what a user got: items (answered), a question back (asked), or nothing (silent: a skip,
+# or a retrieval where nothing stood out)
+DECISIONS = ("answered", "asked", "silent")
 CATEGORY = re.compile(r"category (\d+) \(([^)]*)\)")
 
 
@@ -83,30 +87,23 @@ def _questions(story: Story, cases: Sequence[dict]) -> list[Question]:
         evidence = [rid for rid in (case.get("expect") or {}).get("include", []) if rid in turns]
         if evidence:
             out.append(Question(f"{story.story}/{case['id']}", case["query"], _category(case.get("category")),
-                                evidence, case["as_of"]))
+                                evidence, dt.date.fromisoformat(str(case["as_of"]))))
     return out
 
 
 def is_locomo(path: Path) -> bool:
-    """A LoCoMo file, a folder of them, or the output of `garden import locomo`."""
+    """A LoCoMo file (`.json`: collections are folders, traces `.jsonl`, cases `.yaml`), a
+    folder holding `.json` files, or the output of `garden import locomo`. Whether the JSON
+    is really LoCoMo is the reader's to say, with a located line."""
     if path.is_dir():
         if any((path / "fixtures").glob("locomo-*.yaml")) and (path / "cases").is_dir():
             return True
-        files = sorted(path.glob("*.json"))
-        return bool(files) and all(_looks_like_locomo(f) for f in files[:1])
-    return path.suffix == ".json" and _looks_like_locomo(path)
-
-
-def _looks_like_locomo(file: Path) -> bool:
-    with open(file, "rb") as fh:
-        head = fh.read(4096).decode("utf-8", "replace")
-    return '"speaker_a"' in head or '"sample_id"' in head or '"qa"' in head
+        return any(p.is_file() for p in path.glob("*.json"))
+    return path.suffix == ".json"
 
 
 def load_conversations(path: str | Path) -> list[Conversation]:
     """The conversations and judged questions under `path` (see the module docstring)."""
-    import datetime as dt
-
     path = Path(path)
     if path.is_dir() and (path / "fixtures").is_dir() and (path / "cases").is_dir():
         return _load_imported(path)
@@ -116,8 +113,7 @@ def load_conversations(path: str | Path) -> list[Conversation]:
     for conv in read_conversations(path):
         imported = build(conv)
         story = Story.model_validate(imported.story)
-        cases = [dict(c, as_of=dt.date.fromisoformat(str(c["as_of"]))) for c in imported.cases.values()]
-        out.append(Conversation(story, _questions(story, cases)))
+        out.append(Conversation(story, _questions(story, list(imported.cases.values()))))
     return out
 
 
@@ -184,7 +180,7 @@ class PacketStats:
     covered: float = 0.0      # mean share of evidence turns in the packet (itself, or cited by a packed item)
     chars: float = 0.0        # mean characters used
     items: float = 0.0        # mean items
-    decisions: dict[str, float] = field(default_factory=dict)  # share answered / asked / silent
+    decisions: dict[str, float] = field(default_factory=dict)  # share answered / asked / silent (see DECISIONS)
     premise_flagged: dict[str, float] = field(default_factory=dict)  # category -> share with a premise warning
 
     def to_json(self) -> dict:
@@ -233,7 +229,8 @@ def _packets(pipeline, conv: Conversation, budget: int) -> list[tuple[float, int
             shown.update(conv.story.by_id[item.id].sources)
         covered = sum(1 for t in q.evidence if t in shown) / len(q.evidence)
         flagged = any(PREMISE_LABEL in item.labels for item in packet.items)
-        out.append((covered, packet.budget.used, len(packet.items), packet.decision, q.category, flagged))
+        outcome = "asked" if packet.decision == "ask" else "answered" if packet.items else "silent"
+        out.append((covered, packet.budget.used, len(packet.items), outcome, q.category, flagged))
     return out
 
 
@@ -305,12 +302,12 @@ class LocomoReport:
             table.add_row(f"{cat} ({len(report.evaluation.qids)})", *cells)
         out.append(table)
         table = Table(title=f"The packet at the default budget ({DEFAULT_BUDGET} characters)")
-        for col in ("pipeline", "evidence covered", "chars", "items", "answered", "asked", "silent", "ms/query"):
+        for col in ("pipeline", "evidence covered", "chars", "items", *DECISIONS, "ms/query"):
             table.add_column(col, justify="left" if col == "pipeline" else "right")
         for name, stats in self.packets.items():
             d = stats.decisions
             table.add_row(name, f"{stats.covered:.3f}", f"{stats.chars:.0f}", f"{stats.items:.1f}",
-                          f"{d.get('retrieve', 0):.3f}", f"{d.get('ask', 0):.3f}", f"{d.get('skip', 0):.3f}",
+                          *(f"{d.get(k, 0):.3f}" for k in DECISIONS),
                           f"{self.ms_per_query.get(name, 0):.1f}")
         out.append(table)
         return out
@@ -358,7 +355,7 @@ def compare_locomo(path: str | Path, pipelines: Sequence[str], baseline: str | N
             decisions = [r[3] for r in rows]
             stats[name] = PacketStats(float(np.mean([r[0] for r in rows])), float(np.mean([r[1] for r in rows])),
                                       float(np.mean([r[2] for r in rows])),
-                                      {d: decisions.count(d) / len(decisions) for d in ("retrieve", "ask", "skip")},
+                                      {d: decisions.count(d) / len(decisions) for d in DECISIONS},
                                       _flag_rates(rows))
     turn_qrels = {q.qid: {t: 1 for t in q.evidence} for q in questions}
     session_qrels = {}

@@ -1,0 +1,207 @@
+"""`garden compare` on LoCoMo (Maharana et al., ACL 2024; data CC BY-NC 4.0): the rule from
+records to turns, both input layouts, bad input, and `default`'s significant lead on the
+seven conversations of ../shared/data/locomo (read there, never copied).
+
+The judgments are LoCoMo's evidence turns, never a pipeline's own output. The figures
+asserted below are those the README reports; they are compared with a tolerance of 0.005,
+since a dense score from another BLAS kernel can swap two near-equal turns.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from garden.cli import main
+from garden.errors import GardenError
+from garden.evaluation.compare import significance
+from garden.evaluation.locomo import compare_locomo, is_locomo, load_conversations, turn_ranking
+from garden.formats.locomo import import_locomo
+from garden.models import Settings, Story
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo"
+needs_data = pytest.mark.skipif(not (DATA / "conv-30.json").is_file(),
+                                reason=f"the LoCoMo data is not at {DATA} (read-only shared data, not shipped)")
+TOLERANCE = 0.005
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("GARDEN_HOME", str(tmp_path / ".garden"))
+    monkeypatch.setenv("GARDEN_TRACE", "0")
+    return tmp_path
+
+
+def conversation() -> dict:
+    """A fictional two-session conversation about a lighthouse keeper and a baker."""
+    return {
+        "speaker_a": "Ilse",
+        "speaker_b": "Tomas",
+        "session_1_date_time": "9:10 am on 3 March, 2024",
+        "session_1": [
+            {"speaker": "Ilse", "dia_id": "D1:1", "text": "The lamp on the north tower cracked last night."},
+            {"speaker": "Tomas", "dia_id": "D1:2", "text": "Did you climb up to fix it?"},
+            {"speaker": "Ilse", "dia_id": "D1:3", "text": "Yes, I replaced the glass before dawn."},
+            {"speaker": "Tomas", "dia_id": "D1:4", "text": "I baked rye loaves for the harbour market."},
+        ],
+        "session_1_observation": {
+            "Ilse": [["Ilse replaced the cracked lamp glass on the north tower.", ["D1:1", "D1:3"]]],
+            "Tomas": [["Tomas baked rye loaves for the harbour market.", "D1:4"]],
+        },
+        "session_1_summary": "Ilse mended the north tower lamp; Tomas baked rye for the market.",
+        "session_2_date_time": "4:00 pm on 20 April, 2024",
+        "session_2": [
+            {"speaker": "Tomas", "dia_id": "D2:1", "text": "The market sold out of rye by noon."},
+            {"speaker": "Ilse", "dia_id": "D2:2", "text": "A storm knocked the weather vane off the tower."},
+        ],
+        "session_2_observation": {"Ilse": [["A storm knocked the weather vane off Ilse's tower.", "D2:2"]]},
+        "session_2_summary": "Tomas sold out of rye; a storm took Ilse's weather vane.",
+        "qa": [
+            {"question": "When did Ilse replace the lamp glass?", "answer": "3 March 2024",
+             "evidence": ["D1:3"], "category": 2},
+            {"question": "What did Tomas bake for the market?", "answer": "rye", "evidence": ["D1:4", "D2:1"],
+             "category": 4},
+            {"question": "What did the storm knock off?", "answer": "the vane", "evidence": ["D2:2"], "category": 1},
+            {"question": "When did Tomas replace the lamp glass?", "adversarial_answer": "3 March",
+             "evidence": ["D1:3"], "category": 5},
+            {"question": "Who is unjudged?", "answer": "x", "evidence": ["D9:9"], "category": 3},
+        ],
+    }
+
+
+def write(path: Path, data) -> Path:
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return path
+
+
+# --- the rule ------------------------------------------------------------------------------
+
+
+def story_with_notes() -> Story:
+    return Story.model_validate({"story": "s", "project": "p", "records": [
+        {"id": "t1", "kind": "source", "text": "a"}, {"id": "t2", "kind": "source", "text": "b"},
+        {"id": "t3", "kind": "source", "text": "c"},
+        {"id": "n1", "kind": "note", "text": "n", "sources": ["t1", "t3"]},
+        {"id": "v1", "kind": "view", "text": "v", "sources": ["t1", "t2", "t3"]},
+        {"id": "x1", "kind": "decision", "text": "d"},
+    ]})
+
+
+def test_a_derived_record_stands_for_its_turns_in_the_pipelines_own_order():
+    story = story_with_notes()
+    # n1 first: its turns t1 and t3, t3 first because the pipeline scored it higher
+    assert turn_ranking(story, [("n1", 5.0), ("t3", 2.0), ("t1", 1.0)]) == ["t3", "t1"]
+    # turns it did not score count 0 and follow in story order; placed turns are not repeated
+    assert turn_ranking(story, [("t2", 3.0), ("v1", 2.0)]) == ["t2", "t1", "t3"]
+    # a record citing nothing is left out; the depth cuts
+    assert turn_ranking(story, [("x1", 9.0), ("v1", 1.0)], depth=2) == ["t1", "t2"]
+
+
+# --- both layouts, the imported output, and bad input -----------------------------------------
+
+
+def test_a_file_the_released_layout_and_imported_output_compare_alike(home):
+    single = write(home / "conv-1.json", conversation())
+    released = write(home / "locomo10.json", [{
+        "sample_id": "conv-1",
+        "conversation": {k: v for k, v in conversation().items() if k.startswith(("speaker", "session_"))
+                         and not k.endswith(("_observation", "_summary"))},
+        "qa": conversation()["qa"],
+        "observation": {k: v for k, v in conversation().items() if k.endswith("_observation")},
+        "session_summary": {k: v for k, v in conversation().items() if k.endswith("_summary")},
+    }])
+    import_locomo(single, home / "imported")
+    assert is_locomo(single) and is_locomo(released) and is_locomo(home / "imported")
+    reports = [compare_locomo(p, ["bm25s", "default"], "bm25s", permutations=200).to_json()
+               for p in (single, released, home / "imported")]
+    for report in reports:
+        assert report["questions"] == 4  # the question whose only evidence names no turn is unjudged
+        assert set(report["by_category"]) == {"1 multi-hop", "2 temporal", "4 single-hop", "5 adversarial"}
+        for level in ("turn", "session"):
+            assert set(report[level]["pipelines"]["default"]) >= {"Success@1", "Success@5", "R@10", "nDCG@10"}
+    strip = [{k: v for k, v in r.items() if k not in ("source", "ms_per_query")} for r in reports]
+    for r in strip:
+        for level in ("turn",):
+            for values in r[level]["pipelines"].values():
+                values.pop("queries_per_s", None)
+    assert strip[0] == strip[1] == strip[2]
+
+
+def test_the_packet_carries_dates_and_the_premise_warning(home):
+    from garden.rerank.query import QuerySpec
+    from garden.pipelines import make_pipeline
+
+    conv = load_conversations(write(home / "conv-1.json", conversation()))[0]
+    pipeline = make_pipeline("default")
+    adversarial = next(q for q in conv.questions if q.category.startswith("5"))
+    packet = pipeline.run(QuerySpec(conv.story, adversarial.text, adversarial.as_of)).packet
+    assert any(w.startswith("premise: the question names Tomas") and "Ilse" in w for w in packet.warnings)
+    ordinary = next(q for q in conv.questions if q.category.startswith("2"))
+    # the standout cutoff off: the subject here is what a packed item carries, not whether
+    # something stands out in a four-turn session
+    packet = pipeline.run(QuerySpec(conv.story, ordinary.text, ordinary.as_of, settings=Settings(standout=1))).packet
+    assert not any(w.startswith("premise") for w in packet.warnings)
+    assert packet.items and all(item.at is not None for item in packet.items)
+    assert {str(item.at) for item in packet.items} <= {"2024-03-03", "2024-04-20"}
+
+
+def test_compare_cli_prints_every_block_as_json(home, capsys):
+    source = write(home / "conv-1.json", conversation())
+    assert main(["compare", str(source), "--pipelines", "bm25s,default", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["baseline"] == "bm25s" and "LoCoMo evidence turns" in report["judgments"]
+    assert set(report["packet"]["default"]) == {"evidence_covered", "chars", "items", "decisions", "premise_flagged"}
+    assert report["turn"]["tests"]["vs_baseline"]["default"]["nDCG@10"]["p_adjusted"] <= 1
+
+
+@pytest.mark.parametrize("content, needle", [
+    ("{not json", "not JSON"),
+    (json.dumps({"speaker_a": "Ilse", "qa": []}), "speaker_b"),
+])
+def test_bad_locomo_input_is_one_located_line_and_exit_2(home, capsys, content, needle):
+    bad = home / "conv-9.json"
+    bad.write_text(content)
+    assert main(["compare", str(bad), "--pipelines", "bm25s"]) == 2
+    err = capsys.readouterr().err
+    assert str(bad) in err and needle in err
+
+
+def test_the_reference_fusion_is_refused_outside_locomo(home):
+    with pytest.raises(GardenError, match="LoCoMo only"):
+        from garden.evaluation.replay import compare_source
+
+        compare_source(str(Path(__file__).resolve().parents[1] / "regression"), ["locomo-fusion"])
+
+
+# --- the seven conversations ----------------------------------------------------------------
+
+
+@needs_data
+def test_default_leads_bm25s_and_the_five_list_fusion_significantly(tmp_path, monkeypatch):
+    """The README's LoCoMo table: `default` beats the best bare retriever (bm25s over the
+    whole story) and the five-list fusion of ABOUT.md on nDCG@10 and Success@5, p < 0.05
+    after Holm's correction, on 1,426 questions judged by their evidence turns."""
+    monkeypatch.setenv("GARDEN_TRACE", "0")
+    full = compare_locomo(DATA, ["bm25s", "locomo-fusion", "default"], "bm25s", packets=False)
+    report = full.to_json()
+    # ABOUT.md counts 1,425: one question's only usable evidence is in a repaired id ("D8:6; D9:17")
+    assert report["conversations"] == 7 and report["questions"] == 1426
+    turn = report["turn"]["pipelines"]
+    # the fusion reproduces ABOUT.md's figures (0.429, 0.661, 0.552)
+    assert turn["locomo-fusion"]["Success@1"] == pytest.approx(0.429, abs=0.01)
+    assert turn["locomo-fusion"]["Success@5"] == pytest.approx(0.661, abs=0.01)
+    assert turn["locomo-fusion"]["nDCG@10"] == pytest.approx(0.552, abs=0.01)
+    assert turn["default"]["Success@5"] == pytest.approx(EXPECTED["Success@5"], abs=TOLERANCE)
+    assert turn["default"]["nDCG@10"] == pytest.approx(EXPECTED["nDCG@10"], abs=TOLERANCE)
+    assert turn["default"]["Success@1"] == pytest.approx(EXPECTED["Success@1"], abs=TOLERANCE)
+    tests = report["turn"]["tests"]["vs_baseline"]
+    assert tests["default"]["Success@5"]["significant"] and tests["default"]["nDCG@10"]["significant"]
+    assert tests["default"]["Success@5"]["delta"] > 0 and tests["default"]["nDCG@10"]["delta"] > 0
+    lead = significance(full.turn.evaluation, "locomo-fusion")["default"]  # Holm over bm25s and default
+    for metric in ("Success@5", "nDCG@10"):
+        assert lead[metric].delta > 0 and lead[metric].p_adjusted < 0.05, metric
+
+
+EXPECTED = {"Success@1": 0.457, "Success@5": 0.762, "nDCG@10": 0.619}
