@@ -8,7 +8,8 @@ them backwards: each record a live candidate cites receives
 
     cited_share * score(derived) / len(sources) ** cited_spread
 
-(the largest such credit when several derived records cite it), and enters through the
+(the largest such credit when several derived records cite it), from each of the query's
+`candidates` best live records (`lenders`), and enters through the
 gate by the provenance door, on no certain route (scope and off-topic still apply to it).
 A derived record citing a whole session spreads its credit thin. `cited_share` and
 `cited_spread` were chosen by leave-one-conversation-out on LoCoMo
@@ -18,7 +19,7 @@ is given, so the order candidates are visited in changes nothing.
 """
 from __future__ import annotations
 
-from garden.rerank.context import QueryContext, StageBase
+from garden.rerank.context import QueryContext, StageBase, lenders
 
 # A note or a view restates raw material in other words, so the record it cites is the
 # evidence; a state or a decision is the curated answer itself, its sources its support,
@@ -39,9 +40,9 @@ class Cited(StageBase, name="cited", uses=("cited_share", "cited_spread")):
             return
         story = ctx.spec.story
         credit: dict[str, tuple[float, str]] = {}
-        for c in sorted(ctx.candidates.values(), key=lambda c: c.id):
+        for c in lenders(ctx):
             sources = [s for s in c.record.sources if s in story.by_id]
-            if c.reason is not None or c.score <= 0 or not sources or c.record.kind not in DERIVED_KINDS:
+            if not sources or c.record.kind not in DERIVED_KINDS:
                 continue
             given = citation_credit(c.score, len(sources), share, spread)
             for sid in sources:

@@ -85,3 +85,14 @@ class QueryContext:
         c.door = c.door or door
         describe(c, self.spec.as_of)
         return c
+
+
+def lenders(ctx: QueryContext) -> list[Candidate]:
+    """The candidates a stage may pass credit from: the `candidates` best live ones with a
+    positive score (the query's own candidate pool), best first, ties by id. Credit from a
+    record past the pool is too small to move anything into it, and lending from all of a
+    conversation's thousand turns cost more than the rest of the query."""
+    from garden.rerank.candidates import by_score
+
+    live = [c for c in ctx.candidates.values() if c.reason is None and c.score > 0]
+    return by_score(live)[:ctx.settings.candidates]

@@ -35,12 +35,13 @@ class Lanes(StageBase, name="lanes", uses=("lane_cap", "min_share"), essential=T
                                  ctx.floor[lane], settings.min_share, query_best, background)
             trace.append(decision.trace)
             rival = decision.trace["rival"]
+            below, cut = set(decision.below_standout), set(decision.rank_cut)  # a lane can hold a thousand
             for position, c in enumerate(ranked):
-                if c.id in decision.below_standout:
+                if c.id in below:
                     c.reject("below_standout", f"the lane's ratio {decision.trace['ratio']} is below standout "
                              f"{standout:g}" if not decision.trace["answers"]
                              else f"{c.score:.4f} does not beat the rival {rival:.4f} by {standout:g}")
-                elif c.id in decision.rank_cut:
+                elif c.id in cut:
                     c.reject("rank_cut", f"past the lane cap of {settings.lane_cap}"
                              if position >= settings.lane_cap
                              else f"{c.score:.4f} is under {settings.min_share:g} of the query's best "

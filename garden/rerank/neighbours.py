@@ -9,7 +9,8 @@ chunks of one document. Each such record receives
 
     context_share * (the larger of its two neighbours' scores)
 
-and enters through the gate by the `neighbour` door, on no certain route. Scores are read
+from each of the query's `candidates` best live records (`lenders`), and enters through
+the gate by the `neighbour` door, on no certain route. Scores are read
 before any credit is given (a match lends to its neighbours, never onward along the run).
 `context_share` was chosen by leave-one-conversation-out on LoCoMo
 (experiments/locomo_weights.py). The credit labels the record `structured_context`.
@@ -17,7 +18,7 @@ before any credit is given (a match lends to its neighbours, never onward along 
 from __future__ import annotations
 
 from garden.models import Story
-from garden.rerank.context import QueryContext, StageBase
+from garden.rerank.context import QueryContext, StageBase, lenders
 
 RAW_KINDS = ("source", "chunk")
 
@@ -48,9 +49,7 @@ class Neighbours(StageBase, name="neighbours", uses=("context_share",)):
         if not beside:
             return
         lent: dict[str, tuple[float, str]] = {}
-        for c in sorted(ctx.candidates.values(), key=lambda c: c.id):
-            if c.reason is not None or c.score <= 0:
-                continue
+        for c in lenders(ctx):
             for nid in beside.get(c.id, ()):
                 if c.score > lent.get(nid, (0.0, ""))[0]:
                     lent[nid] = (c.score, c.id)
