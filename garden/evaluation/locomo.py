@@ -33,7 +33,7 @@ import numpy as np
 from garden.errors import GardenError
 from garden.evaluation.compare import ALPHA, PERMUTATIONS, CompareReport, compare_runs
 from garden.models import DEFAULT_BUDGET, Settings, Story
-from garden.rerank.premise import LABEL as PREMISE_LABEL
+from garden.rerank.premise import WARNING as PREMISE_WARNING
 
 TURN_MEASURES = ("Success@1", "Success@5", "Success@10", "R@5", "R@10", "nDCG@10")
 ALL_AT = 5            # the share of questions with every evidence turn in the top 5
@@ -228,7 +228,7 @@ def _packets(pipeline, conv: Conversation, budget: int) -> list[tuple[float, int
             shown.add(item.id)
             shown.update(conv.story.by_id[item.id].sources)
         covered = sum(1 for t in q.evidence if t in shown) / len(q.evidence)
-        flagged = any(PREMISE_LABEL in item.labels for item in packet.items)
+        flagged = any(w.startswith(PREMISE_WARNING) for w in packet.warnings)
         outcome = "asked" if packet.decision == "ask" else "answered" if packet.items else "silent"
         out.append((covered, packet.budget.used, len(packet.items), outcome, q.category, flagged))
     return out
@@ -247,6 +247,9 @@ class LocomoReport:
     ms_per_query: dict[str, float]
     conversations: int
     questions: int
+    # what was judged, for side-by-side views (not in the JSON): pipeline -> qid -> turns, best first
+    rankings: dict[str, dict[str, list[str]]] = field(default_factory=dict, repr=False)
+    asked: dict[str, Question] = field(default_factory=dict, repr=False)
 
     def to_json(self) -> dict:
         def block(report: CompareReport) -> dict:
@@ -375,8 +378,9 @@ def compare_locomo(path: str | Path, pipelines: Sequence[str], baseline: str | N
         by_category[cat] = compare_runs(qrels, turn_runs, baseline, TURN_MEASURES, name=f"{name} {cat}",
                                         permutations=permutations, alpha=alpha)
         all_by_category[cat] = _all_evidence(by_category[cat])
+    rankings = {p: {qid: [doc for doc, _ in run] for qid, run in runs.items()} for p, runs in turn_runs.items()}
     return LocomoReport(name, baseline, turn, session, by_category, _all_evidence(turn), all_by_category, stats, ms,
-                        len(conversations), len(questions))
+                        len(conversations), len(questions), rankings, {q.qid: q for q in questions})
 
 
 def _flag_rates(rows) -> dict[str, float]:

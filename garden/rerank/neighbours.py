@@ -5,7 +5,8 @@ matches it ("What did you do last weekend?" / "We went camping."), and a chunk o
 document is read with the chunks beside it. A record's neighbours are the records written
 next to it in the story, in the story's order, that are raw material of the same kind
 (`source` or `chunk`) with the same date and the same title: the turns of one session, the
-chunks of one document. Each such record receives
+chunks of one document. A record without a title has no neighbours: records that merely
+sit next to each other in a file (the documents of a collection) are not a sequence. Each such record receives
 
     context_share * (the larger of its two neighbours' scores)
 
@@ -31,7 +32,7 @@ def neighbours(story: Story) -> dict[str, tuple[str, ...]]:
         found: dict[str, list[str]] = {}
         records = [r for r in story.records if r.kind != "control"]
         for a, b in zip(records, records[1:]):
-            if a.kind in RAW_KINDS and a.kind == b.kind and a.at == b.at and a.title == b.title:
+            if a.kind in RAW_KINDS and a.kind == b.kind and a.title is not None and (a.at, a.title) == (b.at, b.title):
                 found.setdefault(a.id, []).append(b.id)
                 found.setdefault(b.id, []).append(a.id)
         cached = {rid: tuple(ids) for rid, ids in found.items()}

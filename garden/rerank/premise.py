@@ -30,6 +30,7 @@ from garden.rerank.context import QueryContext, StageBase
 from garden.retrievers import is_semantic, relevance
 
 LABEL = "premise_mismatch"
+WARNING = "premise:"  # how the packet's warning begins
 
 
 def speakers(story: Story) -> frozenset[str]:
@@ -107,5 +108,5 @@ class Premise(StageBase, name="premise", uses=("premise_ratio",)):
                 c.label(LABEL, f"the question names {named_name}, but this is {other_name}'s")
                 break
         ctx.resolution.warnings.append(
-            f"premise: the question names {named_name}, but the best evidence ({rid}) is {other_name}'s, "
+            f"{WARNING} the question names {named_name}, but the best evidence ({rid}) is {other_name}'s, "
             f"{ratio:.2f} times {named_name}'s best: check who it was before answering")
