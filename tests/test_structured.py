@@ -11,7 +11,7 @@ from garden.models import REASONS, Hints, Settings
 from garden.rerank.query import QuerySpec
 from garden.rerank.resolve import resolve
 from garden.formats.stories import load_story
-from garden.pipelines.structured import StructuredPipeline
+from garden.pipelines.structured import STAGES, StructuredPipeline
 from garden.rerank.context import QueryContext
 from garden.rerank.gate import eligibility
 from garden.rerank.structure import Structure
@@ -133,9 +133,9 @@ def test_trace_records_ratio_rival_decision_and_spans():
     assert tested["glacier custard incident"]["credited"]
     assert not tested["glacier custard"]["credited"] or tested["glacier custard"]["records"] <= 2
     # every stage is timed under its own name, in pipeline order
-    assert list(outcome.timings_ms) == outcome.stages["stages"] == [
-        "triage", "retrieve", "structure", "phrase", "supersession", "session", "standout", "lanes",
-        "provenance", "pack"]
+    assert list(outcome.timings_ms) == outcome.stages["stages"] == [s.name for s in STAGES] == [
+        "triage", "retrieve", "structure", "cited", "neighbours", "phrase", "supersession", "session", "standout",
+        "lanes", "provenance", "pack", "premise"]
 
 
 def test_standout_one_lets_leftovers_ride_that_the_floor_stops():
