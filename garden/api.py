@@ -348,7 +348,9 @@ def compare(source: PathLike, pipelines: str | Iterable[str], baseline: str | No
     forbidden hits and each query's top items side by side under ``per_query``).
 
     `source` is a case file or folder (judged by each case's expectations), a trace file
-    (judged by its cases, else by the packet served) or a collection folder. `pipelines`
+    (judged by its cases, else by the packet served), a collection folder, or LoCoMo (a
+    file, a folder of them, or `garden import locomo` output; judged by the evidence turns,
+    reported at turn and session level, by category, with the packet: see the README). `pipelines`
     and `metrics` are lists or comma-separated strings; the baseline defaults to the first
     pipeline.
 
