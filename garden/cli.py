@@ -180,7 +180,7 @@ def cmd_compare(args) -> int:
 
     pipelines = [p.strip() for p in args.pipelines.split(",") if p.strip()]
     report = compare_source(args.source, pipelines, baseline=args.baseline, trec_dir=args.trec_dir,
-                            plot=args.plot, metrics=args.metrics)
+                            plot=args.plot, metrics=args.metrics, trace_source=args.source_kind)
     _emit(args, report)
     return 0
 
@@ -275,6 +275,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--metrics", help="comma-separated ir-measures names (default AP,nDCG@10,R@1000,RR,P@10)")
     p.add_argument("--trec-dir", help="write one TREC run file per pipeline here")
     p.add_argument("--plot", help="write a PNG of per-query differences against the baseline")
+    p.add_argument("--source", dest="source_kind", choices=("query", "case"),
+                   help="of a trace: only free queries (query) or only case runs (case)")
 
     p = _command(sub, "ablate", cmd_ablate, "the full pipeline and each one-stage-removed variant: what each stage decides",
                  json="print JSON")

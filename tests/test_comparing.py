@@ -96,3 +96,59 @@ def test_compare_on_a_collection_shows_each_query_side_by_side(tmp_path, capsys,
     assert set(rows) == {"1", "2"}
     assert rows["2"]["top"]["bm25"][0] == "d2" and rows["2"]["AP"]["bm25"] == 1.0
     assert set(rows["1"]["top"]["bm25"][:2]) == {"d1", "d3"}
+
+
+# --- a trace is a log of distinct questions --------------------------------------------------
+
+
+def _trace(project: Path) -> Path:
+    (trace,) = sorted((project / ".garden" / "traces").glob("trace-*.jsonl"))
+    return trace
+
+
+def _compare_json(capsys, *args) -> dict:
+    capsys.readouterr()
+    assert main(["compare", *args, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_repeated_runs_change_no_figure_and_no_significance(project, capsys):
+    assert main(["run", "regression/similar-wording.yaml", "regression/current-state.yaml"]) == 0
+    once = _compare_json(capsys, str(_trace(project)), "--pipelines", "bm25,default")
+    for _ in range(3):
+        assert main(["run", "regression/similar-wording.yaml", "regression/current-state.yaml"]) == 0
+    again = _compare_json(capsys, str(_trace(project)), "--pipelines", "bm25,default")
+    assert again["trace"]["events"] == 4 * once["trace"]["events"]
+    assert again["trace"]["folded"] == 3 * once["trace"]["events"] and again["trace"]["distinct"] == once["trace"]["distinct"]
+    assert again["queries"] == once["queries"] > 0
+    for name in ("bm25", "default"):
+        for metric in once["measures"]:
+            assert again["pipelines"][name][metric] == once["pipelines"][name][metric]
+    assert again["tests"]["vs_baseline"] == once["tests"]["vs_baseline"]
+    assert "judged by each case's expectations" in again["judgments"]["graded"]
+
+
+def test_a_free_query_is_never_scored_against_the_packet_it_was_served(project, capsys):
+    assert main(["query", "aurora-ridge", "Why have I not felt like gaming recently?", "--as-of", "2030-01-06",
+                 "--json"]) == 0
+    served = json.loads(capsys.readouterr().out)
+    assert served["items"]  # default answered it: self-judging would give it AP 1.0
+    report = _compare_json(capsys, str(_trace(project)), "--pipelines", "default,bm25")
+    assert report["queries"] == 0 and report["judgments"]["graded"].startswith("none")
+    assert "AP" not in report["pipelines"]["default"]
+    assert report["trace"] == {"events": 1, "distinct": 1, "folded": 0, "judged": 0, "free": 1,
+                               "case_without_item_judgments": 0}
+    agreement = report["agreement"]
+    assert agreement["default"]["answered"] == 1.0
+    assert 0 <= agreement["bm25"]["overlap_with_baseline"] <= 1
+    # mixed with a case run, --source picks one kind of event
+    assert main(["run", "regression/similar-wording.yaml"]) == 0
+    cases_only = _compare_json(capsys, str(_trace(project)), "--pipelines", "default,bm25", "--source", "case")
+    assert cases_only["trace"]["free"] == 0 and cases_only["queries"] > 0
+    free_only = _compare_json(capsys, str(_trace(project)), "--pipelines", "default,bm25", "--source", "query")
+    assert free_only["trace"]["judged"] == 0 and free_only["trace"]["distinct"] == 1
+
+
+def test_source_applies_to_a_trace_only(project, capsys):
+    assert main(["compare", "regression", "--pipelines", "bm25", "--source", "query"]) == 2
+    assert "--source selects events of a trace file" in capsys.readouterr().err

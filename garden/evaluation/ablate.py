@@ -94,4 +94,7 @@ def ablate(source: str, full: str = "default", stages: list[str] | None = None, 
                 elif without and not with_stage:
                     ablation.hurts.setdefault(stage, []).append(case.id)
     ablation.comparison = compare_source(source, [full, *variants.values()], baseline=full, metrics=metrics)
+    if ablation.comparison.report is None:
+        raise GardenError(f"{source}: no question has judgments (a case's expectations or a collection's "
+                          "qrels), so no stage's worth can be measured")
     return ablation

@@ -2,12 +2,21 @@
 
 The source is a collection folder (TREC or BEIR layout), a case file or folder, or a trace
 file. For cases, relevance comes from each query's expectations: the `lead` is graded 2,
-every `include` and `sequence` id 1; `exclude` ids are counted as forbidden hits. A trace
-carries no judgments of its own: a traced query that names its case is judged by that
-case, any other by the packet it was served (agreement with what the user saw).
+every `include` and `sequence` id 1; `exclude` ids are counted as forbidden hits.
+
+A trace is a log of distinct questions: events that ask the same thing (story, query,
+as_of, hints, session, settings) are folded into the first, and the report says how many
+were folded, so running a case suite three more times changes no figure and no p-value.
+A trace carries no judgments of its own: a traced query that names its case is judged by
+that case's expectations; a free query (typed into `garden query`) is never judged by the
+packet it was served, since that would score the serving pipeline against itself. Free
+queries are compared by agreement only: overlap of the packets with the baseline's, rank
+correlation, and how often each pipeline answered, asked or stayed silent. The report
+names the judgments each figure rests on.
 """
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +42,8 @@ class Replay:
     spec: QuerySpec
     qrels: dict[str, int]
     forbidden: list[str] = field(default_factory=list)
+    judged: bool = True  # False: no expectation judges its items: agreement only
+    free: bool = False   # a free query (no case): never judged, least of all by its own packet
 
 
 def judgments(expect: Expect) -> dict[str, int]:
@@ -58,36 +69,132 @@ def replays_from_cases(paths: list[Path]) -> list[Replay]:
     return out
 
 
-def replays_from_trace(path: Path) -> list[Replay]:
-    out = []
+SOURCES = ("query", "case")  # `--source`: free queries only, or case runs only
+
+
+def question_key(event) -> tuple:
+    """What makes two trace events the same question."""
+    return (event.story, event.query, event.as_of.isoformat(),
+            json.dumps(event.hints.model_dump(mode="json"), sort_keys=True), tuple(event.session),
+            json.dumps(event.settings.model_dump(mode="json", exclude_none=True), sort_keys=True))
+
+
+@dataclass
+class TraceQuestions:
+    replays: list[Replay]
+    events: int          # events read that the source filter kept
+    folded: int          # of them, repeats of an earlier question
+
+    def to_json(self) -> dict:
+        return {"events": self.events, "distinct": len(self.replays), "folded": self.folded,
+                "judged": sum(r.judged for r in self.replays), "free": sum(r.free for r in self.replays),
+                # a case's question that judges no item (a skip or ask control): agreement only
+                "case_without_item_judgments": sum(not r.judged and not r.free for r in self.replays)}
+
+
+def replays_from_trace(path: Path, source: str | None = None) -> TraceQuestions:
+    """The distinct questions of a trace file, each judged by its case when it names one.
+    `source`: "query" keeps free queries only, "case" case runs only."""
+    if source is not None and source not in SOURCES:
+        raise GardenError(f"--source must be one of {', '.join(SOURCES)} (got {source!r})")
+    out: list[Replay] = []
+    seen: set[tuple] = set()
+    events = folded = 0
     # damaged lines (a writer killed mid-line) are skipped with a warning; n stays the
     # line's number in the file, so a replay can be found again
     for n, event in read_trace_lines(path):
+        if (source == "query" and event.case) or (source == "case" and not event.case):
+            continue
+        events += 1
+        key = question_key(event)
+        if key in seen:
+            folded += 1
+            continue
+        seen.add(key)
         story_path = Path(event.story_path) if event.story_path else resolve_story_path(event.story)
         spec = QuerySpec(load_story(story_path), event.query, event.as_of, event.budget, event.hints or Hints(),
                          event.include_private, event.settings, list(event.session), str(story_path))
-        rels = {item.id: 1 for item in event.packet.items}
+        rels: dict[str, int] = {}
         forbidden: list[str] = []
         if event.case_path and Path(event.case_path).is_file():
             loaded = load_case(event.case_path)
             match = next((q for q in loaded.queries if q.spec_fields["query"] == event.query), None)
             if match is not None:
                 rels, forbidden = judgments(match.expect), list(match.expect.exclude)
-        if rels or forbidden:
-            out.append(Replay(f"line{n}", f"{event.case or 'query'}: {event.query}", spec, rels, forbidden))
+        out.append(Replay(f"line{n}", f"{event.case or 'query'}: {event.query}", spec, rels, forbidden,
+                          judged=bool(rels or forbidden), free=not event.case))
+    return TraceQuestions(out, events, folded)
+
+
+def overlap(a: list[str], b: list[str]) -> float:
+    """Jaccard overlap of two packets' items; two empty packets agree."""
+    union = set(a) | set(b)
+    return len(set(a) & set(b)) / len(union) if union else 1.0
+
+
+def rank_correlation(a: list[str], b: list[str]) -> float | None:
+    """Kendall's tau-b of two packets over the union of their items, an item a packet
+    lacks ranked below all it holds (tied there); None when fewer than two items."""
+    from scipy.stats import kendalltau
+
+    union = sorted(set(a) | set(b))
+    if len(union) < 2:
+        return None
+    ra = [a.index(x) if x in a else len(a) for x in union]
+    rb = [b.index(x) if x in b else len(b) for x in union]
+    tau = kendalltau(ra, rb).statistic
+    return None if tau != tau else float(tau)  # NaN when one side is all ties
+
+
+def outcome(packet) -> str:
+    return "asked" if packet.decision == "ask" else "answered" if packet.items else "silent"
+
+
+def agreement(packets: dict[str, dict[str, list[str]]], outcomes: dict[str, dict[str, str]],
+              baseline: str) -> dict[str, dict]:
+    """Per pipeline: how often it answered, asked or stayed silent, and, beside the
+    baseline, the mean packet overlap and rank correlation over the same questions."""
+    out = {}
+    for p, by_qid in packets.items():
+        got = list(outcomes[p].values())
+        row = {k: got.count(k) / len(got) for k in ("answered", "asked", "silent")}
+        if p != baseline:
+            base = packets[baseline]
+            row["overlap_with_baseline"] = sum(overlap(by_qid[q], base[q]) for q in by_qid) / len(by_qid)
+            taus = [t for q in by_qid if (t := rank_correlation(by_qid[q], base[q])) is not None]
+            row["rank_correlation_with_baseline"] = sum(taus) / len(taus) if taus else None
+        out[p] = row
     return out
 
 
 @dataclass
 class SourceReport:
-    report: CompareReport
+    report: CompareReport | None       # graded figures; None when no question has judgments
     side_by_side: list[dict]
     forbidden_hits: dict[str, int]
+    agreement: dict[str, dict] = field(default_factory=dict)
+    trace: TraceQuestions | None = None
+    judged_by: str = "each case's expectations"
+    name: str = ""
+    baseline: str = ""
 
     def to_json(self) -> dict:
-        data = self.report.to_json()
+        if self.report is not None:
+            data = self.report.to_json()
+        else:
+            data = {"collection": self.name, "queries": 0, "measures": [], "baseline": self.baseline,
+                    "pipelines": {p: {} for p in self.agreement}}
+        graded = len(self.report.evaluation.qids) if self.report is not None else 0
+        data["judgments"] = {
+            "graded": f"{graded} questions judged by {self.judged_by}" if graded else "none: no question has judgments",
+            "agreement": f"{len(self.side_by_side)} questions, no judgments: packets compared with the baseline's",
+        }
         for name, hits in self.forbidden_hits.items():
             data["pipelines"].setdefault(name, {})["forbidden_hits"] = hits
+        if self.agreement:
+            data["agreement"] = self.agreement
+        if self.trace is not None:
+            data["trace"] = self.trace.to_json()
         if self.side_by_side:
             data["per_query"] = self.side_by_side
         return data
@@ -97,7 +204,30 @@ class SourceReport:
         from rich.markup import escape
 
         console = Console(width=160)
-        console.print(self.report.table())
+        if self.trace is not None:
+            t = self.trace.to_json()
+            console.print(f"{t['distinct']} distinct questions from {t['events']} trace events "
+                          f"({t['folded']} repeats folded): {t['judged']} judged by their cases, "
+                          f"{t['free']} free queries and {t['case_without_item_judgments']} case questions "
+                          "without item judgments compared by agreement only")
+        if self.report is not None:
+            console.print(self.report.table())
+        else:
+            console.print("no question has judgments: no graded metric (a free query is never scored "
+                          "against the packet it was served)")
+        if self.agreement:
+            from rich.table import Table
+
+            table = Table(title=f"agreement with {self.baseline} over {len(self.side_by_side)} questions "
+                                "(no judgments)")
+            for col in ("pipeline", "answered", "asked", "silent", "overlap", "rank correlation"):
+                table.add_column(col, justify="left" if col == "pipeline" else "right")
+            for p, row in self.agreement.items():
+                tau = row.get("rank_correlation_with_baseline")
+                table.add_row(p, *(f"{row[k]:.3f}" for k in ("answered", "asked", "silent")),
+                              f"{row['overlap_with_baseline']:.3f}" if p != self.baseline else "baseline",
+                              f"{tau:.3f}" if tau is not None else "-")
+            console.print(table)
         disagreements = [row for row in self.side_by_side if row["disagree"]]
         for row in disagreements[:SHOWN]:
             tops = "  |  ".join(f"{p}: {', '.join(ids) or '(empty)'}" for p, ids in row["top"].items())
@@ -105,62 +235,72 @@ class SourceReport:
         if len(disagreements) > SHOWN:
             console.print(f"... and {len(disagreements) - SHOWN} more disagreements (all of them in --json)")
         console.print(f"pipelines disagree on the first item for {len(disagreements)} of "
-                      f"{len(self.side_by_side)} queries")
+                      f"{len(self.side_by_side)} questions")
         if self.forbidden_hits:
             console.print("forbidden hits: " + ", ".join(f"{p} {n}" for p, n in self.forbidden_hits.items()))
-        first = self.report.measures[0]
-        best = max(self.report.evaluation.aggregates.items(), key=lambda kv: kv[1][first])
-        console.print(f"{len(self.report.evaluation.qids)} queries, {len(self.report.evaluation.aggregates)} "
-                      f"pipelines; best {first}: {best[0]} {best[1][first]:.4f}")
+        if self.report is not None:
+            first = self.report.measures[0]
+            best = max(self.report.evaluation.aggregates.items(), key=lambda kv: kv[1][first])
+            console.print(f"{len(self.report.evaluation.qids)} judged questions, "
+                          f"{len(self.report.evaluation.aggregates)} pipelines; best {first}: {best[0]} "
+                          f"{best[1][first]:.4f}")
 
 
 SIDE_BY_SIDE = 3  # top items shown per pipeline and query
 
 
-def side_by_side(report: CompareReport, tops: dict[str, dict[str, list[str]]], labels: dict[str, str]) -> list[dict]:
-    """Per query: each pipeline's top items, its value of the first metric, and whether
-    the pipelines disagree on what comes first."""
-    first = report.measures[0]
-    per_query = report.evaluation.per_query
+def side_by_side(report: CompareReport | None, tops: dict[str, dict[str, list[str]]],
+                 labels: dict[str, str]) -> list[dict]:
+    """Per question: each pipeline's top items, its value of the first metric where the
+    question is judged, and whether the pipelines disagree on what comes first."""
     rows = []
     for qid in sorted(labels, key=natural_key):
         top = {p: tops[p].get(qid, [])[:SIDE_BY_SIDE] for p in tops}
         row = {"qid": qid, "query": labels[qid], "top": top,
                "disagree": len({tuple(ids[:1]) for ids in top.values()}) > 1}
-        if qid in report.evaluation.qids:
-            row[first] = {p: per_query[p][first][qid] for p in per_query}
+        if report is not None and qid in report.evaluation.qids:
+            first = report.measures[0]
+            row[first] = {p: report.evaluation.per_query[p][first][qid] for p in report.evaluation.per_query}
         rows.append(row)
     return rows
 
 
 def compare_replays(replays: list[Replay], pipelines: list[str], baseline: str | None, name: str,
-                    measures, trec_dir=None, plot=None) -> SourceReport:
+                    measures, trec_dir=None, plot=None, trace: TraceQuestions | None = None) -> SourceReport:
     if not replays:
-        raise GardenError(f"{name}: no query with judgments to compare")
+        raise GardenError(f"{name}: no question to compare")
+    baseline = baseline if baseline is not None else pipelines[0]
     runs: dict[str, dict] = {}
     speed: dict[str, float] = {}
     packets: dict[str, dict[str, list[str]]] = {}
+    outcomes: dict[str, dict[str, str]] = {}
     forbidden: dict[str, int] = {}
     for p in pipelines:
         pipeline = make_pipeline(p)
+        pipeline.run(replays[0].spec)  # untimed: a model's one-time loading is not a query's cost
         start = time.perf_counter()
-        ids = {r.qid: pipeline.run(r.spec).packet.ids() for r in replays}
+        served = {r.qid: pipeline.run(r.spec).packet for r in replays}
         elapsed = time.perf_counter() - start
         speed[p] = len(replays) / elapsed if elapsed > 0 else None  # too fast to time: no figure
+        ids = {qid: packet.ids() for qid, packet in served.items()}
         packets[p] = ids
+        outcomes[p] = {qid: outcome(packet) for qid, packet in served.items()}
         # packet order is the ranking: score by position so ties cannot reorder it
         runs[p] = {qid: [(rid, float(len(items) - i)) for i, rid in enumerate(items)] for qid, items in ids.items()}
-        forbidden[p] = sum(len(set(ids[r.qid]) & set(r.forbidden)) for r in replays)
-    qrels = {r.qid: r.qrels for r in replays if r.qrels}
-    judged_runs = {p: {q: run[q] for q in qrels} for p, run in runs.items()}
-    report = compare_runs(qrels, judged_runs, baseline, measures, speed, name)
+        forbidden[p] = sum(len(set(ids[r.qid]) & set(r.forbidden)) for r in replays if r.judged)
+    qrels = {r.qid: r.qrels for r in replays if r.judged and r.qrels}
+    report = None
+    if qrels:
+        judged_runs = {p: {q: run[q] for q in qrels} for p, run in runs.items()}
+        report = compare_runs(qrels, judged_runs, baseline, measures, speed, name)
     side = side_by_side(report, packets, {r.qid: r.label for r in replays})
     if trec_dir is not None:
         for p, run in runs.items():
             write_trec_run(Path(trec_dir) / f"{p}.run", {q: v for q, v in run.items() if v}, p)
-    if plot is not None:
+    if plot is not None and report is not None:
         plot_per_query(plot, report.evaluation.per_query, report.baseline, report.measures[0])
-    return SourceReport(report, side, forbidden)
+    return SourceReport(report, side, forbidden, agreement(packets, outcomes, baseline), trace,
+                        name=name, baseline=baseline)
 
 
 def is_collection(path: Path) -> bool:
@@ -168,7 +308,7 @@ def is_collection(path: Path) -> bool:
 
 
 def compare_source(source: str, pipelines: list[str], baseline: str | None = None, trec_dir: str | None = None,
-                   plot: str | None = None, metrics: str | None = None):
+                   plot: str | None = None, metrics: str | None = None, trace_source: str | None = None):
     if not pipelines:
         raise GardenError("--pipelines names no pipeline")
     from garden.evaluation.locomo import FUSION_NAME, compare_locomo, is_locomo
@@ -181,6 +321,8 @@ def compare_source(source: str, pipelines: list[str], baseline: str | None = Non
     path = Path(source)
     if not path.exists():
         raise GardenError(f"{source}: no such collection folder, case file or trace file")
+    if trace_source is not None and path.suffix != ".jsonl":
+        raise GardenError("--source selects events of a trace file; a case, collection or LoCoMo source has none")
     if is_locomo(path):
         if metrics or plot or trec_dir:
             raise GardenError(f"{source}: a LoCoMo comparison reports its fixed measures "
@@ -194,12 +336,13 @@ def compare_source(source: str, pipelines: list[str], baseline: str | None = Non
         report = compare_collection(path, pipelines, baseline, trec_dir=trec_dir, plot=plot, **kwargs)
         tops = {p: {q: [doc for doc, _ in ranking[:SIDE_BY_SIDE]] for q, ranking in run.items()}
                 for p, run in report.rankings.items()}
-        return SourceReport(report, side_by_side(report, tops, report.queries), {})
+        return SourceReport(report, side_by_side(report, tops, report.queries), {},
+                            judged_by="the collection's qrels", name=str(path), baseline=report.baseline)
     measures = [m.strip() for m in metrics.split(",")] if metrics else list(STORY_MEASURES)
     parse_measures(measures)
     if path.suffix == ".jsonl":
-        replays = replays_from_trace(path)
-    else:
-        files = sorted(path.rglob("*.yaml")) if path.is_dir() else [path]
-        replays = replays_from_cases(files)
-    return compare_replays(replays, pipelines, baseline, str(path), measures, trec_dir, plot)
+        questions = replays_from_trace(path, trace_source)
+        return compare_replays(questions.replays, pipelines, baseline, str(path), measures, trec_dir, plot,
+                               trace=questions)
+    files = sorted(path.rglob("*.yaml")) if path.is_dir() else [path]
+    return compare_replays(replays_from_cases(files), pipelines, baseline, str(path), measures, trec_dir, plot)
