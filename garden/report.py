@@ -1,6 +1,8 @@
 """Human tables (rich) for the command line; each ends with a summary line."""
 from __future__ import annotations
 
+import sys
+
 from rich.console import Console
 from rich.table import Table
 
@@ -52,26 +54,40 @@ def show_run(report: RunReport) -> None:
                   f"({report.regression_failed} regression failures)")
 
 
+def contrast_cell(result) -> str:
+    """One cell of the matrix: the main query and the controls apart, no 0/0."""
+    main = "[green]✓ main[/green]" if result.main.passed else "[red]✗ main[/red]"
+    if not result.controls:
+        return main
+    passed = sum(x.passed for x in result.controls)
+    colour = "green" if passed == len(result.controls) else "red"
+    return f"{main} · [{colour}]{passed}/{len(result.controls)} controls[/{colour}]"
+
+
 def show_contrast(report: ContrastReport) -> None:
-    table = Table(title="contrast: cases by pipelines (controls passed / controls)")
+    # as wide as the terminal; written to a file or a pipe, wide enough not to wrap a cell
+    wide = Console(soft_wrap=False, width=None if sys.stdout.isatty() else 240)
+    table = Table(title="contrast: each case under each pipeline (main query, then its controls)")
     table.add_column("case", overflow="fold")
     table.add_column("suite")
     for p in report.pipelines:
-        table.add_column(p, justify="center")
-    table.add_column("contrast?")
+        table.add_column(p, justify="center", overflow="fold")
+    table.add_column("contrast?", overflow="fold")
     for c in report.cases:
-        row = [c.id, c.suite]
-        for p in report.pipelines:
-            r = report.cells[(c.id, p)]
-            mark = "[green]pass[/green]" if r.passed else "[red]fail[/red]"
-            row.append(f"{mark} {sum(x.passed for x in r.controls)}/{len(r.controls)}")
+        row = [c.id, c.suite, *(contrast_cell(report.cells[(c.id, p)]) for p in report.pipelines)]
         failing = report.baselines_failing(c.id)
-        row.append(f"yes ({', '.join(failing)})" if failing else "[yellow]not a contrast[/yellow]")
+        if report.is_contrast(c.id):
+            row.append(f"yes ({', '.join(failing)})")
+        elif failing:
+            row.append("[yellow]no: default fails it too[/yellow]")
+        else:
+            row.append("[yellow]no: every baseline passes[/yellow]")
         table.add_row(*row)
-    console.print(table)
+    wide.print(table)
     for name, why in report.unavailable.items():
-        console.print(f"[yellow]baseline {name} unavailable:[/yellow] {why}")
+        wide.print(f"[yellow]baseline {name} unavailable:[/yellow] {why}")
     data = report.to_json()["summary"]
-    console.print(f"{data['cases']} cases: default passes {data['default_passed']}, "
-                  f"{data['contrasts']} are contrasts (a baseline fails them), "
-                  f"{data['cases'] - data['contrasts']} are not")
+    wide.print(f"{data['cases']} cases: default passes {data['default_passed']}; "
+               f"{data['contrasts']} are contrasts (default passes, a baseline fails); "
+               f"{data['default_failed_too']} fail under default too; "
+               f"{data['cases'] - data['contrasts'] - data['default_failed_too']} pass under every baseline")

@@ -185,6 +185,21 @@ def test_contrast_flags_a_case_no_baseline_fails(project, capsys):
     assert row["contrast"] is False and row["baselines_failing"] == []
 
 
+def test_a_case_default_fails_too_is_no_contrast_and_cells_show_main_and_controls(project, capsys):
+    # asks for a record nothing can lead with: every pipeline fails the main query
+    (project / "challenge" / "hard.yaml").write_text(
+        "id: hard\nstory: aurora-ridge\nas_of: 2030-01-12\nquery: Why have I not felt like gaming recently?\n"
+        "expect: {lead: decision.field_test.sync}\n"
+        "controls:\n  - name: same question\n    expect: {include: [state.mira.gaming]}\n")
+    code, out, _ = run_cli(["contrast", "challenge/hard.yaml", "--json"], capsys)
+    row = json.loads(out)["cases"][0]
+    assert row["baselines_failing"] and not row["pipelines"]["default"]["passed"]
+    assert row["contrast"] is False
+    assert row["pipelines"]["default"]["main_passed"] is False and row["pipelines"]["default"]["controls"] == 1
+    code, out, _ = run_cli(["contrast", "challenge/hard.yaml"], capsys)
+    assert "✗ main · 1/1 controls" in out and "no: default fails it too" in out and "0/0" not in out
+
+
 def test_pipelines_lists_every_retriever_and_default(project, capsys):
     code, out, _ = run_cli(["pipelines"], capsys)
     names = [line.split()[0] for line in out.splitlines() if line.strip()]

@@ -222,7 +222,9 @@ class ContrastReport:
         return [p for p in self.pipelines if p != "default" and not self.cells[(case_id, p)].passed]
 
     def is_contrast(self, case_id: str) -> bool:
-        return bool(self.baselines_failing(case_id))
+        """A contrast proves the structure's worth: `default` passes it and a bare
+        retriever fails it. A case `default` fails too is a known miss, not a contrast."""
+        return self.cells[(case_id, "default")].passed and bool(self.baselines_failing(case_id))
 
     def to_json(self) -> dict:
         rows = []
@@ -230,7 +232,8 @@ class ContrastReport:
             cells = {}
             for p in self.pipelines:
                 r = self.cells[(c.id, p)]
-                cells[p] = {"passed": r.passed, "controls_passed": sum(x.passed for x in r.controls),
+                cells[p] = {"passed": r.passed, "main_passed": r.main.passed,
+                            "controls_passed": sum(x.passed for x in r.controls),
                             "controls": len(r.controls), "failures": r.main.failures
                             + [f"{x.name}: {f}" for x in r.controls for f in x.failures]}
             rows.append({"case": c.id, "suite": c.suite, "contrast": self.is_contrast(c.id),
@@ -238,7 +241,9 @@ class ContrastReport:
         default_passed = sum(self.cells[(c.id, "default")].passed for c in self.cases)
         return {"pipelines": self.pipelines, "cases": rows, "unavailable": self.unavailable,
                 "summary": {"cases": len(self.cases), "default_passed": default_passed,
-                            "contrasts": sum(self.is_contrast(c.id) for c in self.cases)}}
+                            "contrasts": sum(self.is_contrast(c.id) for c in self.cases),
+                            "default_failed_too": sum(1 for c in self.cases if self.baselines_failing(c.id)
+                                                      and not self.cells[(c.id, "default")].passed)}}
 
 
 def contrast(paths: list[str] | None) -> ContrastReport:
