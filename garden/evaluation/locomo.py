@@ -419,7 +419,8 @@ def five_list_fusion(conv: Conversation, depth: int = DEPTH) -> list[list[tuple[
     reports as its strongest reference (Success@1 0.429, Success@5 0.661, nDCG@10 0.552):
     bm25s over the turns, over the observations (each hit standing for the turns it cites),
     and over each turn with the turn before it in its session prepended; MiniLM over the
-    turns and over the observations, these two at weight 0.5. No structure: a reference for
+    turns and over the observations (as the story holds them, with their session stamp),
+    these two at weight 0.5. No structure: a reference for
     `default` to beat, so that fusion alone is not mistaken for structure (Cormack, Clarke &
     Buettcher 2009, "Reciprocal rank fusion outperforms Condorcet and individual rank
     learning methods")."""
@@ -435,8 +436,10 @@ def five_list_fusion(conv: Conversation, depth: int = DEPTH) -> list[list[tuple[
         "bm25s turns": ("bm25s", [Doc(t.id, t.text) for t in turns], 1.0, False),
         "bm25s observations": ("bm25s", [Doc(n.id, n.text) for n in notes], 1.0, True),
         "bm25s turn with previous": ("bm25s", with_previous, 1.0, False),
-        "dense turns": ("dense", [Doc(t.id, t.text) for t in turns], 0.5, False),
-        "dense observations": ("dense", [Doc(n.id, n.text) for n in notes], 0.5, True),
+        # MiniLM reads the records as the garden indexes them (with their titles), so their
+        # embeddings are the ones every pipeline has cached: one encoding, not two
+        "dense turns": ("dense", [Doc(t.id, t.searchable) for t in turns], 0.5, False),
+        "dense observations": ("dense", [Doc(n.id, n.searchable) for n in notes], 0.5, True),
     }
     texts = [q.text for q in conv.questions]
     fused: list[dict[str, float]] = [{} for _ in texts]
