@@ -184,7 +184,8 @@ def test_default_leads_bm25s_and_the_five_list_fusion_significantly(tmp_path, mo
     whole story) and the five-list fusion of ABOUT.md on nDCG@10 and Success@5, p < 0.05
     after Holm's correction, on 1,426 questions judged by their evidence turns."""
     monkeypatch.setenv("GARDEN_TRACE", "0")
-    full = compare_locomo(DATA, ["bm25s", "locomo-fusion", "default"], "bm25s", packets=False)
+    # 2,000 sign flips resolve p to 0.0005, well past what the assertions need
+    full = compare_locomo(DATA, ["bm25s", "locomo-fusion", "default"], "bm25s", packets=False, permutations=2000)
     report = full.to_json()
     # ABOUT.md counts 1,425: one question's only usable evidence is in a repaired id ("D8:6; D9:17")
     assert report["conversations"] == 7 and report["questions"] == 1426
@@ -199,7 +200,7 @@ def test_default_leads_bm25s_and_the_five_list_fusion_significantly(tmp_path, mo
     tests = report["turn"]["tests"]["vs_baseline"]
     assert tests["default"]["Success@5"]["significant"] and tests["default"]["nDCG@10"]["significant"]
     assert tests["default"]["Success@5"]["delta"] > 0 and tests["default"]["nDCG@10"]["delta"] > 0
-    lead = significance(full.turn.evaluation, "locomo-fusion")["default"]  # Holm over bm25s and default
+    lead = significance(full.turn.evaluation, "locomo-fusion", permutations=2000)["default"]  # Holm over bm25s and default
     for metric in ("Success@5", "nDCG@10"):
         assert lead[metric].delta > 0 and lead[metric].p_adjusted < 0.05, metric
 

@@ -2,11 +2,12 @@
 
 The first run embeds the 11,429 abstracts (a minute or three on two cores) into the
 embedding cache under GARDEN_HOME, or the project's .garden/ when it is unset; later runs
-read them back and encode nothing. The structured pipelines share that one run: `default`
-and `default-phrase` add about a minute on two cores (the collection's story, a second bm25
-index and the phrase index, built once for both, then about a quarter of a second a query
-each), cold or warm: they read the embeddings the dense run has just cached.
+read them back and encode nothing. `default` shares that one run (the collection's story,
+a second bm25 index and the phrase index, then about a quarter of a second a query), cold or
+warm: it reads the embeddings the dense run has just cached. `default-phrase` runs on 12
+queries only, enough to show a stage-removed variant ranks a collection as hybrid does.
 """
+import dataclasses
 import os
 from pathlib import Path
 
@@ -23,7 +24,8 @@ from garden.retrievers import Doc, make_retriever
 PROJECT = Path(__file__).resolve().parents[1]
 VASWANI = PROJECT.parent / "shared" / "data" / "vaswani"
 MEASURES = ("AP", "nDCG@10", "R@1000", "RR")
-PIPELINES = ("bm25", "bm25s", "dense", "hybrid", "default", "default-phrase")
+PIPELINES = ("bm25", "bm25s", "dense", "hybrid", "default")
+SUBSET = 12  # queries a stage-removed variant runs on: enough to show it ranks as hybrid does
 
 pytestmark = pytest.mark.skipif(
     not (VASWANI / "corpus").is_dir(), reason=f"the Vaswani collection is not at {VASWANI}")
@@ -102,15 +104,19 @@ def test_default_does_no_worse_than_the_hybrid_it_stands_on(figures):
 
 def test_with_nothing_structured_default_ranks_exactly_as_hybrid(runs):
     # the rule: only structural bonuses reorder, and Vaswani has no topics or entities
-    for name in ("default", "default-phrase"):
-        for qid, ranking in runs.rankings["hybrid"].items():
-            assert [d for d, _ in runs.rankings[name][qid]] == [d for d, _ in ranking], (name, qid)
+    for qid, ranking in runs.rankings["hybrid"].items():
+        assert [d for d, _ in runs.rankings["default"][qid]] == [d for d, _ in ranking], qid
 
 
-def test_a_pipeline_without_a_stage_is_accepted_on_a_collection(runs, figures):
-    assert set(runs.rankings["default-phrase"]) == set(runs.rankings["hybrid"])
-    assert figures["default-phrase"]["AP"] >= figures["hybrid"]["AP"] - 1e-4
-    assert runs.queries_per_s["default-phrase"] > 0
+def test_a_pipeline_without_a_stage_is_accepted_on_a_collection(runs, vaswani):
+    # on a subset of the queries: the full run above already holds `default` to hybrid's order
+    first = dict(list(vaswani.queries.items())[:SUBSET])
+    subset = run_collection(dataclasses.replace(vaswani, queries=first), ["default-phrase"], depth=1000)
+    assert set(subset.rankings["default-phrase"]) == set(first)
+    for qid in first:
+        assert ([d for d, _ in subset.rankings["default-phrase"][qid]]
+                == [d for d, _ in runs.rankings["hybrid"][qid]]), qid
+    assert subset.queries_per_s["default-phrase"] > 0
 
 
 def test_a_structured_name_is_checked_before_anything_is_indexed():
