@@ -208,7 +208,8 @@ def test_a_torn_trace_line_is_sealed_then_skipped_by_compare(project, capsys):
     assert json.loads(lines[2])["query"] == QUERY[2]             # the next event stands alone
     code, out, err = run_cli(["compare", str(path), "--pipelines", "bm25", "--json"], capsys)
     assert code == 0
-    assert json.loads(out)["queries"] == 2
+    trace = json.loads(out)["trace"]  # both whole events read; the same question asked twice, folded
+    assert (trace["events"], trace["distinct"], trace["folded"]) == (2, 1, 1)
     [warned] = warnings_in(err)
     assert f"{path}:2:" in warned and "line skipped" in warned
     assert [n for n, _ in read_trace_lines(path)] == [1, 3]
