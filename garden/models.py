@@ -134,13 +134,18 @@ class Story(Strict):
     def record(self, rid: str) -> Record:
         return self.by_id[rid]
 
+    def remembered(self, name: str, build):
+        """What `build(story)` derives from this story, built once and kept on it: a
+        validated story is never changed, so nothing derived from it goes stale."""
+        key = f"_{name}"
+        cached = self.__dict__.get(key)
+        if cached is None:
+            cached = self.__dict__[key] = build(self)
+        return cached
+
     @property
     def by_id(self) -> dict[str, Record]:
-        cached = self.__dict__.get("_by_id")
-        if cached is None:
-            cached = {r.id: r for r in self.records}
-            self.__dict__["_by_id"] = cached
-        return cached
+        return self.remembered("by_id", lambda story: {r.id: r for r in story.records})
 
     def project_of(self, record: Record) -> str:
         return record.project or self.project

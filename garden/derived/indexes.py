@@ -20,12 +20,8 @@ from garden.retrievers import Doc, ProcessCache, Retriever, make_retriever
 
 def story_key(story: Story) -> str:
     """sha256 of the story's validated content: the key of everything derived from it."""
-    cached = story.__dict__.get("_key")
-    if cached is None:
-        blob = json.dumps(story.model_dump(mode="json"), sort_keys=True).encode()
-        cached = hashlib.sha256(blob).hexdigest()
-        story.__dict__["_key"] = cached
-    return cached
+    return story.remembered("key", lambda s: hashlib.sha256(
+        json.dumps(s.model_dump(mode="json"), sort_keys=True).encode()).hexdigest())
 
 
 def documents(story: Story) -> list[Doc]:

@@ -27,17 +27,17 @@ RAW_KINDS = ("source", "chunk")
 def neighbours(story: Story) -> dict[str, tuple[str, ...]]:
     """Record id -> the ids of its neighbours (see the module docstring); remembered on
     the story, which never changes."""
-    cached = story.__dict__.get("_neighbours")
-    if cached is None:
-        found: dict[str, list[str]] = {}
-        records = [r for r in story.records if r.kind != "control"]
-        for a, b in zip(records, records[1:]):
-            if a.kind in RAW_KINDS and a.kind == b.kind and a.title is not None and (a.at, a.title) == (b.at, b.title):
-                found.setdefault(a.id, []).append(b.id)
-                found.setdefault(b.id, []).append(a.id)
-        cached = {rid: tuple(ids) for rid, ids in found.items()}
-        story.__dict__["_neighbours"] = cached
-    return cached
+    return story.remembered("neighbours", _adjacent)
+
+
+def _adjacent(story: Story) -> dict[str, tuple[str, ...]]:
+    found: dict[str, list[str]] = {}
+    records = [r for r in story.records if r.kind != "control"]
+    for a, b in zip(records, records[1:]):
+        if a.kind in RAW_KINDS and a.kind == b.kind and a.title is not None and (a.at, a.title) == (b.at, b.title):
+            found.setdefault(a.id, []).append(b.id)
+            found.setdefault(b.id, []).append(a.id)
+    return {rid: tuple(ids) for rid, ids in found.items()}
 
 
 class Neighbours(StageBase, name="neighbours", uses=("context_share",)):

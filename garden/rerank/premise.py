@@ -35,11 +35,7 @@ WARNING = "premise:"  # how the packet's warning begins
 
 def speakers(story: Story) -> frozenset[str]:
     """The entities that speak somewhere in the story (some record's `speaker`)."""
-    cached = story.__dict__.get("_speakers")
-    if cached is None:
-        cached = frozenset(r.speaker for r in story.records if r.speaker)
-        story.__dict__["_speakers"] = cached
-    return cached
+    return story.remembered("speakers", lambda s: frozenset(r.speaker for r in s.records if r.speaker))
 
 
 def owner(record: Record, people: frozenset[str]) -> str | None:

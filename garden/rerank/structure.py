@@ -22,17 +22,17 @@ from garden.rerank.context import QueryContext, StageBase
 def entity_selectivity(story: Story) -> dict[str, float]:
     """Entity id -> log(N / n) / log(N), N the story's records that are not control
     records, n those carrying the entity; remembered on the story (it never changes)."""
-    cached = story.__dict__.get("_entity_selectivity")
-    if cached is None:
-        records = [r for r in story.records if r.kind != "control"]
-        counts: dict[str, int] = {}
-        for r in records:
-            for e in set(r.entities):
-                counts[e] = counts.get(e, 0) + 1
-        total = len(records)
-        cached = {e: (math.log(total / n) / math.log(total) if total > 1 else 1.0) for e, n in counts.items()}
-        story.__dict__["_entity_selectivity"] = cached
-    return cached
+    return story.remembered("entity_selectivity", _selectivity)
+
+
+def _selectivity(story: Story) -> dict[str, float]:
+    records = [r for r in story.records if r.kind != "control"]
+    counts: dict[str, int] = {}
+    for r in records:
+        for e in set(r.entities):
+            counts[e] = counts.get(e, 0) + 1
+    total = len(records)
+    return {e: (math.log(total / n) / math.log(total) if total > 1 else 1.0) for e, n in counts.items()}
 
 
 class Structure(StageBase, name="structure", uses=("topic", "entity", "related_decay")):
