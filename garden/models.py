@@ -70,6 +70,14 @@ class Entity(Strict):
     project: str | None = None
 
 
+class Attachment(Strict):
+    """A file a record points to, durable and frozen once written: its path relative to the
+    story's folder, and the sha256 of its bytes (`garden check` and `garden doctor` verify both)."""
+
+    path: str = Field(min_length=1)
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+
+
 class Record(Strict):
     id: str = Field(pattern=ID_PATTERN)
     kind: Kind
@@ -94,6 +102,7 @@ class Record(Strict):
     expected_resolution_at: dt.date | None = None
     decided_at: dt.date | None = None
     rationale: str | None = None
+    attachments: list[Attachment] = []  # durable files the record points to, each with its hash
 
     @property
     def effective_fidelity(self) -> str:

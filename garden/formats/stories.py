@@ -20,6 +20,7 @@ from garden.formats.yaml_reader import describe_pydantic_error, read_yaml
 from garden.errors import GardenError, StoryError
 from garden.models import Record, Story
 from garden.derived.home import derived_dir, derived_folder, refuse_link, remove_orphans, temp_prefix
+from garden.store.attachments import attachment_errors
 
 STORY_KEYS = set(Story.model_fields)
 # A story can be written to fail once per record, field and list item; past this many
@@ -166,6 +167,7 @@ def semantic_errors(story: Story, path: Path, known_ids: set[str] = frozenset())
                 f"{where}: field valid_to: ends before it starts (value {r.valid_to}, valid_from {r.valid_from})"
             )
     errors += _cycle_errors(story, path)
+    errors += attachment_errors(story, path)  # durable bytes: present, inside the folder, as hashed
     return errors
 
 
