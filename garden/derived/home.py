@@ -27,6 +27,9 @@ def derived_dir() -> Path:
 # someone else, and writing through it would write outside the store, so it is refused.
 
 LINK_REFUSAL = "is a symbolic link; the garden does not write through links it did not create"
+# Derived data is owner-only (no group or other bits): traces hold every query asked, and
+# `garden doctor` enforces the rule. Files made with mkstemp are 0600 already.
+FOLDER_MODE, FILE_MODE = 0o700, 0o600
 DERIVED_FOLDERS = ("index", "embeddings", "traces")
 
 
@@ -41,7 +44,7 @@ def _check_home(home: Path, create: bool) -> None:
         if not create:
             return
         try:
-            os.makedirs(home, exist_ok=True)
+            os.makedirs(home, mode=FOLDER_MODE, exist_ok=True)
         except OSError as exc:
             raise GardenError(f"{_home_label(home)}: cannot create the folder: {exc.strerror or exc}") from None
         return
@@ -58,7 +61,7 @@ def _check_folder(path: Path, create: bool) -> None:
         if not create:
             return
         try:
-            os.mkdir(path)
+            os.mkdir(path, FOLDER_MODE)
             return
         except FileExistsError:  # made meanwhile by another process, or by someone else: look again
             mode = os.lstat(path).st_mode

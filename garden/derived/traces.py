@@ -26,7 +26,8 @@ from pydantic import ValidationError
 from garden._notice import warn
 from garden.errors import GardenError
 from garden.models import TraceEvent
-from garden.derived.home import LINK_REFUSAL, MAX_RETENTION_DAYS, derived_dir, derived_folder, tracing_enabled
+from garden.derived.home import (FILE_MODE, LINK_REFUSAL, MAX_RETENTION_DAYS, derived_dir, derived_folder,
+                                  tracing_enabled)
 
 TRACE_VERSION = 1
 # ASCII digits only, matched in full: `$` alone would also accept a trailing newline
@@ -53,7 +54,7 @@ def write_trace(event: TraceEvent, day: dt.date | None = None) -> Path:
     # a FIFO in its place cannot make the open hang; a regular file ignores it.
     flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
     try:
-        fd = os.open(path, flags, 0o644)
+        fd = os.open(path, flags, FILE_MODE)  # owner-only: a trace holds every query asked
     except OSError as exc:
         if os.path.islink(path):
             raise GardenError(f"{path} {LINK_REFUSAL}") from None
