@@ -219,6 +219,47 @@ def cmd_traces(args) -> int:
     return 0
 
 
+def cmd_doctor(args) -> int:
+    from garden.store.doctor import run_doctor
+
+    report = run_doctor(args.root, repair=args.repair)
+    if args.json:
+        print_json(report.to_json())
+    else:
+        print("\n".join(report.lines()))
+    return report.exit_code()
+
+
+def cmd_backup(args) -> int:
+    from garden.store.backup import write_backup
+
+    report = write_backup(args.root, args.out, pipeline=args.pipeline)
+    if args.json:
+        print_json(report.to_json())
+    else:
+        print("\n".join(report.lines()))
+    return 0
+
+
+def cmd_restore(args) -> int:
+    from garden.store.restore import restore
+
+    report = restore(args.archive, args.into, verify=args.verify)
+    if args.json:
+        print_json(report.to_json())
+    else:
+        print("\n".join(report.lines()))
+    return report.exit_code()
+
+
+def cmd_explore(args) -> int:
+    from garden.explore import write_explorer
+
+    print(write_explorer(args.out, args.story, args.text, as_of=args.as_of, pipeline=args.pipeline,
+                         baseline=args.baseline, case=args.case))
+    return 0
+
+
 def _command(sub, name: str, func, help: str, json: str | None = None) -> argparse.ArgumentParser:
     """One subcommand: its help line, the function it calls and, when it has one, --json."""
     p = sub.add_parser(name, help=help)
@@ -299,6 +340,35 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--keep-days", metavar="N", help="retention window in days, 0 to 36500 "
                    "(default: GARDEN_TRACE_DAYS, else 14); today's and later traces are always kept")
     p.add_argument("--today", type=_date, default=dt.date.today(), help="the date ages are measured from")
+    p = _command(sub, "doctor", cmd_doctor, "check the store's integrity rules: derived data owner-only, attachments "
+                 "as hashed, no link leading outside; exit 1 if an enforced rule fails", json="print JSON")
+    p.add_argument("--root", default=".", help="the store's root, holding fixtures/ (default .)")
+    p.add_argument("--repair", action="store_true", help="fix the mode of derived files breaking an enforced rule; "
+                   "never an attachment, a link or its target")
+
+    p = _command(sub, "backup", cmd_backup, "archive the durable part (stories, attachments, cases) with a "
+                 "manifest of hashes and the cases' verdicts", json="print JSON")
+    p.add_argument("--root", default=".", help="the store's root, holding fixtures/ (default .)")
+    p.add_argument("--out", required=True, help="the archive to write (.tar.gz); it must not exist")
+    p.add_argument("--pipeline", default="default", help="pipeline the verdicts are recorded under (default: default)")
+
+    p = _command(sub, "restore", cmd_restore, "restore a backup into an empty folder, every hash checked; "
+                 "--verify runs the restore drill", json="print JSON")
+    p.add_argument("archive", help="an archive written by `garden backup`")
+    p.add_argument("--into", required=True, help="an empty or absent folder to restore into")
+    p.add_argument("--verify", action="store_true", help="rebuild the derived data there, run the cases and compare "
+                   "them with the original's; exit 1 if any differs")
+
+    p = _command(sub, "explore", cmd_explore, "draw one query as a graph and step through what each stage did "
+                 "(one self-contained HTML page)")
+    p.add_argument("story", nargs="?", help="a story name in fixtures/ or a path to a story .yaml")
+    p.add_argument("text", nargs="?", help="the query")
+    p.add_argument("--case", help="draw a case's query and controls instead: a case id in regression/ or "
+                                  "challenge/, or a case file")
+    p.add_argument("--as-of", type=_date, help="injected now (default: the latest date in the story)")
+    p.add_argument("--pipeline", default="default", help="structured pipeline to step through (default: default)")
+    p.add_argument("--baseline", default="bm25s", help="pipeline shown as tokens alone (default: bm25s)")
+    p.add_argument("--out", default="explorer.html", help="HTML file to write (default explorer.html)")
     return parser
 
 

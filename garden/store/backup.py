@@ -1,0 +1,111 @@
+"""`garden backup`: the durable part of a store as one archive, with a manifest of hashes.
+
+Derived data is left out: it rebuilds. The archive is a gzip'd tar holding only regular
+files (no links, no folders, no owners, every time fixed at zero), so the same store gives
+the same bytes, and restore can refuse anything else. It is written aside and renamed into
+place: a failed backup leaves no half archive.
+"""
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import os
+import stat
+import tarfile
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from garden.errors import GardenError
+from garden.store.doctor import attachment_facts, walk
+from garden.store.drill import case_verdicts
+from garden.store.layout import StoreLayout
+from garden.store.manifest import MANIFEST, MANIFEST_HASH, Manifest, ManifestFile, manifest_bytes
+from garden.text import shown
+
+
+@dataclass(frozen=True)
+class BackupReport:
+    archive: Path
+    manifest: Manifest
+
+    def lines(self) -> list[str]:
+        passed = sum(1 for v in self.manifest.verdicts if v["passed"])
+        return [f"wrote {self.archive}: {len(self.manifest.files)} durable files with their sha256 "
+                f"({sum(f.size for f in self.manifest.files)} bytes); {len(self.manifest.verdicts)} case verdicts "
+                f"under {self.manifest.pipeline} recorded for the restore drill ({passed} passed); "
+                "derived data left out (it rebuilds)"]
+
+    def to_json(self) -> dict:
+        return {"archive": str(self.archive), "files": len(self.manifest.files),
+                "bytes": sum(f.size for f in self.manifest.files), "pipeline": self.manifest.pipeline,
+                "verdicts": len(self.manifest.verdicts)}
+
+
+def durable_files(layout: StoreLayout) -> list[Path]:
+    """Every regular file of the durable part, sorted. A link or a special file there is
+    refused, naming it: the archive stores bytes, and a link is not the store's to follow."""
+    files, problems = [], []
+    for folder in layout.durable_folders():
+        for entry in walk(folder, "durable", layout.root):
+            if entry.kind == "link":
+                problems.append(f"{layout.shown(entry.path)}: a symbolic link in the durable part; a backup holds "
+                                "files, not links (`garden doctor` reports it)")
+            elif entry.kind == "file" and not stat.S_ISREG(entry.mode):
+                problems.append(f"{layout.shown(entry.path)}: not a regular file; a backup holds files")
+            elif entry.kind == "file":
+                files.append(entry.path)
+    facts, unreadable = attachment_facts(layout)
+    problems += [f"{layout.shown(f.path)}: record {f.record}: {f.problem}" for f in facts if f.problem]
+    problems += [f"{layout.shown(story)}: {problem}" for story, problem in unreadable]
+    if problems:
+        raise GardenError([f"backup refused: {p}" for p in problems])
+    return sorted(files, key=lambda p: p.relative_to(layout.root).as_posix())
+
+
+def _add(tar: tarfile.TarFile, name: str, data: bytes, mode: int) -> None:
+    info = tarfile.TarInfo(name)
+    info.size, info.mode, info.mtime = len(data), mode, 0
+    info.uid = info.gid = 0
+    info.uname = info.gname = ""
+    tar.addfile(info, io.BytesIO(data))
+
+
+def write_backup(root: str | Path | None, out: str | Path, pipeline: str = "default") -> BackupReport:
+    """Archive the durable part of the store at `root` into `out` (which must not exist),
+    with the manifest and the cases' verdicts under `pipeline`."""
+    layout = StoreLayout.at(root)
+    out = Path(os.path.abspath(out))
+    if os.path.lexists(out):
+        raise GardenError(f"--out {shown(str(out))}: exists; a backup never overwrites a file (name a new one)")
+    if not out.parent.is_dir():
+        raise GardenError(f"--out {shown(str(out))}: no folder {shown(str(out.parent))} to write it in")
+    real_out = Path(os.path.realpath(out.parent)) / out.name
+    for folder in layout.durable_folders():
+        if real_out.is_relative_to(os.path.realpath(folder)):
+            raise GardenError(f"--out {shown(str(out))}: inside the durable folder {folder.name}/; "
+                              "a backup would then hold itself")
+    contents = []
+    for path in durable_files(layout):
+        data = path.read_bytes()
+        mode = stat.S_IMODE(os.stat(path).st_mode)
+        contents.append((ManifestFile(path=path.relative_to(layout.root).as_posix(), size=len(data),
+                                      sha256=hashlib.sha256(data).hexdigest(), mode=mode), data))
+    manifest = Manifest(pipeline=pipeline, files=[f for f, _ in contents],
+                        verdicts=case_verdicts(layout.root, pipeline))
+    text = manifest_bytes(manifest)
+    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".part", dir=out.parent)
+    try:
+        with os.fdopen(fd, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as gz, \
+                tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar:
+            _add(tar, MANIFEST, text, 0o644)
+            _add(tar, MANIFEST_HASH, (hashlib.sha256(text).hexdigest() + "\n").encode(), 0o644)
+            for entry, data in contents:
+                _add(tar, entry.path, data, entry.mode)
+        os.chmod(tmp, 0o600)  # a backup holds every story: owner-only, like the derived data
+        os.rename(tmp, out)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return BackupReport(out, manifest)

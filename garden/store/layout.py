@@ -1,0 +1,57 @@
+"""Where a store's two parts live on disk.
+
+The durable part is what cannot be rebuilt: the stories and their attachments under
+`fixtures/`, and the hand-written cases under `regression/` and `challenge/`. The derived
+part is the garden home (`.garden/` under the root, unless `GARDEN_HOME` moves it): indexes,
+embeddings and traces, deleted and rebuilt at will.
+"""
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+from garden.errors import GardenError
+from garden.text import shown
+
+STORY_FOLDER = "fixtures"
+DURABLE_FOLDERS = (STORY_FOLDER, "regression", "challenge")
+HOME_FOLDER = ".garden"
+
+
+@dataclass(frozen=True)
+class StoreLayout:
+    root: Path   # as given, made absolute; never resolved, so a linked folder below it still shows as a link
+    home: Path
+
+    @classmethod
+    def at(cls, root: str | Path | None = None) -> "StoreLayout":
+        """The store rooted at `root` (default: the current folder); GardenError unless it is a folder."""
+        path = Path(os.path.abspath(root if root is not None else Path.cwd()))
+        if not path.is_dir():
+            raise GardenError(f"--root {shown(str(path))}: not a folder; a store's root holds fixtures/")
+        env = os.environ.get("GARDEN_HOME")
+        home = Path(os.path.abspath(env)) if env else path / HOME_FOLDER
+        return cls(path, home)
+
+    def durable_folders(self) -> list[Path]:
+        return [self.root / name for name in DURABLE_FOLDERS]
+
+    def story_files(self) -> list[Path]:
+        """`fixtures/*.yaml`, sorted: the stories `garden check` checks. Nothing is listed
+        through a linked `fixtures/` (that link is a finding of its own)."""
+        folder = self.root / STORY_FOLDER
+        try:
+            if not stat.S_ISDIR(os.lstat(folder).st_mode):
+                return []
+        except FileNotFoundError:
+            return []
+        return sorted(p for p in folder.glob("*.yaml") if not p.is_symlink())
+
+    def shown(self, path: Path) -> str:
+        """A path as a report names it: relative to the root when below it."""
+        try:
+            return str(path.relative_to(self.root))
+        except ValueError:
+            return str(path)
