@@ -44,7 +44,8 @@ def show_run(report: RunReport) -> None:
         status = "[green]pass[/green]" if r.passed else (
             "[red]FAIL[/red]" if r.suite == "regression" else "[yellow]known miss[/yellow]")
         table.add_row(r.suite, r.case, r.pipeline, status,
-                      f"{sum(c.passed for c in r.controls)}/{len(r.controls)}", "\n".join(fails))
+                      f"{sum(c.passed for c in r.controls)}/{len(r.controls)}" if r.controls else "none",
+                      "\n".join(fails))
     console.print(table)
     ledger = [r for r in report.results if r.suite == "challenge" and not r.passed]
     if ledger:

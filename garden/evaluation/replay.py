@@ -16,6 +16,7 @@ names the judgments each figure rests on.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from dataclasses import dataclass, field
@@ -44,6 +45,11 @@ class Replay:
     forbidden: list[str] = field(default_factory=list)
     judged: bool = True  # False: no expectation judges its items: agreement only
     free: bool = False   # a free query (no case): never judged, least of all by its own packet
+    question_id: str = ""   # of a trace's question: its content id, the same in any trace
+    line: int = 0           # of a trace's question: the line of its first event
+    traced: list[str] = field(default_factory=list)  # of a trace's question: pipelines that served it
+    case: str | None = None  # of a trace's question: the case whose run asked it
+    adjudicated: bool = False  # judged by a person's grades (`garden judge`), not a case
 
 
 def judgments(expect: Expect) -> dict[str, int]:
@@ -79,26 +85,53 @@ def question_key(event) -> tuple:
             json.dumps(event.settings.model_dump(mode="json", exclude_none=True), sort_keys=True))
 
 
+def question_id(key: tuple) -> str:
+    """A question's id from its content, so a judgment made on one trace finds the same
+    question in any other trace (a line number would not)."""
+    return "q-" + hashlib.sha256(json.dumps(key, ensure_ascii=False).encode("utf-8")).hexdigest()[:12]
+
+
+VERDICT_OUTCOME = {"answer": "answered", "ask": "asked", "silent": "silent"}
+
+
 @dataclass
 class TraceQuestions:
     replays: list[Replay]
     events: int          # events read that the source filter kept
     folded: int          # of them, repeats of an earlier question
+    adjudications: str | None = None            # the judgments file, when one was given
+    verdicts: dict[str, str] = field(default_factory=dict)  # replay qid -> a person's question verdict
 
     def to_json(self) -> dict:
-        return {"events": self.events, "distinct": len(self.replays), "folded": self.folded,
-                "judged": sum(r.judged for r in self.replays), "free": sum(r.free for r in self.replays),
+        data = {"events": self.events, "distinct": len(self.replays), "folded": self.folded,
+                "judged": sum(r.judged for r in self.replays),
+                "judged_by_cases": sum(r.judged and not r.adjudicated for r in self.replays),
+                "adjudicated": sum(r.adjudicated for r in self.replays),
+                "free": sum(r.free for r in self.replays),
+                "free_unjudged": sum(r.free and not r.judged for r in self.replays),
                 # a case's question that judges no item (a skip or ask control): agreement only
                 "case_without_item_judgments": sum(not r.judged and not r.free for r in self.replays)}
+        if self.adjudications is not None:
+            data["adjudications"] = self.adjudications
+            data["question_verdicts"] = len(self.verdicts)
+        return data
+
+    def judged_by(self) -> str:
+        t = self.to_json()
+        parts = [f"{t['judged_by_cases']} by their cases' expectations"] if t["judged_by_cases"] else []
+        if t["adjudicated"]:
+            parts.append(f"{t['adjudicated']} by a person's grades in {self.adjudications}")
+        return " and ".join(parts) or "nothing"
 
 
-def replays_from_trace(path: Path, source: str | None = None) -> TraceQuestions:
-    """The distinct questions of a trace file, each judged by its case when it names one.
+def replays_from_trace(path: Path, source: str | None = None, adjudicated=None) -> TraceQuestions:
+    """The distinct questions of a trace file, each judged by a person's grades when
+    `adjudicated` (a Judgments) holds some for it, else by its case when it names one.
     `source`: "query" keeps free queries only, "case" case runs only."""
     if source is not None and source not in SOURCES:
         raise GardenError(f"--source must be one of {', '.join(SOURCES)} (got {source!r})")
     out: list[Replay] = []
-    seen: set[tuple] = set()
+    seen: dict[tuple, Replay] = {}
     events = folded = 0
     # damaged lines (a writer killed mid-line) are skipped with a warning; n stays the
     # line's number in the file, so a replay can be found again
@@ -109,8 +142,9 @@ def replays_from_trace(path: Path, source: str | None = None) -> TraceQuestions:
         key = question_key(event)
         if key in seen:
             folded += 1
+            if event.pipeline not in seen[key].traced:
+                seen[key].traced.append(event.pipeline)
             continue
-        seen.add(key)
         story_path = Path(event.story_path) if event.story_path else resolve_story_path(event.story)
         spec = QuerySpec(load_story(story_path), event.query, event.as_of, event.budget, event.hints or Hints(),
                          event.include_private, event.settings, list(event.session), str(story_path))
@@ -121,9 +155,20 @@ def replays_from_trace(path: Path, source: str | None = None) -> TraceQuestions:
             match = next((q for q in loaded.queries if q.spec_fields["query"] == event.query), None)
             if match is not None:
                 rels, forbidden = judgments(match.expect), list(match.expect.exclude)
-        out.append(Replay(f"line{n}", f"{event.case or 'query'}: {event.query}", spec, rels, forbidden,
-                          judged=bool(rels or forbidden), free=not event.case))
-    return TraceQuestions(out, events, folded)
+        qid = question_id(key)
+        grades = adjudicated.qrels.get(qid) if adjudicated is not None else None
+        if grades:  # a person's grades of what was served outrank a case's expectations
+            rels = {rid: g for rid, g in grades.items() if g > 0}
+            forbidden = sorted(rid for rid, g in grades.items() if g < 0)
+        seen[key] = Replay(f"line{n}", f"{event.case or 'query'}: {event.query}", spec, rels, forbidden,
+                           judged=bool(rels or forbidden), free=not event.case, question_id=qid,
+                           line=n, traced=[event.pipeline], case=event.case, adjudicated=bool(grades))
+        out.append(seen[key])
+    verdicts = {}
+    if adjudicated is not None:
+        verdicts = {r.qid: v for r in out if (v := adjudicated.verdict(r.question_id)) is not None}
+    return TraceQuestions(out, events, folded, str(adjudicated.path) if adjudicated is not None else None,
+                          verdicts)
 
 
 def overlap(a: list[str], b: list[str]) -> float:
@@ -177,6 +222,7 @@ class SourceReport:
     judged_by: str = "each case's expectations"
     name: str = ""
     baseline: str = ""
+    verdicts: dict[str, dict] = field(default_factory=dict)  # per pipeline: outcomes matching a person's verdict
 
     def to_json(self) -> dict:
         if self.report is not None:
@@ -193,6 +239,10 @@ class SourceReport:
             data["pipelines"].setdefault(name, {})["forbidden_hits"] = hits
         if self.agreement:
             data["agreement"] = self.agreement
+        if self.verdicts:
+            data["question_verdicts"] = self.verdicts
+            data["judgments"]["question_verdicts"] = (f"{next(iter(self.verdicts.values()))['questions']} "
+                                                      f"questions with a person's verdict in {self.trace.adjudications}")
         if self.trace is not None:
             data["trace"] = self.trace.to_json()
         if self.side_by_side:
@@ -207,9 +257,9 @@ class SourceReport:
         if self.trace is not None:
             t = self.trace.to_json()
             console.print(f"{t['distinct']} distinct questions from {t['events']} trace events "
-                          f"({t['folded']} repeats folded): {t['judged']} judged by their cases, "
-                          f"{t['free']} free queries and {t['case_without_item_judgments']} case questions "
-                          "without item judgments compared by agreement only")
+                          f"({t['folded']} repeats folded): {t['judged']} judged ({self.trace.judged_by()}); "
+                          f"{t['free_unjudged']} free queries and {t['case_without_item_judgments']} case "
+                          "questions without item judgments compared by agreement only")
         if self.report is not None:
             console.print(self.report.table())
         else:
@@ -228,6 +278,9 @@ class SourceReport:
                               f"{row['overlap_with_baseline']:.3f}" if p != self.baseline else "baseline",
                               f"{tau:.3f}" if tau is not None else "-")
             console.print(table)
+        if self.verdicts:
+            console.print("question verdicts (a person's answer / ask / stay silent) matched: " + ", ".join(
+                f"{p} {v['matched']}/{v['questions']}" for p, v in self.verdicts.items()))
         disagreements = [row for row in self.side_by_side if row["disagree"]]
         for row in disagreements[:SHOWN]:
             tops = "  |  ".join(f"{p}: {', '.join(ids) or '(empty)'}" for p, ids in row["top"].items())
@@ -299,8 +352,13 @@ def compare_replays(replays: list[Replay], pipelines: list[str], baseline: str |
             write_trec_run(Path(trec_dir) / f"{p}.run", {q: v for q, v in run.items() if v}, p)
     if plot is not None and report is not None:
         plot_per_query(plot, report.evaluation.per_query, report.baseline, report.measures[0])
+    verdicts = {}
+    if trace is not None and trace.verdicts:
+        verdicts = {p: {"matched": sum(outcomes[p][q] == VERDICT_OUTCOME[v] for q, v in trace.verdicts.items()),
+                        "questions": len(trace.verdicts)} for p in pipelines}
     return SourceReport(report, side, forbidden, agreement(packets, outcomes, baseline), trace,
-                        name=name, baseline=baseline)
+                        judged_by=trace.judged_by() if trace is not None else "each case's expectations",
+                        name=name, baseline=baseline, verdicts=verdicts)
 
 
 def is_collection(path: Path) -> bool:
@@ -308,7 +366,8 @@ def is_collection(path: Path) -> bool:
 
 
 def compare_source(source: str, pipelines: list[str], baseline: str | None = None, trec_dir: str | None = None,
-                   plot: str | None = None, metrics: str | None = None, trace_source: str | None = None):
+                   plot: str | None = None, metrics: str | None = None, trace_source: str | None = None,
+                   judgments: str | None = None):
     if not pipelines:
         raise GardenError("--pipelines names no pipeline")
     from garden.evaluation.locomo import FUSION_NAME, compare_locomo, is_locomo
@@ -323,6 +382,9 @@ def compare_source(source: str, pipelines: list[str], baseline: str | None = Non
         raise GardenError(f"{source}: no such collection folder, case file or trace file")
     if trace_source is not None and path.suffix != ".jsonl":
         raise GardenError("--source selects events of a trace file; a case, collection or LoCoMo source has none")
+    if judgments is not None and path.suffix != ".jsonl":
+        raise GardenError("--judgments grades a trace's questions (`garden judge`); a case, collection or "
+                          "LoCoMo source brings its own judgments")
     if is_locomo(path):
         if metrics or plot or trec_dir:
             raise GardenError(f"{source}: a LoCoMo comparison reports its fixed measures "
@@ -341,7 +403,10 @@ def compare_source(source: str, pipelines: list[str], baseline: str | None = Non
     measures = [m.strip() for m in metrics.split(",")] if metrics else list(STORY_MEASURES)
     parse_measures(measures)
     if path.suffix == ".jsonl":
-        questions = replays_from_trace(path, trace_source)
+        from garden.evaluation.judgments import Judgments
+
+        adjudicated = Judgments.load(judgments, must_exist=True) if judgments is not None else None
+        questions = replays_from_trace(path, trace_source, adjudicated)
         return compare_replays(questions.replays, pipelines, baseline, str(path), measures, trec_dir, plot,
                                trace=questions)
     files = sorted(path.rglob("*.yaml")) if path.is_dir() else [path]
