@@ -180,8 +180,34 @@ def cmd_compare(args) -> int:
 
     pipelines = [p.strip() for p in args.pipelines.split(",") if p.strip()]
     report = compare_source(args.source, pipelines, baseline=args.baseline, trec_dir=args.trec_dir,
-                            plot=args.plot, metrics=args.metrics, trace_source=args.source_kind)
+                            plot=args.plot, metrics=args.metrics, trace_source=args.source_kind,
+                            judgments=args.judgments)
     _emit(args, report)
+    return 0
+
+
+def cmd_judge(args) -> int:
+    from garden.evaluation.judge import answers_from, judge
+    from garden.evaluation.judgments import default_judgments
+
+    pipelines = [p.strip() for p in args.pipelines.split(",") if p.strip()] if args.pipelines else None
+    path = Path(args.judgments) if args.judgments else default_judgments(Path(args.trace))
+    summary = judge(args.trace, path, answers_from(args.answers), pipelines, args.source_kind)
+    for line in summary.lines():
+        print(line)
+    return 0
+
+
+def cmd_capture(args) -> int:
+    from garden.evaluation.capture import capture
+    from garden.evaluation.judgments import default_judgments
+
+    path = Path(args.judgments) if args.judgments else default_judgments(Path(args.trace))
+    captured = capture(args.trace, args.query, path, args.name, args.out, args.force)
+    print(f"wrote {captured.path}" + (" (it already passes under default: captured with --force)"
+                                      if captured.forced else ": default misses it"))
+    for failure in captured.failures:
+        print(f"  {failure}")
     return 0
 
 
@@ -318,6 +344,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--plot", help="write a PNG of per-query differences against the baseline")
     p.add_argument("--source", dest="source_kind", choices=("query", "case"),
                    help="of a trace: only free queries (query) or only case runs (case)")
+    p.add_argument("--judgments", help="of a trace: a person's grades and verdicts from `garden judge` (qrels file)")
+
+    p = _command(sub, "judge", cmd_judge, "adjudicate a trace's distinct questions: grade what each pipeline "
+                 "served, and say what should have happened; resumable, every verdict saved at once")
+    p.add_argument("trace", help="a trace file (.garden/traces/trace-YYYY-MM-DD.jsonl)")
+    p.add_argument("--judgments", help="qrels file to write (default judgments/TRACE-STEM.qrels; question "
+                                       "verdicts go beside it in STEM.questions.jsonl)")
+    p.add_argument("--answers", help="read the answers from this file, one per line as typed (default: stdin)")
+    p.add_argument("--pipelines", help="comma-separated pipelines to pool (default: those the trace recorded)")
+    p.add_argument("--source", dest="source_kind", choices=("query", "case"),
+                   help="only free queries (query) or only case runs (case)")
+
+    p = _command(sub, "capture", cmd_capture, "turn an adjudicated miss from a trace into a challenge case; "
+                 "refused (exit 1) if default already passes it")
+    p.add_argument("trace", help="the trace file the question was judged on")
+    p.add_argument("--query", required=True, metavar="N|QID|TEXT",
+                   help="the question: its number as `garden judge` shows it, its qid, or its exact text")
+    p.add_argument("--judgments", help="the judgments (default judgments/TRACE-STEM.qrels)")
+    p.add_argument("--name", help="case id (default: made from the query's words)")
+    p.add_argument("--out", default="challenge", help="folder to write the case into (default challenge/)")
+    p.add_argument("--force", action="store_true", help="capture even if default already passes it")
 
     p = _command(sub, "ablate", cmd_ablate, "the full pipeline and each one-stage-removed variant: what each stage decides",
                  json="print JSON")
