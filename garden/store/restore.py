@@ -30,11 +30,12 @@ CHUNK = 1 << 20
 
 
 class Refused(Exception):
-    """One member failed: `member` names it, the message says why."""
+    """One member failed: `where` names it ("member 'fixtures/x.yaml'"), `why` says why."""
 
-    def __init__(self, member: str, why: str):
+    def __init__(self, member: str, why: str, where: str | None = None):
         super().__init__(why)
         self.member, self.why = member, why
+        self.where = where or f"member {shown(member)}"
 
 
 def _read_small(tar: tarfile.TarFile, info: tarfile.TarInfo, limit: int) -> bytes:
@@ -94,7 +95,7 @@ def _extract(tar: tarfile.TarFile, info: tarfile.TarInfo, expected, target: Path
 
 
 def _unpack(archive: Path, target: Path) -> Manifest:
-    member = MANIFEST
+    member, where = MANIFEST, None  # where a failure that names no member of its own happened
     try:
         with tarfile.open(archive, mode="r:gz") as tar:
             manifest = _read_manifest(tar)
@@ -102,23 +103,23 @@ def _unpack(archive: Path, target: Path) -> Manifest:
             seen: set[str] = set()
             last = MANIFEST_HASH
             while True:
-                member = f"the one after {last}"  # a damaged header has no name of its own to give
+                member, where = last, f"the member after {shown(last)}"  # a damaged header has no name to give
                 info = _next_member(tar)
                 if info is None:
                     break
-                member = info.name
+                member, where = info.name, None
                 if info.name in seen or info.name not in expected:
                     raise Refused(info.name, "appears twice" if info.name in seen else "not in the manifest")
                 _extract(tar, info, expected[info.name], target)
                 seen.add(info.name)
                 last = info.name
-            member = "the archive's end"
+            member, where = last, f"the archive's end, after member {shown(last)}"
             while tar.fileobj.read(CHUNK):  # the gzip trailer: its CRC and length are checked only at the end
                 pass
     except Refused:
         raise
     except (tarfile.TarError, EOFError, zlib.error, OSError) as exc:
-        raise Refused(member, f"cannot be read, the archive is truncated or damaged ({exc})") from None
+        raise Refused(member, f"cannot be read, the archive is truncated or damaged ({exc})", where) from None
     missing = sorted(expected.keys() - seen)
     if missing:
         raise Refused(missing[0], f"listed in the manifest but not in the archive ({len(missing)} missing)")
@@ -184,7 +185,7 @@ def restore(archive: str | Path, into: str | Path, verify: bool = False) -> Rest
         os.rename(temp, into)  # replaces an empty folder in one step
     except Refused as exc:
         shutil.rmtree(temp, ignore_errors=True)
-        raise GardenError(f"{archive}: member {shown(exc.member)}: {exc.why}; nothing restored") from None
+        raise GardenError(f"{archive}: {exc.where}: {exc.why}; nothing restored") from None
     except BaseException:
         shutil.rmtree(temp, ignore_errors=True)
         raise
