@@ -1,0 +1,57 @@
+"""The Memory Graph Explorer: one query drawn as a graph and stepped through stage by stage,
+as one self-contained HTML page (see scene.py for the data, page.py for the page)."""
+from __future__ import annotations
+
+import datetime as dt
+
+from garden.explore.page import render
+from garden.explore.scene import MAX_NODES, build_scene
+
+__all__ = ["explore", "write_explorer", "build_scene", "render", "MAX_NODES"]
+
+
+def explore(story: str | None = None, query: str | None = None, *, as_of: dt.date | str | None = None,
+            pipeline: str = "default", baseline: str = "bm25s", case: str | None = None) -> str:
+    """The explorer's page (HTML text) for `query` on `story`, or for a case's query and its
+    controls (`case`: a case file, or a case id in regression/ or challenge/)."""
+    from garden.derived.home import check_environment
+    from garden.errors import GardenError
+
+    check_environment()
+    if isinstance(as_of, str):
+        try:
+            as_of = dt.date.fromisoformat(as_of)
+        except ValueError:
+            raise GardenError(f"as_of: not a date (YYYY-MM-DD): {as_of!r}") from None
+    return render(build_scene(story, query, as_of=as_of, pipeline=pipeline, baseline=baseline, case=case))
+
+
+def write_explorer(out, story: str | None = None, query: str | None = None, *, as_of=None,
+                   pipeline: str = "default", baseline: str = "bm25s", case: str | None = None) -> str:
+    """Write the explorer's page to `out`; one line saying what was written."""
+    import os
+    from pathlib import Path
+
+    from garden.errors import GardenError
+    from garden.explore.page import render as _render
+
+    from garden.derived.home import check_environment
+
+    check_environment()
+    path = Path(out)
+    if path.is_dir():
+        raise GardenError(f"--out {path}: is a folder; name the HTML file to write")
+    if not path.parent.is_dir():
+        raise GardenError(f"--out {path}: folder {path.parent} does not exist")
+    scene = build_scene(story, query, as_of=as_of, pipeline=pipeline, baseline=baseline, case=case)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(_render(scene), encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise GardenError(f"--out {path}: cannot write: {exc.strerror or exc}") from None
+    d, lo = scene["drawn"], scene["left_out"]
+    return (f"wrote {path}: {len(scene['steps'])} steps; drew {d['records']} of {scene['store']['records']} records, "
+            f"{d['topics']} topics, {d['people']} people ({lo['candidates']} candidates and {lo['linked']} "
+            f"linked records left out)")

@@ -1,0 +1,160 @@
+"""`garden explore`: the scene is drawn from what the pipeline really did, for any story,
+case or imported conversation, and the page is one self-contained, deterministic file."""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from garden.cli import main
+from garden.explore import MAX_NODES, build_scene, explore
+from garden.explore.page import CSP, scene_json
+from garden.pipelines.structured import STAGES
+
+ROOT = Path(__file__).resolve().parents[1]
+LOCOMO = ROOT.parent / "shared" / "data" / "locomo"
+
+
+@pytest.fixture(scope="module")
+def named_phrase():
+    return build_scene(case=str(ROOT / "regression" / "named-phrase.yaml"), baseline="bm25s")
+
+
+def step(scene: dict, step_id: str) -> dict:
+    (found,) = [s for s in scene["steps"] if s["id"] == step_id]
+    return found
+
+
+def test_the_steps_follow_the_pipeline_order(named_phrase):
+    ids = [s["id"] for s in named_phrase["steps"]]
+    assert ids[:2] == ["triage", "baseline"] and ids[-1] == "packet" and len(set(ids)) == len(ids)
+    order = [s.name for s in STAGES]
+    stages = [i for i in ids if i in order]
+    assert stages == sorted(stages, key=order.index)
+    # standout arms the ratio the lanes apply, provenance arms what pack follows: drawn with them
+    assert "lanes" in ids and "pack" in ids and "standout" not in ids and "provenance" not in ids
+
+
+def test_tokens_alone_put_the_chatty_distractor_first_and_the_phrase_puts_the_anchor_first(named_phrase):
+    baseline = step(named_phrase, "baseline")
+    assert baseline["ranking"][0]["id"] == "chat.campfire"
+    assert "It puts chat.campfire first" in " ".join(baseline["summary"])
+    phrase = step(named_phrase, "phrase")
+    assert phrase["ranking"][0]["id"] == "log.week12"
+    assert {"span": "glacier custard incident", "records": 2, "credited": True, "refused": None} in phrase["spans"]
+    why = [w for c in phrase["changes"] if c["id"] == "log.week12" for w in c["why"]]
+    assert "holds the rare in-order span 'glacier custard incident'" in why   # the stage's own words
+
+
+def test_the_standout_gate_per_lane_and_the_budget_come_from_the_trace(named_phrase):
+    lanes = {lane["lane"]: lane for lane in step(named_phrase, "lanes")["lanes"]}
+    evidence = lanes["evidence"]
+    assert evidence["answers"] and evidence["ratio"] >= evidence["standout"] == 1.4
+    assert evidence["riding"] == ["log.week12", "view.jokes.index"]
+    rejected = {c["id"]: c for c in step(named_phrase, "lanes")["changes"] if c["kind"] == "rejected"}
+    assert rejected["chat.campfire"]["text"] == "below_standout"
+    assert "does not beat the rival" in rejected["chat.campfire"]["why"][0]
+    packet = step(named_phrase, "packet")
+    assert [i["id"] for i in packet["items"]] == ["log.week12", "view.jokes.index"]
+    assert packet["budget"]["limit"] == 1200
+    assert packet["budget"]["used"] == sum(i["chars"] for i in packet["budget"]["items"]) == 119
+    assert step(named_phrase, "pack")["budget"] == packet["budget"]
+
+
+def test_the_controls_are_refused_for_different_reasons_and_all_hold(named_phrase):
+    controls = step(named_phrase, "controls")["controls"]
+    assert len(controls) == 6 and all(c["passed"] for c in controls)
+    rules = {r["rule"] for c in controls for r in c["refusals"]}
+    assert {"phrase:in no record", "phrase:in N records above the ceiling of N",
+            "phrase:opens with function word X", "triage:skip"} <= rules
+    frequency = next(c for c in controls if "camp stove" in c["query"])
+    assert re.fullmatch(r"'camp stove': in \d+ records, above the ceiling of 2", frequency["refusals"][0]["text"])
+
+
+def test_a_case_marks_what_its_expectations_require_and_forbid(named_phrase):
+    marks = named_phrase["marks"]
+    assert "required: leads the packet" in marks["log.week12"]
+    assert "required: behind log.week12" in marks["view.jokes.index"]
+    assert "forbidden: labels phrase_match" in marks["chat.campfire"]
+    assert named_phrase["case_passed"] is True and named_phrase["case_failures"] == []
+
+
+def test_the_page_is_self_contained_and_the_same_input_gives_the_same_bytes():
+    case = str(ROOT / "regression" / "named-phrase.yaml")
+    page = explore(case=case, baseline="bm25s")
+    assert page == explore(case=case, baseline="bm25s")
+    assert f'content="{CSP}"' in page
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page)
+    assert "http://" not in page.replace("http://www.w3.org/2000/svg", "")
+    block = re.search(r'<script type="application/json" id="scene">\n(.*?)\n</script>', page, re.S).group(1)
+    scene = json.loads(block)
+    assert scene["case"] == "named-phrase" and scene["nodes"][0]["id"] == "query"
+
+
+def test_record_text_cannot_close_the_data_block():
+    text = scene_json({"text": "</script><script>alert(1)</script><!--"})
+    assert "<" not in text and json.loads(text)["text"].startswith("</script>")
+
+
+@pytest.mark.parametrize("story", sorted(p.stem for p in (ROOT / "fixtures").glob("*.yaml")))
+def test_every_shipped_story_explores(story):
+    scene = build_scene(str(ROOT / "fixtures" / f"{story}.yaml"), "what did we decide about the night watch?",
+                        baseline="bm25s")
+    assert scene["steps"][0]["id"] == "triage" and scene["steps"][-1]["id"] == "packet"
+    assert len(scene["nodes"]) <= MAX_NODES
+    ids = {n["id"] for n in scene["nodes"]}
+    assert all(e["from"] in ids and e["to"] in ids for e in scene["edges"])
+
+
+CASES = sorted(str(p.relative_to(ROOT)) for d in ("regression", "challenge") for p in (ROOT / d).glob("*.yaml"))
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_every_shipped_case_explores(case):
+    scene = build_scene(case=str(ROOT / case), baseline="bm25s")
+    assert scene["case"] == Path(case).stem
+    assert scene["case_passed"] is (not case.startswith("challenge"))
+    packet = scene["steps"][-1]
+    assert packet["id"] == "packet" and all(n["x"] >= 0 and n["y"] >= 0 for n in scene["nodes"])
+
+
+@pytest.mark.skipif(not (LOCOMO / "conv-30.json").is_file(), reason=f"the LoCoMo data is not at {LOCOMO}")
+def test_an_imported_locomo_conversation_draws_the_neighbourhood_not_the_store(tmp_path, monkeypatch, capsys):
+    from garden.formats.locomo import import_locomo
+
+    import_locomo(LOCOMO / "conv-30.json", tmp_path)
+    story = tmp_path / "fixtures" / "locomo-30.yaml"
+    out = tmp_path / "conv.html"
+    code = main(["explore", str(story), "When did Gina lose her job at Door Dash?", "--out", str(out)])
+    line = capsys.readouterr().out
+    assert code == 0 and line.startswith(f"wrote {out}")
+    page = out.read_text(encoding="utf-8")
+    scene = json.loads(re.search(r'id="scene">\n(.*?)\n</script>', page, re.S).group(1))
+    assert len(scene["nodes"]) <= MAX_NODES
+    assert scene["store"]["records"] > 500 and scene["left_out"]["records"] > 400
+    assert scene["drawn"]["records"] + scene["left_out"]["records"] == scene["store"]["records"]
+    assert scene["drawn"]["people"] == 2                      # the two speakers
+    drawn = {n["id"] for n in scene["nodes"]}
+    packet = scene["steps"][-1]
+    assert all(item["id"] in drawn for item in packet.get("items", []))
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["explore", "nosuch", "q?"], "no story named 'nosuch'"),
+    (["explore", "--case", "nosuch"], "no case named 'nosuch'"),
+    (["explore", "aurora-ridge", "q?", "--pipeline", "nosuch"], "unknown pipeline 'nosuch'"),
+    (["explore", "aurora-ridge", "q?", "--pipeline", "default-nosuch"], "no stage named 'nosuch'"),
+    (["explore", "aurora-ridge", "q?", "--pipeline", "bm25"], "a bare retriever goes in --baseline"),
+    (["explore", "aurora-ridge", "q?", "--baseline", "nosuch"], "unknown pipeline 'nosuch'"),
+    (["explore", "aurora-ridge", "q?", "--case", "named-phrase"], "not both"),
+    (["explore"], "give STORY and QUERY, or --case CASE"),
+    (["explore", "aurora-ridge", "q?", "--out", "no/such/folder/x.html"], "does not exist"),
+])
+def test_bad_input_is_one_located_line_exit_2(project, capsys, args, needle):
+    code = main(args)
+    out, err = capsys.readouterr()
+    assert code == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1 and needle in err, err
+    assert not list(project.glob("*.html"))
