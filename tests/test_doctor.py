@@ -241,3 +241,11 @@ def test_a_root_that_is_not_a_folder_is_bad_input(store, capsys):
     code, out, err = doctor(capsys, "--root", str(store / "nowhere"))
     assert code == 2 and out == ""
     assert len(err.strip().splitlines()) == 1 and "nowhere" in err
+
+
+def test_a_story_that_cannot_be_read_is_an_enforced_finding(store, capsys):
+    (store / "fixtures" / "torn.yaml").write_text("story: torn\nrecords: [\n", encoding="utf-8")
+    code, out, _ = doctor(capsys)
+    assert code == 1
+    [line] = [line for line in out.splitlines() if "story-readable" in line]
+    assert line.startswith("ENFORCED story-readable fixtures/torn.yaml: its attachments cannot be listed: ")

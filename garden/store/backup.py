@@ -95,7 +95,10 @@ def write_backup(root: str | Path | None, out: str | Path, pipeline: str = "defa
     manifest = Manifest(pipeline=pipeline, files=[f for f, _ in contents],
                         verdicts=case_verdicts(layout.root, pipeline))
     text = manifest_bytes(manifest)
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".part", dir=out.parent)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".part", dir=out.parent)
+    except OSError as exc:
+        raise GardenError(f"--out {shown(str(out))}: cannot write there: {exc.strerror or exc}") from None
     try:
         with os.fdopen(fd, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as gz, \
                 tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar:

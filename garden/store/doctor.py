@@ -109,7 +109,7 @@ def attachment_read_only(fact: AttachmentFact, shown: str) -> Finding | None:
                    "none (repair never changes an attachment; `chmod a-w` it by hand)")
 
 
-def story_readable(story: Path, problem: str | None, shown: str) -> Finding | None:
+def story_readable(problem: str | None, shown: str) -> Finding | None:
     """Enforced: a story whose attachments cannot be listed cannot be checked."""
     if problem is None:
         return None
@@ -253,7 +253,7 @@ def diagnose(layout: StoreLayout) -> tuple[list[Finding], Counter, list[Entry]]:
     facts, unreadable = attachment_facts(layout)
     for fact in facts:
         findings += [f for rule in ATTACHMENT_RULES.values() if (f := rule(fact, layout.shown(fact.path)))]
-    findings += [story_readable(story, problem, layout.shown(story)) for story, problem in unreadable]
+    findings += [story_readable(problem, layout.shown(story)) for story, problem in unreadable]
     checked = Counter({"stories": len(layout.story_files()), "attachments": len(facts), "files": 0,
                        "folders": 0, "links": 0})
     checked.update(entry.kind + "s" for entry in entries)

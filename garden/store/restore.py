@@ -9,6 +9,7 @@ paths or paths with `..` are refused (tar path traversal), never extracted.
 """
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import os
@@ -118,8 +119,10 @@ def _unpack(archive: Path, target: Path) -> Manifest:
                 pass
     except Refused:
         raise
-    except (tarfile.TarError, EOFError, zlib.error, OSError) as exc:
+    except (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile) as exc:
         raise Refused(member, f"cannot be read, the archive is truncated or damaged ({exc})", where) from None
+    except OSError as exc:  # the archive or the temporary folder: unreadable, or a disk full
+        raise Refused(member, f"cannot be restored: {exc.strerror or exc}", where) from None
     missing = sorted(expected.keys() - seen)
     if missing:
         raise Refused(missing[0], f"listed in the manifest but not in the archive ({len(missing)} missing)")
@@ -178,7 +181,10 @@ def restore(archive: str | Path, into: str | Path, verify: bool = False) -> Rest
     archive, into = Path(archive), _target(Path(os.path.abspath(into)))
     if not archive.is_file():
         raise GardenError(f"{shown(str(archive))}: no such archive file")
-    temp = Path(tempfile.mkdtemp(prefix=f".{into.name}.restore-", dir=into.parent))
+    try:
+        temp = Path(tempfile.mkdtemp(prefix=f".{into.name}.restore-", dir=into.parent))
+    except OSError as exc:
+        raise GardenError(f"--into {shown(str(into))}: cannot make a folder beside it: {exc.strerror or exc}") from None
     try:
         manifest = _unpack(archive, temp)
         os.chmod(temp, 0o755)
