@@ -170,8 +170,15 @@ def test_the_loop_trace_judge_capture_fix_promote(project, traced, capsys):
     assert anchor in text
     story.write_text(text.replace(anchor, anchor + '    title: "Battery care: spare batteries kept warm '
                                   'in an inner pocket"\n'), encoding="utf-8")
+    # a negative control before promoting: a battery question about something else keeps
+    # its own answer first and does not pull the newly titled note
+    with case_path.open("a", encoding="utf-8") as f:
+        f.write("controls:\n  - name: another battery question keeps its answer\n"
+                "    query: What did Jonas say about battery at thirty below?\n"
+                "    expect: {lead: chat.1201, exclude: [note.battery]}\n")
     assert main(["run", str(case_path), "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["passed"] == 1
+    result = json.loads(capsys.readouterr().out)
+    assert result["passed"] == 1 and result["results"][0]["controls"][0]["passed"]
     assert main(["promote", str(case_path), "--runs", "2"]) == 0
     assert (project / "regression" / "battery-care.yaml").is_file() and not case_path.exists()
 

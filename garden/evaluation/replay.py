@@ -258,7 +258,7 @@ class SourceReport:
             t = self.trace.to_json()
             console.print(f"{t['distinct']} distinct questions from {t['events']} trace events "
                           f"({t['folded']} repeats folded): {t['judged']} judged ({self.trace.judged_by()}); "
-                          f"{t['free_unjudged']} free queries and {t['case_without_item_judgments']} case "
+                          f"{t['free_unjudged']} unjudged free queries and {t['case_without_item_judgments']} case "
                           "questions without item judgments compared by agreement only")
         if self.report is not None:
             console.print(self.report.table())
