@@ -166,6 +166,7 @@ def test_changed_attachment_bytes_fail_and_no_repair_rewrites_them(store, capsys
     ("media/gone.txt", None, "field attachments[0].path: 'media/gone.txt': no such file"),
     ("../outside.txt", None, "field attachments[0].path: '../outside.txt' leaves the story's folder"),
     ("/etc/hostname", None, "field attachments[0].path: '/etc/hostname' is not a relative path"),
+    ('"media/\\0log.txt"', None, "field attachments[0].path: 'media/\\x00log.txt' is not a relative path"),
     ("linked/log.txt", "link", "field attachments[0].path: 'linked/log.txt' leaves the story's folder"),
 ])
 def test_check_locates_each_bad_attachment(store, tmp_path, capsys, where, fault, needle):

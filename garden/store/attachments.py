@@ -48,7 +48,7 @@ class AttachmentCheck:
 
 def check_attachment(story_dir: Path, attachment: Attachment) -> AttachmentCheck:
     rel = PurePosixPath(attachment.path)
-    if rel.is_absolute() or "\\" in attachment.path:
+    if rel.is_absolute() or "\\" in attachment.path or "\0" in attachment.path:
         return AttachmentCheck("path", f"{shown(attachment.path)} is not a relative path; an attachment's "
                                "path is relative to the story's folder", None)
     if ".." in rel.parts:
