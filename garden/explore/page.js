@@ -50,6 +50,11 @@
     const i = el("i"); i.style.background = color;
     legend.append(el("span", {}, i, text));
   }
+  const kinds = [...new Set(scene.edges.map((e) => e.kind))].sort();
+  if (kinds.length) {
+    legend.append(el("span", { id: "edge-kinds" }, "edges: " + kinds.join(", ") +
+      "; dashed red: the query's three best at this step"));
+  }
 
   // --- the graph -------------------------------------------------------------------
   const graph = document.getElementById("graph");
