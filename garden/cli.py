@@ -181,7 +181,7 @@ def cmd_compare(args) -> int:
     pipelines = [p.strip() for p in args.pipelines.split(",") if p.strip()]
     report = compare_source(args.source, pipelines, baseline=args.baseline, trec_dir=args.trec_dir,
                             plot=args.plot, metrics=args.metrics, trace_source=args.source_kind,
-                            judgments=args.judgments)
+                            judgments=args.judgments, since=args.since, until=args.until)
     _emit(args, report)
     return 0
 
@@ -192,7 +192,7 @@ def cmd_judge(args) -> int:
 
     pipelines = [p.strip() for p in args.pipelines.split(",") if p.strip()] if args.pipelines else None
     path = Path(args.judgments) if args.judgments else default_judgments(Path(args.trace))
-    summary = judge(args.trace, path, answers_from(args.answers), pipelines, args.source_kind)
+    summary = judge(args.trace, path, answers_from(args.answers), pipelines, args.source_kind, args.since, args.until)
     for line in summary.lines():
         print(line)
     return 0
@@ -286,6 +286,12 @@ def cmd_explore(args) -> int:
     return 0
 
 
+def _trace_window(p: argparse.ArgumentParser) -> None:
+    """--since/--until: the days of a folder of traces to read (from the files' names)."""
+    p.add_argument("--since", type=_date, help="of a folder of traces: the first day read (YYYY-MM-DD)")
+    p.add_argument("--until", type=_date, help="of a folder of traces: the last day read (YYYY-MM-DD)")
+
+
 def _command(sub, name: str, func, help: str, json: str | None = None) -> argparse.ArgumentParser:
     """One subcommand: its help line, the function it calls and, when it has one, --json."""
     p = sub.add_parser(name, help=help)
@@ -345,20 +351,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--source", dest="source_kind", choices=("query", "case"),
                    help="of a trace: only free queries (query) or only case runs (case)")
     p.add_argument("--judgments", help="of a trace: a person's grades and verdicts from `garden judge` (qrels file)")
+    _trace_window(p)
 
     p = _command(sub, "judge", cmd_judge, "adjudicate a trace's distinct questions: grade what each pipeline "
                  "served, and say what should have happened; resumable, every verdict saved at once")
-    p.add_argument("trace", help="a trace file (.garden/traces/trace-YYYY-MM-DD.jsonl)")
+    p.add_argument("trace", help="a trace file (.garden/traces/trace-YYYY-MM-DD.jsonl) or a folder of them")
     p.add_argument("--judgments", help="qrels file to write (default judgments/TRACE-STEM.qrels; question "
                                        "verdicts go beside it in STEM.questions.jsonl)")
     p.add_argument("--answers", help="read the answers from this file, one per line as typed (default: stdin)")
     p.add_argument("--pipelines", help="comma-separated pipelines to pool (default: those the trace recorded)")
     p.add_argument("--source", dest="source_kind", choices=("query", "case"),
                    help="only free queries (query) or only case runs (case)")
+    _trace_window(p)
 
     p = _command(sub, "capture", cmd_capture, "turn an adjudicated miss from a trace into a challenge case; "
                  "refused (exit 1) if default already passes it")
-    p.add_argument("trace", help="the trace file the question was judged on")
+    p.add_argument("trace", help="the trace file (or folder of them) the question was judged on")
     p.add_argument("--query", required=True, metavar="N|QID|TEXT",
                    help="the question: its number as `garden judge` shows it, its qid, or its exact text")
     p.add_argument("--judgments", help="the judgments (default judgments/TRACE-STEM.qrels)")

@@ -137,7 +137,8 @@ def test_a_free_query_is_never_scored_against_the_packet_it_was_served(project, 
     assert report["queries"] == 0 and report["judgments"]["graded"].startswith("none")
     assert "AP" not in report["pipelines"]["default"]
     assert report["trace"] == {"events": 1, "distinct": 1, "folded": 0, "judged": 0, "free": 1,
-                               "case_without_item_judgments": 0}
+                               "case_without_item_judgments": 0, "judged_by_cases": 0, "adjudicated": 0,
+                               "free_unjudged": 1}
     agreement = report["agreement"]
     assert agreement["default"]["answered"] == 1.0
     assert 0 <= agreement["bm25"]["overlap_with_baseline"] <= 1
@@ -151,4 +152,4 @@ def test_a_free_query_is_never_scored_against_the_packet_it_was_served(project, 
 
 def test_source_applies_to_a_trace_only(project, capsys):
     assert main(["compare", "regression", "--pipelines", "bm25", "--source", "query"]) == 2
-    assert "--source selects events of a trace file" in capsys.readouterr().err
+    assert "--source, --since and --until select events of traces" in capsys.readouterr().err

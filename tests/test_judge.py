@@ -104,7 +104,7 @@ def test_compare_scores_a_free_query_by_the_persons_grades_not_its_packet(projec
                  "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["trace"]["adjudicated"] == 2 and data["trace"]["free_unjudged"] == 0
-    assert "by a person's grades in" in data["judgments"]["graded"]
+    assert data["judgments"]["graded"].startswith("2 questions judged by a person's grades in")
     # default served chat.1201 first for the battery question; the person's answer is
     # note.battery, which no pipeline served, so no pipeline scores a perfect AP there
     per_query = {row["query"]: row for row in data["per_query"]}
@@ -192,3 +192,34 @@ def test_a_terminal_is_asked_again_after_a_bad_answer():
     assert any("'maybe' is not one of" in line and "try again" in line for line in shown)
     with pytest.raises(Stopped, match="quit"):
         answers.ask("verdict?", parse_choice(VERDICT_KEYS))
+
+
+def test_a_folder_of_traces_is_read_by_day_window(project, capsys):
+    """Days come from the files' names; questions fold across days as within one."""
+    folder = project / ".garden" / "traces"
+    for day, query in (("2031-03-01", BATTERY), ("2031-03-02", SLEEP), ("2031-03-03", BATTERY)):
+        assert main(["query", "aurora-ridge", query, "--pipeline", "bm25s"]) == 0
+        [today] = [f for f in folder.glob("trace-*.jsonl") if not f.name.startswith("trace-2031")]
+        today.rename(folder / f"trace-{day}.jsonl")
+    capsys.readouterr()
+
+    def compared(*window):
+        assert main(["compare", str(folder), "--pipelines", "bm25s", "--json", *window]) == 0
+        return json.loads(capsys.readouterr().out)["trace"]
+
+    assert (compared()["distinct"], compared()["folded"]) == (2, 1)
+    assert (compared("--since", "2031-03-02")["distinct"], compared("--since", "2031-03-02")["folded"]) == (2, 0)
+    assert compared("--until", "2031-03-01")["events"] == 1
+    assert main(["compare", str(folder), "--pipelines", "bm25s", "--since", "2031-03-03", "--until",
+                 "2031-03-01"]) == 2
+    assert "is after --until" in capsys.readouterr().err
+    assert main(["compare", str(folder / "trace-2031-03-01.jsonl"), "--pipelines", "bm25s", "--since",
+                 "2031-03-01"]) == 2
+    assert "a trace file is one day" in capsys.readouterr().err
+    assert main(["compare", str(folder), "--pipelines", "bm25s", "--since", "2032-01-01"]) == 2
+    assert "no trace file between" in capsys.readouterr().err
+    # the judge walks the same window, and names each question's file
+    answers = project / "answers.txt"
+    answers.write_text("a\n")
+    assert main(["judge", str(folder), "--since", "2031-03-02", "--answers", str(answers)]) == 0
+    assert "trace-2031-03-02.jsonl line 1" in capsys.readouterr().out

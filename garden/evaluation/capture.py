@@ -92,18 +92,18 @@ def story_field(replay: Replay, folder: Path) -> str:
     return Path(os.path.relpath(target, folder.resolve())).as_posix()
 
 
-def case_data(replay: Replay, trace: Path, judgments: Judgments, name: str, folder: Path) -> dict:
+def case_data(replay: Replay, judgments: Judgments, name: str, folder: Path) -> dict:
     spec, qid = replay.spec, replay.question_id
     where = f"{judgments.path}: question {qid} ({shown(spec.query)})"
     expect = expectations(judgments.verdict(qid), judgments.qrels.get(qid, {}), where)
-    match = TRACE_NAME.fullmatch(trace.name)
+    match = TRACE_NAME.fullmatch(replay.trace)
     day = "-".join(match.groups()) if match else "an undated trace"
     asked = f"a run of case {replay.case}" if replay.case else "a free query"
     data = {
         "id": name, "story": story_field(replay, folder),
         "about": f"A miss captured from a trace: {asked}, judged by a person in {judgments.path.name}. "
                  "It has no negative controls yet; write them before promoting.",
-        "origin": f"garden capture: {trace.name} line {replay.line} ({asked}, traced {day}), "
+        "origin": f"garden capture: {replay.trace} line {replay.line} ({asked}, traced {day}), "
                   f"verdicts in {judgments.path.name}",
         "category": "captured", "as_of": spec.as_of, "budget": spec.budget, "query": spec.query,
     }
@@ -133,8 +133,8 @@ def capture(trace: str | Path, which: str, judgments: str | Path, name: str | No
     from garden.evaluation.runner import run_case
 
     trace, folder = Path(trace), Path(out)
-    if not trace.is_file():
-        raise GardenError(f"{trace}: no such trace file")
+    if not trace.exists():
+        raise GardenError(f"{trace}: no such trace file or folder")
     store = Judgments.load(judgments, must_exist=True)
     n, replay = find_question(replays_from_trace(trace).replays, which, trace)
     cid = name if name is not None else case_id(replay.spec.query)
@@ -142,7 +142,7 @@ def capture(trace: str | Path, which: str, judgments: str | Path, name: str | No
         raise GardenError(f"--name {shown(cid)}: a case id is lower-case letters, digits, '.', '_' and '-'")
     target = folder / f"{cid}.yaml"
     folder.mkdir(parents=True, exist_ok=True)
-    text = yaml.safe_dump(case_data(replay, trace, store, cid, folder), sort_keys=False, allow_unicode=True,
+    text = yaml.safe_dump(case_data(replay, store, cid, folder), sort_keys=False, allow_unicode=True,
                           width=100)
     # run from where it will live, so its story resolves as it will; created exclusively
     # (no case is overwritten) and removed again unless it is kept

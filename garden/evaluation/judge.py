@@ -122,12 +122,14 @@ class JudgeSummary:
 
 
 def judge(trace: str | Path, judgments: str | Path, answers: Answers, pipelines: list[str] | None = None,
-          source: str | None = None) -> JudgeSummary:
+          source: str | None = None, since=None, until=None) -> JudgeSummary:
+    """Ask, question by question, what is still unjudged in the trace file (or the folder's
+    days in [since, until]); see the module's docstring."""
     trace = Path(trace)
-    if not trace.is_file():
-        raise GardenError(f"{trace}: no such trace file")
+    if not trace.exists():
+        raise GardenError(f"{trace}: no such trace file or folder")
     store = Judgments.load(judgments)
-    questions = replays_from_trace(trace, source).replays
+    questions = replays_from_trace(trace, source, since=since, until=until).replays
     if not questions:
         raise GardenError(f"{trace}: holds no question to judge")
     if pipelines is None:
@@ -159,7 +161,7 @@ def judge_question(store: Judgments, replay: Replay, items: list[Pooled], n: int
     """Ask what is still unjudged of one question; every answer is saved as it comes."""
     qid, spec, out = replay.question_id, replay.spec, answers.out
     about = {"story": spec.story.story, "query": spec.query, "as_of": spec.as_of.isoformat(), "case": replay.case}
-    out(f"question {n} of {total} ({qid}, trace line {replay.line}): {spec.story.story}, as of "
+    out(f"question {n} of {total} ({qid}, {replay.trace} line {replay.line}): {spec.story.story}, as of "
         f"{spec.as_of.isoformat()}" + (f", from case {replay.case}" if replay.case else ", a free query"))
     out(f"  {spec.query}")
     given = 0

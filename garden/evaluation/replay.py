@@ -16,6 +16,7 @@ names the judgments each figure rests on.
 """
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import json
 import time
@@ -30,7 +31,7 @@ from garden.models import Expect, Hints
 from garden.pipelines import check_pipeline, make_pipeline
 from garden.rerank.query import QuerySpec
 from garden.formats.stories import load_story, resolve_story_path
-from garden.derived.traces import read_trace_lines
+from garden.derived.traces import TRACE_NAME, read_trace_lines
 
 STORY_MEASURES = ("AP", "nDCG@10", "R@5", "RR", "P@5")
 SHOWN = 20  # disagreeing queries printed in the human view
@@ -50,6 +51,7 @@ class Replay:
     traced: list[str] = field(default_factory=list)  # of a trace's question: pipelines that served it
     case: str | None = None  # of a trace's question: the case whose run asked it
     adjudicated: bool = False  # judged by a person's grades (`garden judge`), not a case
+    trace: str = ""            # of a trace's question: the file of its first event
 
 
 def judgments(expect: Expect) -> dict[str, int]:
@@ -118,24 +120,61 @@ class TraceQuestions:
 
     def judged_by(self) -> str:
         t = self.to_json()
-        parts = [f"{t['judged_by_cases']} by their cases' expectations"] if t["judged_by_cases"] else []
-        if t["adjudicated"]:
-            parts.append(f"{t['adjudicated']} by a person's grades in {self.adjudications}")
-        return " and ".join(parts) or "nothing"
+        cases, person = "each case's expectations", f"a person's grades in {self.adjudications}"
+        if t["judged_by_cases"] and t["adjudicated"]:
+            return f"{cases} ({t['judged_by_cases']}) and {person} ({t['adjudicated']})"
+        return person if t["adjudicated"] else cases
 
 
-def replays_from_trace(path: Path, source: str | None = None, adjudicated=None) -> TraceQuestions:
-    """The distinct questions of a trace file, each judged by a person's grades when
-    `adjudicated` (a Judgments) holds some for it, else by its case when it names one.
-    `source`: "query" keeps free queries only, "case" case runs only."""
+def is_trace(path: Path) -> bool:
+    """A trace file, or a folder of them (the garden home's `traces/`)."""
+    return path.suffix == ".jsonl" or (path.is_dir() and any(_trace_days(path)))
+
+
+def _trace_days(folder: Path) -> dict[Path, dt.date]:
+    days = {}
+    for f in folder.iterdir():
+        match = TRACE_NAME.fullmatch(f.name)
+        if match and f.is_file() and not f.is_symlink():
+            try:
+                days[f] = dt.date(*map(int, match.groups()))
+            except ValueError:  # an impossible date in the name: not a trace of the garden's
+                pass
+    return days
+
+
+def trace_files(path: Path, since: dt.date | None = None, until: dt.date | None = None) -> list[Path]:
+    """The trace files a source names: the file itself, or the folder's files whose day
+    (from the name, as retention reads it) falls in [since, until]; oldest first."""
+    if not path.is_dir():
+        if since is not None or until is not None:
+            raise GardenError(f"{path}: --since and --until pick days from a folder of traces; "
+                              "a trace file is one day")
+        return [path]
+    if since is not None and until is not None and since > until:
+        raise GardenError(f"--since {since} is after --until {until}")
+    files = sorted(f for f, day in _trace_days(path).items()
+                   if (since is None or day >= since) and (until is None or day <= until))
+    if not files:
+        raise GardenError(f"{path}: no trace file between {since or 'the first day'} and {until or 'the last'}")
+    return files
+
+
+def replays_from_trace(path: Path, source: str | None = None, adjudicated=None,
+                       since: dt.date | None = None, until: dt.date | None = None) -> TraceQuestions:
+    """The distinct questions of a trace file or a folder of them (the days in [since,
+    until]), each judged by a person's grades when `adjudicated` (a Judgments) holds some
+    for it, else by its case when it names one. `source`: "query" keeps free queries only,
+    "case" case runs only."""
     if source is not None and source not in SOURCES:
         raise GardenError(f"--source must be one of {', '.join(SOURCES)} (got {source!r})")
+    files = trace_files(Path(path), since, until)
     out: list[Replay] = []
     seen: dict[tuple, Replay] = {}
     events = folded = 0
     # damaged lines (a writer killed mid-line) are skipped with a warning; n stays the
-    # line's number in the file, so a replay can be found again
-    for n, event in read_trace_lines(path):
+    # line's number in its file, so a replay can be found again
+    for file, n, event in ((f, n, e) for f in files for n, e in read_trace_lines(f)):
         if (source == "query" and event.case) or (source == "case" and not event.case):
             continue
         events += 1
@@ -160,9 +199,11 @@ def replays_from_trace(path: Path, source: str | None = None, adjudicated=None) 
         if grades:  # a person's grades of what was served outrank a case's expectations
             rels = {rid: g for rid, g in grades.items() if g > 0}
             forbidden = sorted(rid for rid, g in grades.items() if g < 0)
-        seen[key] = Replay(f"line{n}", f"{event.case or 'query'}: {event.query}", spec, rels, forbidden,
+        rid = f"line{n}" if len(files) == 1 else f"{file.stem.removeprefix('trace-')}:line{n}"
+        seen[key] = Replay(rid, f"{event.case or 'query'}: {event.query}", spec, rels, forbidden,
                            judged=bool(rels or forbidden), free=not event.case, question_id=qid,
-                           line=n, traced=[event.pipeline], case=event.case, adjudicated=bool(grades))
+                           line=n, traced=[event.pipeline], case=event.case, adjudicated=bool(grades),
+                           trace=file.name)
         out.append(seen[key])
     verdicts = {}
     if adjudicated is not None:
@@ -257,7 +298,7 @@ class SourceReport:
         if self.trace is not None:
             t = self.trace.to_json()
             console.print(f"{t['distinct']} distinct questions from {t['events']} trace events "
-                          f"({t['folded']} repeats folded): {t['judged']} judged ({self.trace.judged_by()}); "
+                          f"({t['folded']} repeats folded): {t['judged']} judged by {self.trace.judged_by()}; "
                           f"{t['free_unjudged']} unjudged free queries and {t['case_without_item_judgments']} case "
                           "questions without item judgments compared by agreement only")
         if self.report is not None:
@@ -367,7 +408,7 @@ def is_collection(path: Path) -> bool:
 
 def compare_source(source: str, pipelines: list[str], baseline: str | None = None, trec_dir: str | None = None,
                    plot: str | None = None, metrics: str | None = None, trace_source: str | None = None,
-                   judgments: str | None = None):
+                   judgments: str | None = None, since: dt.date | None = None, until: dt.date | None = None):
     if not pipelines:
         raise GardenError("--pipelines names no pipeline")
     from garden.evaluation.locomo import FUSION_NAME, compare_locomo, is_locomo
@@ -380,9 +421,11 @@ def compare_source(source: str, pipelines: list[str], baseline: str | None = Non
     path = Path(source)
     if not path.exists():
         raise GardenError(f"{source}: no such collection folder, case file or trace file")
-    if trace_source is not None and path.suffix != ".jsonl":
-        raise GardenError("--source selects events of a trace file; a case, collection or LoCoMo source has none")
-    if judgments is not None and path.suffix != ".jsonl":
+    trace = is_trace(path)
+    if (trace_source is not None or since is not None or until is not None) and not trace:
+        raise GardenError("--source, --since and --until select events of traces; a case, collection or LoCoMo "
+                          "source has none")
+    if judgments is not None and not trace:
         raise GardenError("--judgments grades a trace's questions (`garden judge`); a case, collection or "
                           "LoCoMo source brings its own judgments")
     if is_locomo(path):
@@ -402,11 +445,11 @@ def compare_source(source: str, pipelines: list[str], baseline: str | None = Non
                             judged_by="the collection's qrels", name=str(path), baseline=report.baseline)
     measures = [m.strip() for m in metrics.split(",")] if metrics else list(STORY_MEASURES)
     parse_measures(measures)
-    if path.suffix == ".jsonl":
+    if trace:
         from garden.evaluation.judgments import Judgments
 
         adjudicated = Judgments.load(judgments, must_exist=True) if judgments is not None else None
-        questions = replays_from_trace(path, trace_source, adjudicated)
+        questions = replays_from_trace(path, trace_source, adjudicated, since, until)
         return compare_replays(questions.replays, pipelines, baseline, str(path), measures, trec_dir, plot,
                                trace=questions)
     files = sorted(path.rglob("*.yaml")) if path.is_dir() else [path]
