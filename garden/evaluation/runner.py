@@ -6,7 +6,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from garden.derived.indexes import PROCESS_INDEXES
+from garden.derived.indexes import fresh_builds
 from garden.text import shown
 from garden.formats.cases import LoadedCase, Query, check, check_build_error, load_case, spec_for
 from garden.errors import GardenError, StoryError
@@ -282,8 +282,8 @@ def promote(case_path: str | Path, runs: int = PROMOTION_RUNS) -> tuple[Path, li
         raise GardenError(f"{path}: only a case in challenge/ can be promoted (this one is in {loaded.suite})")
     results = []
     for _ in range(runs):
-        PROCESS_INDEXES.clear()
-        result = run_case(loaded, "default")
+        with fresh_builds():
+            result = run_case(loaded, "default")
         results.append(result)
         if not result.passed:
             lines = [f"{path}: not promoted: run {len(results)} of {runs} failed under default"]

@@ -91,10 +91,18 @@ class RetrieverBase(abc.ABC):
 
     name: str
     kind: str = LEXICAL
+    # Its index is saved under the garden home once built and loaded in place of a rebuild
+    # in a later process (garden.derived.indexes); False for one whose state should not be
+    # pickled.
+    persist: bool = True
 
     @abc.abstractmethod
     def index(self, docs: Sequence[Doc]) -> None:
         """Index `docs`, replacing whatever was indexed before."""
+
+    def restore(self, docs: Sequence[Doc]) -> None:
+        """After a saved index is loaded: take back what the save left out (nothing, unless
+        the retriever keeps part of its state elsewhere, as `dense` keeps its embeddings)."""
 
     @abc.abstractmethod
     def score(self, query: str) -> dict[str, float]:
@@ -145,6 +153,8 @@ class PluginRetriever(RetrieverBase):
     `ceiling`, where it has them, are used; the defaults fill the rest. A plugin with no
     `ceiling` is taken to score on [0, 1] already (`RetrieverBase.ceiling`). The wrapped
     object stays reachable as `plugin`."""
+
+    persist = False  # a plugin's state is its own business: rebuilt in every process
 
     def __init__(self, plugin: Any, name: str, kind: str):
         self.plugin = plugin

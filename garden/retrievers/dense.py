@@ -230,6 +230,14 @@ class DenseRetriever(RetrieverBase):
         # that pays for it and a timing of the queries measures the queries alone.
         load_model(self.model_path)
 
+    def __getstate__(self) -> dict:
+        # a save holds no vector: the embedding cache is the one place they are kept, and
+        # `restore` reads them back from it (healing a damaged shard, as `index` does)
+        return {**self.__dict__, "matrix": None}
+
+    def restore(self, docs: Sequence[Doc]) -> None:
+        self.index(docs)
+
     def _similarities(self, queries: list[str]) -> np.ndarray:
         vectors = self._encode(queries)
         self.queries_encoded += len(queries)

@@ -76,9 +76,17 @@ class HybridRetriever(RetrieverBase):
         """The member retrievers by the names they were made by, in the order given."""
         return dict(self._members)
 
+    @property
+    def persist(self) -> bool:
+        return all(m.persist for m in self._members.values())
+
     def index(self, docs: Sequence[Doc]) -> None:
         for member in self._members.values():
             member.index(docs)
+
+    def restore(self, docs: Sequence[Doc]) -> None:
+        for member in self._members.values():
+            member.restore(docs)
 
     def fuse(self, components: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
         """RRF of each member's ranking of its scores, to `depth`."""

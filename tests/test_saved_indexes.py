@@ -1,0 +1,124 @@
+"""Saved indexes (garden/derived/indexes.py): a second process loads what the first built,
+an edited story is rebuilt, a damaged or interrupted save never stands in for an index."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from garden.derived import indexes
+from garden.derived.indexes import COUNTS, IndexCache, fresh_builds, saved_path
+from garden.errors import GardenError
+from garden.formats.stories import load_story
+
+RETRIEVERS = ("bm25", "bm25s", "tfidf", "dense", "hybrid")
+QUERY = "Why have I not felt like gaming recently?"
+
+COUNT_SCRIPT = """
+import json, sys
+from garden import api
+from garden.derived.indexes import COUNTS
+packet = api.query("aurora-ridge", sys.argv[1])
+for name in ("bm25", "bm25s", "tfidf", "dense", "hybrid"):
+    api.query("aurora-ridge", sys.argv[1], pipeline=name)
+print(json.dumps({"counts": dict(COUNTS), "ids": [i["id"] for i in packet["items"]]}))
+"""
+
+
+def in_new_process(project: Path, query: str = QUERY) -> dict:
+    env = {**os.environ, "GARDEN_HOME": str(project / ".garden"), "GARDEN_TRACE": "0"}
+    done = subprocess.run([sys.executable, "-c", COUNT_SCRIPT, query], cwd=project, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_a_second_process_loads_every_index_instead_of_building_it(project):
+    first = in_new_process(project)
+    kinds = [f"retriever:{n}" for n in RETRIEVERS] + ["phrase"]
+    assert all(first["counts"].get(f"{k}:built") == 1 for k in kinds), first
+    assert not any(k.endswith(":loaded") for k in first["counts"])
+    second = in_new_process(project)
+    assert all(second["counts"].get(f"{k}:loaded") == 1 for k in kinds), second
+    assert not any(k.endswith(":built") for k in second["counts"]), second
+    assert second["ids"] == first["ids"] and first["ids"]
+    # an edited story has other content: its indexes are built again, and the old saves go
+    story = project / "fixtures" / "aurora-ridge.yaml"
+    story.write_text(story.read_text(encoding="utf-8").replace("Lately I have not felt like playing games.",
+                                                                "Lately I have not felt like playing board games."),
+                     encoding="utf-8")
+    third = in_new_process(project)
+    assert all(third["counts"].get(f"{k}:built") == 1 for k in kinds), third
+    saved = sorted(p.name for p in (project / ".garden" / "index").glob("aurora-ridge.*.pkl"))
+    assert len(saved) == len(kinds), saved  # one save per kind: the stale ones removed
+
+
+@pytest.mark.parametrize("name", RETRIEVERS)
+def test_a_loaded_index_ranks_as_the_built_one(project, name):
+    story = load_story("fixtures/aurora-ridge.yaml")
+    built = IndexCache().retriever(story, name)
+    before = dict(COUNTS)
+    loaded = IndexCache().retriever(story, name)
+    assert COUNTS[f"retriever:{name}:loaded"] == before.get(f"retriever:{name}:loaded", 0) + 1
+    assert loaded is not built
+    for query in (QUERY, "camp stove", "冰川"):
+        a, b = built.top(query, 10), loaded.top(query, 10)
+        # same code path on the same arrays: ids exactly, scores to 1e-9
+        assert [d for d, _ in a] == [d for d, _ in b]
+        assert all(abs(x - y) <= 1e-9 for (_, x), (_, y) in zip(a, b))
+
+
+def test_a_damaged_save_is_removed_and_rebuilt(project, capsys):
+    story = load_story("fixtures/aurora-ridge.yaml")
+    IndexCache().retriever(story, "bm25s")
+    path = saved_path(story, "retriever:bm25s")
+    path.write_bytes(path.read_bytes()[:40])  # torn by a disk fault
+    built = COUNTS["retriever:bm25s:built"]
+    retriever = IndexCache().retriever(story, "bm25s")
+    assert COUNTS["retriever:bm25s:built"] == built + 1
+    assert "saved index does not load" in capsys.readouterr().err
+    assert retriever.top("camp stove", 1) and path.stat().st_size > 40
+
+
+def test_an_interrupted_save_leaves_the_previous_index_in_place(project, monkeypatch):
+    story = load_story("fixtures/aurora-ridge.yaml")
+    IndexCache().retriever(story, "bm25s")
+    old = saved_path(story, "retriever:bm25s")
+    old_bytes = old.read_bytes()
+    edited = story.model_copy(update={"records": story.records[:-1]})
+    edited.__dict__.pop("_key", None)
+    edited.__dict__.pop("_by_id", None)
+
+    def killed(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(indexes.os, "replace", killed)
+    with pytest.raises(KeyboardInterrupt):
+        IndexCache().retriever(edited, "bm25s")
+    monkeypatch.undo()
+    folder = old.parent
+    assert old.read_bytes() == old_bytes                    # the previous index, untouched
+    assert not saved_path(edited, "retriever:bm25s").exists()  # no half-written new one
+    assert not [p for p in folder.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_fresh_builds_read_no_save_and_a_link_is_refused(project):
+    story = load_story("fixtures/aurora-ridge.yaml")
+    IndexCache().retriever(story, "bm25")
+    built = COUNTS["retriever:bm25:built"]
+    from garden.derived.indexes import PROCESS_INDEXES
+
+    with fresh_builds():
+        PROCESS_INDEXES.retriever(story, "bm25")
+    assert COUNTS["retriever:bm25:built"] == built + 1
+    path = saved_path(story, "retriever:tfidf")
+    target = project / "elsewhere.pkl"
+    target.write_bytes(b"not an index")
+    path.symlink_to(target)
+    with pytest.raises(GardenError, match="link"):
+        IndexCache().retriever(story, "tfidf")
+    assert target.read_bytes() == b"not an index"
