@@ -16,6 +16,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from garden.text import shown, shown_id
+from garden.formats.jsonl_reader import SUFFIX, read_story_lines
 from garden.formats.yaml_reader import describe_pydantic_error, read_yaml
 from garden.errors import GardenError, StoryError
 from garden.models import Record, Story
@@ -34,7 +35,7 @@ STORY_NAME = re.compile(r"[a-z0-9][a-z0-9._-]*", re.ASCII)
 def load_story(path: str | Path) -> Story:
     """Load and validate a story file; raise StoryError listing every problem found."""
     path = Path(path)
-    raw = read_yaml(path)
+    raw = read_story_lines(path) if path.suffix == SUFFIX else read_yaml(path)
     if not isinstance(raw, dict):
         raise StoryError([f"{path}: a story must be a mapping with story, project and records"])
     errors: list[str] = []
@@ -254,11 +255,12 @@ def build_index(path: str | Path) -> Path:
 
 
 def resolve_story_path(name: str, relative_to: Path | None = None) -> Path:
-    """A story name (looked up in fixtures/ folders) or a path ending in .yaml.
+    """A story name (looked up in fixtures/ folders, as NAME.yaml, else NAME.jsonl) or a
+    path ending in .yaml or .jsonl.
 
     A bare name must be a story name (STORY_NAME: no slash, no leading dot), so it always
     lands inside a fixtures/ folder: `../../etc/passwd` is refused, not looked up."""
-    if name.endswith((".yaml", ".yml")):
+    if name.endswith((".yaml", ".yml", SUFFIX)):
         candidate = Path(name)
         if not candidate.is_absolute() and relative_to is not None:
             candidate = relative_to / candidate
@@ -273,15 +275,16 @@ def resolve_story_path(name: str, relative_to: Path | None = None) -> Path:
         bases += [relative_to, *relative_to.resolve().parents]
     bases += [Path.cwd()]
     for base in bases:
-        candidate = base / "fixtures" / f"{name}.yaml"
-        if candidate.is_file():
-            return candidate
-    raise GardenError(f"no story named {name!r}: looked for fixtures/{name}.yaml")
+        for suffix in (".yaml", SUFFIX):  # hand-written first, then machine-written
+            candidate = base / "fixtures" / f"{name}{suffix}"
+            if candidate.is_file():
+                return candidate
+    raise GardenError(f"no story named {name!r}: looked for fixtures/{name}.yaml and fixtures/{name}{SUFFIX}")
 
 
 def find_story_files(root: Path | None = None) -> list[Path]:
     root = root or Path.cwd()
-    return sorted((root / "fixtures").glob("*.yaml"))
+    return sorted([*(root / "fixtures").glob("*.yaml"), *(root / "fixtures").glob(f"*{SUFFIX}")])
 
 
 def latest_date(story: Story):
