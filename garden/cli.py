@@ -286,6 +286,13 @@ def cmd_explore(args) -> int:
     return 0
 
 
+def cmd_generate(args) -> int:
+    from garden.formats.generate import generate
+
+    print("\n".join(generate(args.name, args.records, args.seed, args.out, args.force).lines()))
+    return 0
+
+
 def _trace_window(p: argparse.ArgumentParser) -> None:
     """--since/--until: the days of a folder of traces to read (from the files' names)."""
     p.add_argument("--since", type=_date, help="of a folder of traces: the first day read (YYYY-MM-DD)")
@@ -424,6 +431,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pipeline", default="default", help="structured pipeline to step through (default: default)")
     p.add_argument("--baseline", default="bm25s", help="pipeline shown as tokens alone (default: bm25s)")
     p.add_argument("--out", default="explorer.html", help="HTML file to write (default explorer.html)")
+
+    p = _command(sub, "generate", cmd_generate, "write a fictional story of N records, valid by construction, "
+                 "with contrast cases whose expectations follow from what was planted")
+    p.add_argument("name", help="story name: lower-case letters, digits, '-', '_' and '.'")
+    p.add_argument("--records", required=True, metavar="N", help="records in the story (at least 200)")
+    p.add_argument("--seed", default="0", metavar="S", help="a whole number; the same seed gives the same bytes "
+                   "(default 0)")
+    p.add_argument("--out", metavar="FILE", help="story file, named NAME.yaml (default fixtures/NAME.yaml); the "
+                   "cases go to cases/NAME/ beside its fixtures folder")
+    p.add_argument("--force", action="store_true", help="replace an existing story file and cases folder")
     return parser
 
 
