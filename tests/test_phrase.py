@@ -210,3 +210,33 @@ def test_chinese_between_two_latin_words_is_not_a_span():
     credit = credit_for({"r1": "glacier 的 custard"}, "glacier custard")
     assert credit.bonus == {}
     assert spanned(credit, "glacier custard")["records"] == 0
+
+
+# --- the span index against a reference: a dictionary of every span's holders ---------------
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+from garden.analyzer import word_runs  # noqa: E402
+
+WORDS = st.sampled_from(["glacier", "custard", "the", "ice", "tea", "of", "stove", "冰川"])
+TEXTS = st.lists(st.lists(st.one_of(WORDS, st.sampled_from([",", "-", "。"])), max_size=14)
+                 .map(lambda ws: " ".join(ws)), min_size=1, max_size=8)
+
+
+def reference_holders(texts: dict[str, str]) -> dict[tuple[str, ...], set[str]]:
+    out: dict[tuple[str, ...], set[str]] = {}
+    for rid, text in texts.items():
+        for span in shingles(word_runs(text)):
+            out.setdefault(span, set()).add(rid)
+    return out
+
+
+@settings(max_examples=200, derandomize=True, deadline=None)
+@given(TEXTS, st.lists(WORDS, min_size=2, max_size=MAX_SPAN + 1))
+def test_span_index_counts_and_holders_match_the_reference(texts, query):
+    docs = {f"r{i}": t for i, t in enumerate(texts)}
+    index, reference = PhraseIndex(docs), reference_holders(docs)
+    for span in list(reference) + [tuple(query)]:
+        expected = reference.get(span, set())
+        assert index.count(span) == len(expected), span
+        assert index.holders(span) == expected, span

@@ -10,14 +10,13 @@ every record per query.
 """
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Iterable
 
 from garden.analyzer import FUNCTION_WORDS, word_runs
+from garden.rerank._span_index import MAX_SPAN, SpanIndex
 from garden.rerank.context import StageBase
 
-MAX_SPAN = 8
 # A long query has hundreds of thousands of spans (712k for a 1 MB query); listing every one
 # would make its trace line as large. The first TESTED_LISTED spans (longest first) are
 # listed with their fate, then only the credited ones, and counts say what was left out.
@@ -25,27 +24,22 @@ TESTED_LISTED = 200
 
 
 def shingles(runs: Iterable[list[str]], max_len: int = MAX_SPAN) -> set[tuple[str, ...]]:
+    """Every span of 2..max_len adjacent words of each run."""
     out: set[tuple[str, ...]] = set()
     for run in runs:
         for i in range(len(run)):
             for n in range(2, max_len + 1):
                 if i + n > len(run):
                     break
-                out.add(tuple(run[i : i + n]))
+                out.add(tuple(run[i: i + n]))
     return out
 
 
-class PhraseIndex:
-    """span -> ids of the records that hold it, for spans of 2..MAX_SPAN words."""
-
-    def __init__(self, texts: dict[str, str]):
-        self.postings: dict[tuple[str, ...], set[str]] = defaultdict(set)
-        for rid, text in texts.items():
-            for span in shingles(word_runs(text)):
-                self.postings[span].add(rid)
+class PhraseIndex(SpanIndex):
+    """span -> records that hold it, for spans of 2..MAX_SPAN words (see _span_index)."""
 
     def holders(self, span: tuple[str, ...]) -> set[str]:
-        return self.postings.get(span, set())
+        return self.confirmed(span)
 
 
 @dataclass
@@ -89,14 +83,18 @@ def phrase_credit(index: PhraseIndex, query: str, kinds: dict[str, str],
                   ceiling: int = 2, weight: float = 1.0, view_fraction: float = 0.5) -> PhraseCredit:
     credit = PhraseCredit()
     for span in sorted(shingles(word_runs(query)), key=lambda s: (-len(s), s)):
-        holders = index.holders(span)
-        why_not = refusal(span, len(holders), ceiling)
+        count = index.count(span)
+        why_not = refusal(span, count, ceiling)
+        # holders are listed (and confirmed on their words) only for a span that earns credit
+        holders = index.holders(span) if why_not is None else set()
+        if why_not is None and not holders:  # a hash shared by another span: no record holds this one
+            count, why_not = 0, refusal(span, 0, ceiling)
         text = " ".join(span)
         credit.tested_total += 1
         if why_not is None:
             credit.credited_total += 1
         if why_not is None or credit.tested_total <= TESTED_LISTED:
-            credit.tested.append({"span": text, "records": len(holders),
+            credit.tested.append({"span": text, "records": count,
                                   "credited": why_not is None, "refused": why_not})
         if why_not:
             continue
