@@ -79,17 +79,19 @@ class Attachment(Strict):
 
 
 class Record(Strict):
+    # lists by factory, not `= []`: pydantic deep-copies a mutable default for every record,
+    # which was a third of loading a 100,000-record story
     id: str = Field(pattern=ID_PATTERN)
     kind: Kind
     text: str | None = None
     title: str | None = None
     at: dt.date | None = None
     fidelity: Fidelity | None = None
-    topics: list[str] = []
-    entities: list[str] = []
+    topics: list[str] = Field(default_factory=list)
+    entities: list[str] = Field(default_factory=list)
     speaker: str | None = None  # the entity who said or wrote it: its author, not its subject
-    sources: list[str] = []
-    related: list[str] = []
+    sources: list[str] = Field(default_factory=list)
+    related: list[str] = Field(default_factory=list)
     project: str | None = None
     private: bool = False
     stability: Literal["temporary", "stable"] | None = None
@@ -102,7 +104,7 @@ class Record(Strict):
     expected_resolution_at: dt.date | None = None
     decided_at: dt.date | None = None
     rationale: str | None = None
-    attachments: list[Attachment] = []  # durable files the record points to, each with its hash
+    attachments: list[Attachment] = Field(default_factory=list)  # durable files the record points to, each with its hash
 
     @property
     def effective_fidelity(self) -> str:

@@ -14,6 +14,7 @@ Bad input is one located line: file, line number and, where it has one, the reco
 """
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,21 @@ from garden.text import shown
 SUFFIX = ".jsonl"
 MAX_LINE_BYTES = 1024 * 1024  # one record; the largest hand-written record is under 2 KB
 MAX_DEPTH = 64                # as the YAML reader's bound
+
+
+class _Duplicate(ValueError):
+    pass
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict:
+    """A key written twice is refused, as the YAML reader refuses it: JSON parsers keep the
+    last value silently, which hides a mistake."""
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        key = next(k for k, _ in pairs if k in seen or seen.add(k))
+        raise _Duplicate(f"key {shown(key)} is written twice in one object")
+    return out
 
 
 def _depth(value: Any) -> int:
@@ -37,45 +53,61 @@ def _depth(value: Any) -> int:
 
 def _parse(line: bytes, where: str) -> Any:
     try:
-        value = json.loads(line)
+        value = json.loads(line, object_pairs_hook=_no_duplicates)
+    except _Duplicate as exc:
+        raise GardenError(f"{where}: {exc}") from None
     except UnicodeDecodeError:
         raise GardenError(f"{where}: not UTF-8 text") from None
     except json.JSONDecodeError as exc:
         raise GardenError(f"{where}: not a JSON line: {exc.msg} (column {exc.colno})") from None
     except RecursionError:
         raise GardenError(f"{where}: nested too deeply to read") from None
-    if _depth(value) > MAX_DEPTH:
+    if line.count(b"[") + line.count(b"{") > MAX_DEPTH and _depth(value) > MAX_DEPTH:
         raise GardenError(f"{where}: nested more than {MAX_DEPTH} levels deep")
     return value
 
 
-def read_story_lines(path: Path) -> dict:
-    """The story's data, as `read_yaml` would give it for the same story in YAML."""
+def read_story_lines(path: Path) -> tuple[dict, str]:
+    """The story's data, as `read_yaml` would give it for the same story in YAML, and the
+    sha256 of the exact bytes it was read from (the story's content key: hashing the
+    validated story again costs as much as reading it, at a hundred thousand records)."""
     try:
         fh = path.open("rb")
     except FileNotFoundError:
         raise GardenError(f"{path}: no such file") from None
     except OSError as exc:
         raise GardenError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    header: Any = None
-    records: list = []
+    lines: list[tuple[int, bytes]] = []
+    digest = hashlib.sha256(b"garden story, json lines\n")
     with fh:
         n = 0
         while line := fh.readline(MAX_LINE_BYTES + 1):  # never more than the bound in memory
             n += 1
+            digest.update(line)
             if len(line) > MAX_LINE_BYTES:
                 raise GardenError(f"{path}:{n}: line is longer than {MAX_LINE_BYTES:,} bytes, the bound "
                                   "of one story line")
-            if not line.strip():
-                continue
-            value = _parse(line, f"{path}:{n}")
-            if header is None:
-                if not isinstance(value, dict) or "records" in value:
-                    raise GardenError(f"{path}:{n}: the first line is the story's header, a JSON object "
-                                      "without records (value {})".format(shown(value)))
-                header = value
-            else:
-                records.append(value)
-    if header is None:
+            if line.strip():
+                lines.append((n, line))
+    if not lines:
         raise GardenError(f"{path}: empty; a story's first line is its header")
-    return {**header, "records": records}
+    values = _parse_all(path, lines)
+    header = values[0]
+    if not isinstance(header, dict) or "records" in header:
+        raise GardenError(f"{path}:{lines[0][0]}: the first line is the story's header, a JSON object "
+                          f"without records (value {shown(header)})")
+    return {**header, "records": values[1:]}, digest.hexdigest()
+
+
+def _parse_all(path: Path, lines: list[tuple[int, bytes]]) -> list:
+    """Every line's value. The fast path decodes all lines in one call; only when that
+    fails, or a line is bracket-heavy enough to be deep, is each line read on its own, so
+    the error names its line."""
+    if not any(line.count(b"[") + line.count(b"{") > MAX_DEPTH for _, line in lines):
+        try:
+            values = json.loads(b"[" + b",".join(line for _, line in lines) + b"]", object_pairs_hook=_no_duplicates)
+            if len(values) == len(lines):  # a line holding two values would shift the count
+                return values
+        except (ValueError, RecursionError):
+            pass
+    return [_parse(line, f"{path}:{n}") for n, line in lines]

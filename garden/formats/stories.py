@@ -35,7 +35,11 @@ STORY_NAME = re.compile(r"[a-z0-9][a-z0-9._-]*", re.ASCII)
 def load_story(path: str | Path) -> Story:
     """Load and validate a story file; raise StoryError listing every problem found."""
     path = Path(path)
-    raw = read_story_lines(path) if path.suffix == SUFFIX else read_yaml(path)
+    key = None
+    if path.suffix == SUFFIX:
+        raw, key = read_story_lines(path)
+    else:
+        raw = read_yaml(path)
     if not isinstance(raw, dict):
         raise StoryError([f"{path}: a story must be a mapping with story, project and records"])
     errors: list[str] = []
@@ -81,6 +85,8 @@ def load_story(path: str | Path) -> Story:
                if _field_prefix(e, path) not in dropped and not any(u in e for u in unchecked)]
     if errors:
         raise StoryError(_bounded(errors, path))
+    if key is not None:
+        story.__dict__["_key"] = key  # what `story_key` remembers: the bytes read, hashed as read
     return story
 
 
