@@ -78,6 +78,11 @@ class Attachment(Strict):
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
 
 
+def empty_list():
+    """An empty list by factory, shown as `default: []` in the JSON Schema as `= []` was."""
+    return Field(default_factory=list, json_schema_extra={"default": []})
+
+
 class Record(Strict):
     # lists by factory, not `= []`: pydantic deep-copies a mutable default for every record,
     # which was a third of loading a 100,000-record story
@@ -87,11 +92,11 @@ class Record(Strict):
     title: str | None = None
     at: dt.date | None = None
     fidelity: Fidelity | None = None
-    topics: list[str] = Field(default_factory=list)
-    entities: list[str] = Field(default_factory=list)
+    topics: list[str] = empty_list()
+    entities: list[str] = empty_list()
     speaker: str | None = None  # the entity who said or wrote it: its author, not its subject
-    sources: list[str] = Field(default_factory=list)
-    related: list[str] = Field(default_factory=list)
+    sources: list[str] = empty_list()
+    related: list[str] = empty_list()
     project: str | None = None
     private: bool = False
     stability: Literal["temporary", "stable"] | None = None
@@ -104,7 +109,7 @@ class Record(Strict):
     expected_resolution_at: dt.date | None = None
     decided_at: dt.date | None = None
     rationale: str | None = None
-    attachments: list[Attachment] = Field(default_factory=list)  # durable files the record points to, each with its hash
+    attachments: list[Attachment] = empty_list()  # durable files the record points to, each with its hash
 
     @property
     def effective_fidelity(self) -> str:

@@ -56,6 +56,7 @@ def test_a_story_name_finds_its_json_lines_file_and_check_accepts_it(project, ca
     ('{"story": "s", "project": "p"}\n{"id": "a", "kind": "note", "text": "x"\n', ":2: not a JSON line"),
     ('{"story": "s", "project": "p"}\n' + "[" * 100 + "]" * 100 + "\n", ":2: nested more than 64 levels"),
     ('{"story": "s", "project": "p"}\n\xff\n', ":2: not"),
+    ('{"story": "s", "project": "p"}\n{"id": "a", "kind": "note", "id": "b"}\n', ":2: key 'id' is written twice"),
 ])
 def test_bad_lines_are_located(tmp_path, text, message):
     path = tmp_path / "s.jsonl"
