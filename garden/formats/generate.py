@@ -69,7 +69,8 @@ PLACE_HEADS = ["Kestrel", "Moss", "Tarn", "Brindle", "Saffron", "Otter", "Heron"
 PLACE_TAILS = ["fen", "gate", "hollow", "quay", "weir", "brook", "moor", "reach", "combe", "holt", "mere"]
 PROJECT_KINDS = ["survey", "crossing", "station", "dig", "lighthouse", "orchard"]
 ROLES = ["warden", "steward", "reeve", "bosun"]
-ROLE_QUALIFIERS = ["orchard", "harbour", "quarry", "kiln", "signal", "granary", "ferry", "lantern"]
+# no qualifier is a topic alias or a phrase word: a query naming the role must resolve the role alone
+ROLE_QUALIFIERS = ["orchard", "quarry", "granary", "ferry", "mill", "apiary", "tannery", "pier"]
 FIRST_NAMES = ["Ysolde", "Bram", "Tamsin", "Odile", "Corvin", "Maelis", "Idris", "Senna", "Perrin",
                "Alwen", "Rowan", "Linnea", "Oswin", "Petra", "Caspian", "Wrenna", "Teodor", "Ilse"]
 SURNAMES = ["Marrowby", "Quillfeather", "Ashgrove", "Tallowmere", "Fenwright", "Brackwater",
