@@ -133,6 +133,8 @@ def _peak(records: int) -> tuple[int, int]:
 
 def test_streaming_memory_stays_bounded_as_the_story_grows():
     assert inspect.isgenerator(filler(plan_story("tidewell", 1000, 1), 800))
+    big = plan_story("tidewell", 100_000, 1)   # the most projects: every name pool suffices
+    assert len(big.projects) == 5 and len(big.planted) < 100
     small, small_out = _peak(400)
     large, large_out = _peak(3_000)
     assert large_out > 6 * small_out

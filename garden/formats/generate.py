@@ -74,7 +74,8 @@ ROLE_QUALIFIERS = ["orchard", "quarry", "granary", "ferry", "mill", "apiary", "t
 FIRST_NAMES = ["Ysolde", "Bram", "Tamsin", "Odile", "Corvin", "Maelis", "Idris", "Senna", "Perrin",
                "Alwen", "Rowan", "Linnea", "Oswin", "Petra", "Caspian", "Wrenna", "Teodor", "Ilse"]
 SURNAMES = ["Marrowby", "Quillfeather", "Ashgrove", "Tallowmere", "Fenwright", "Brackwater",
-            "Stellholm", "Oakhollow", "Pennycress", "Vantreu"]
+            "Stellholm", "Oakhollow", "Pennycress", "Vantreu", "Thornquill", "Emberlow", "Gravenrook",
+            "Hollisweft"]   # two people per project (five at most), and one more
 
 # changed-choice: (old, new) ways of keeping a log, and the log's subject
 OLD_WAYS = ["paper ledger", "chalk slate", "knotted cord", "clay tally", "birch scroll"]
