@@ -519,10 +519,11 @@ def _plant_doors(plan: Plan, rng: random.Random) -> None:
 
 
 def filler(plan: Plan, count: int) -> Iterator[dict]:
-    """`count` filler records, made one at a time; only the last few ids are remembered."""
+    """`count` filler records, made one at a time; only the last few ids of each project are
+    remembered, for a note or view to cite (never dated before what it cites)."""
     rng = random.Random(f"{plan.name}/{plan.seed}/filler")
-    recent: deque[str] = deque(maxlen=RECENT)       # sources and notes a later record may cite
-    last_source: tuple[str, str, str, str] | None = None   # (id, text, project, topic) for a chunk
+    recent = {pid: deque(maxlen=RECENT) for pid, _ in plan.projects}   # (id, day) a later record may cite
+    last_source: tuple[str, str, str, str, int] | None = None   # (id, text, project, topic, day) for a chunk
     made = 0
     n = 0
     while made < count:
@@ -539,7 +540,7 @@ def filler(plan: Plan, count: int) -> Iterator[dict]:
             rid = f"src.{n:07d}"
             yield _record(plan, rid, "source", text, pid, title=f"{aliases[0].capitalize()} log, day {day}",
                           at=plan.day(day), topics=[tid])
-            recent.append(rid)
+            recent[pid].append((rid, day))
             last_source = (rid, text, pid, tid, day)
             made += 1
         elif roll < 0.42 and last_source is not None:
@@ -555,17 +556,17 @@ def filler(plan: Plan, count: int) -> Iterator[dict]:
                 text += f" {who} {rng.choice(FILLER_VERBS)} the {rng.choice(nouns)}."
             rid = f"cjk.{n:07d}"
             yield _record(plan, rid, "source", text, pid, title="营地记录", at=plan.day(day), topics=[tid])
-            recent.append(rid)
+            recent[pid].append((rid, day))
             made += 1
-        elif roll < 0.64 and recent:
-            cited = sorted(set(rng.sample(list(recent), min(2, len(recent)))))
+        elif roll < 0.64 and recent[pid]:
+            cited, day = _cite(rng, recent[pid], 2)
             rid = f"note.{n:07d}"
             yield _record(plan, rid, "note", f"Summary: {_filler_text(rng, who, nouns)}", pid, at=plan.day(day),
                           fidelity="summary", topics=[tid], sources=cited)
-            recent.append(rid)
+            recent[pid].append((rid, day))
             made += 1
-        elif roll < 0.70 and recent:
-            cited = sorted(set(rng.sample(list(recent), min(3, len(recent)))))
+        elif roll < 0.70 and recent[pid]:
+            cited, day = _cite(rng, recent[pid], 3)
             yield _record(plan, f"view.{n:07d}", "view",
                           f"Index of {aliases[0]}: " + "; ".join(f"see {c}" for c in cited) + ".", pid,
                           at=plan.day(day), topics=[tid], sources=cited)
@@ -602,6 +603,12 @@ def filler(plan: Plan, count: int) -> Iterator[dict]:
                           title=f"Import report, day {day}: {rng.randrange(5, 90)} {aliases[0]} entries re-indexed",
                           at=plan.day(day))
             made += 1
+
+
+def _cite(rng: random.Random, recent: deque, most: int) -> tuple[list[str], int]:
+    """Up to `most` recent ids of one project, and a day on or after the latest of them."""
+    picked = rng.sample(list(recent), min(most, len(recent)))
+    return sorted(rid for rid, _ in picked), min(SPAN_DAYS, max(d for _, d in picked) + rng.randrange(5))
 
 
 def _filler_text(rng: random.Random, who: str, nouns: list[str]) -> str:
