@@ -166,3 +166,25 @@ def test_word_pools_keep_the_planted_queries_apart():
     filler_words = {w for _, _, nouns in g.FILLER_TOPICS for n in nouns for w in n.split()}
     filler_words |= {w for p in g.FILLER_PLACES + g.FILLER_TIMES for w in p.split()} | set(g.FILLER_VERBS)
     assert not phrase_words & filler_words
+
+
+def test_planted_families_share_no_word_stem():
+    """One family's words in another's record make it a lexical rival of the other's
+    answer (a gong that "sounded" beside "soundings readings"): kept apart, stems included."""
+    from garden.formats import generate as g
+
+    families = {
+        "changed-choice": g.OLD_WAYS + g.NEW_WAYS + g.LOG_SUBJECTS + ["readings", "crew", "choose"],
+        "chain": g.DEVICES + g.FUELS + ["burn", "burns", "switched"],
+        "person": [w for pair in g.ACTIVITIES + g.FOODS for w in pair] + g.SLEEP_HOURS + ["cook"],
+        "scoped": g.ROLES + g.ROLE_QUALIFIERS + [w for w, _ in g.WATCHES] + g.HAZARDS + ["harbour"],
+        "phrase": g.PHRASE_A + g.PHRASE_B + g.PHRASE_C,
+        "doors": g.SIGNALS + g.LANDINGS + ["sounded", "sound", "tally", "riders"],
+    }
+    stems = {k: {w[:5] for text in v for w in text.lower().split() if len(w) > 2} - {"the", "from", "after",
+                                                                                      "until", "four"}
+             for k, v in families.items()}
+    names = list(stems)
+    clashes = {(a, b): stems[a] & stems[b] for i, a in enumerate(names) for b in names[i + 1:]
+               if stems[a] & stems[b]}
+    assert not clashes

@@ -78,9 +78,9 @@ SURNAMES = ["Marrowby", "Quillfeather", "Ashgrove", "Tallowmere", "Fenwright", "
             "Hollisweft"]   # two people per project (five at most), and one more
 
 # changed-choice: (old, new) ways of keeping a log, and the log's subject
-OLD_WAYS = ["paper ledger", "chalk slate", "knotted cord", "clay tally", "birch scroll"]
-NEW_WAYS = ["offline tablet", "enamel board", "punch cards", "wax cylinder", "brass register"]
-LOG_SUBJECTS = ["tide", "soundings", "pollen", "seismograph", "beehive", "snowpack"]
+OLD_WAYS = ["paper ledger", "chalk slate", "knotted cord", "clay tokens", "reed scroll"]
+NEW_WAYS = ["offline tablet", "enamel board", "punch cards", "wax cylinder", "card index"]
+LOG_SUBJECTS = ["tide", "lichen", "pollen", "seismograph", "beehive", "snowpack"]
 # supersession-chain: a device and the fuels it burned in turn
 DEVICES = ["camp stove", "drying kiln", "smithy forge", "bathhouse boiler", "signal brazier"]
 FUELS = ["kerosene", "propane", "driftwood", "peat", "charcoal", "tallow", "coal", "birch bark"]
@@ -89,19 +89,20 @@ ACTIVITIES = [("chess", "playing chess"), ("fiddle", "playing the fiddle"), ("ki
               ("puzzles", "doing puzzles"), ("sketching", "sketching birds")]
 FOODS = [("buttermilk", "drinking buttermilk"), ("nettle tea", "drinking nettle tea"),
          ("porridge", "eating porridge"), ("herring", "eating pickled herring")]
-SLEEP_HOURS = ["in the afternoon", "after the morning tide", "from noon until four"]
+SLEEP_HOURS = ["in the afternoon", "after the dawn chores", "from noon until four"]
 # scoped entities: what each project's role decides about a shared watch topic
 WATCHES = [("night watch", "night_watch"), ("ice watch", "ice_watch"), ("fog watch", "fog_watch")]
-HAZARDS = ["drift ice", "river fog", "loose scree", "high water"]
+HAZARDS = ["pack ice", "river fog", "loose scree", "high water"]
 # named phrases: three Latin words, held nowhere else in the story
-PHRASE_A = ["glacier", "lantern", "copper", "thistle", "harbour", "meadow", "cobalt"]
+# (the families' words are kept apart, stems included: a test checks it)
+PHRASE_A = ["glacier", "lantern", "copper", "thistle", "juniper", "meadow", "cobalt"]
 PHRASE_B = ["custard", "walrus", "kettle", "pudding", "bellows", "marmalade", "teapot"]
 PHRASE_C = ["incident", "affair", "parade", "mishap", "episode", "rebellion"]
 PHRASE_PLACES = ["冰川", "码头", "山坡", "湖面", "屋顶"]
 COMMON_SPAN = "camp stove"   # a span planted in several logs: too common to earn phrase credit
 # gate doors
-SIGNALS = ["fog horn", "bell buoy", "brass gong", "steam whistle"]
-LANDINGS = ["north landing", "east jetty", "mill steps", "reed wharf"]
+SIGNALS = ["conch horn", "bell buoy", "brass gong", "steam whistle"]
+LANDINGS = ["north landing", "east jetty", "weir steps", "rush wharf"]
 
 # filler topics: (id, aliases, nouns the text draws from); none shares a word with a planted query
 FILLER_TOPICS = [
@@ -252,10 +253,10 @@ def _plant_changed_choice(plan: Plan, rng: random.Random) -> None:
     src0, src1 = f"call.{tag}.day{d0}", f"call.{tag}.day{d1}"
     st0, st1 = f"state.{tag}.{_dash(old)}", f"state.{tag}.{_dash(new)}"
     P = plan.planted
-    P.append(_record(plan, pred, "decision", f"The crew chose a {old} for the {subject} readings.",
-                     title=f"A {old}", topics=[topic], status="superseded", superseded_by=succ,
+    P.append(_record(plan, pred, "decision", f"The crew chose the {old} for the {subject} readings.",
+                     title=f"The {old}", topics=[topic], status="superseded", superseded_by=succ,
                      decided_at=plan.day(d0), sources=[src0],
-                     rationale=f"A {old} is simple; it needs no charging and works in any cold."))
+                     rationale=f"The {old} is simple; it needs no charging and works in any cold."))
     P.append(_record(plan, succ, "decision",
                      f"The crew replaced the {old} with the {new} for every {subject} reading, kept in an "
                      "insulated pouch between entries.",
@@ -263,7 +264,7 @@ def _plant_changed_choice(plan: Plan, rng: random.Random) -> None:
                      decided_at=plan.day(d1), sources=[src1],
                      rationale=f"Readings must be searchable by date and instrument, and the {new} works "
                                "without a network."))
-    P.append(_record(plan, src0, "source", f"{a}: a {old} never runs out of battery at thirty below. "
+    P.append(_record(plan, src0, "source", f"{a}: the {old} never runs out of battery at thirty below. "
                      f"{b}: fine, the {old} for the first month.", title=f"Planning call, day {d0}",
                      at=plan.day(d0), topics=[topic]))
     P.append(_record(plan, src1, "source", f"{b}: I spent an hour hunting for one reading in the {old}. "
