@@ -54,7 +54,7 @@ from garden.formats.locomo import dump_yaml
 from garden.formats.stories import STORY_NAME
 from garden.text import shown
 
-MIN_RECORDS = 200          # the planted scenarios need ~60 records; the rest is filler around them
+MIN_RECORDS = 200          # the planted scenarios take ~40 records; the rest is filler around them
 MAX_RECORDS = 10_000_000   # a bound on the request, not on what streaming can write
 BASE_DATE = dt.date(2041, 1, 1)   # day 0 of every generated story, shifted by up to a year by the seed
 SPAN_DAYS = 150            # filler and planted records fall within days 0..SPAN_DAYS
