@@ -120,6 +120,24 @@ def temp_prefix(label: str) -> str:
     return f".{label}.pid{os.getpid()}."
 
 
+def write_whole(path: Path, data: bytes, prefix: str | None = None) -> None:
+    """Write `data` to `path` whole or not at all: a temporary file in the same folder,
+    flushed to disk, then renamed over the old one (atomic on POSIX). A writer killed
+    before the rename leaves only its temporary file, which the rule above removes."""
+    import tempfile
+
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=prefix or temp_prefix(path.name), suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
 def _alive(pid: int) -> bool:
     if pid <= 0 or os.name != "posix":  # no usable pid: only the age can tell
         return True

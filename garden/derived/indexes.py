@@ -31,14 +31,13 @@ import os
 import pickle
 import re
 import sys
-import tempfile
 from collections import Counter
 from contextlib import contextmanager
 from importlib import metadata
 from pathlib import Path
 
 from garden._notice import warn
-from garden.derived.home import derived_dir, derived_folder, refuse_link, remove_orphans, temp_prefix
+from garden.derived.home import derived_dir, derived_folder, refuse_link, remove_orphans, write_whole
 from garden.models import Story
 from garden.rerank.phrase import PhraseIndex
 from garden.retrievers import Doc, ProcessCache, Retriever, make_retriever
@@ -111,16 +110,7 @@ def save(path: Path, value, story: Story, kind: str) -> None:
         folder = derived_folder("index")
         refuse_link(path)
         remove_orphans(folder, ".tmp")
-        fd, tmp = tempfile.mkstemp(prefix=temp_prefix(path.name), suffix=".tmp", dir=folder)
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                pickle.dump(value, fh, protocol=pickle.HIGHEST_PROTOCOL)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_whole(path, pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
     except (OSError, pickle.PicklingError, TypeError, AttributeError) as exc:
         warn(f"{path}: index not saved ({exc}); it is rebuilt in the next process")
         return

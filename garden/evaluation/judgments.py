@@ -16,11 +16,10 @@ with its line and field, never overwritten.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from garden.derived.home import write_whole
 from garden.errors import GardenError
 from garden.text import shown
 
@@ -91,18 +90,7 @@ class Judgments:
 
 
 def _replace(path: Path, text: str) -> None:
-    """Write `text` to `path` whole or not at all: a temporary file in the same folder,
-    flushed to disk, then renamed over the old one (atomic on POSIX)."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_whole(path, text.encode("utf-8"), prefix=f".{path.name}.")
 
 
 def _lines(path: Path) -> list[tuple[int, str]]:
