@@ -438,8 +438,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--records", required=True, metavar="N", help="records in the story (at least 200)")
     p.add_argument("--seed", default="0", metavar="S", help="a whole number; the same seed gives the same bytes "
                    "(default 0)")
-    p.add_argument("--out", metavar="FILE", help="story file, named NAME.yaml (default fixtures/NAME.yaml); the "
-                   "cases go to cases/NAME/ beside its fixtures folder")
+    p.add_argument("--out", metavar="FILE", help="story file, NAME.yaml or NAME.jsonl; the suffix picks the form "
+                   "(default fixtures/NAME.yaml, or fixtures/NAME.jsonl past 10,000 records, too many for YAML); "
+                   "the cases go to cases/NAME/ beside its fixtures folder")
     p.add_argument("--force", action="store_true", help="replace an existing story file and cases folder")
     return parser
 

@@ -3,6 +3,7 @@ cases are contrasts (they pass under `default` and fail under a bare retriever).
 from __future__ import annotations
 
 import inspect
+import json
 import tracemalloc
 
 import pytest
@@ -81,6 +82,8 @@ def test_generated_cases_pass_under_default_and_fail_under_a_bare_retriever(proj
     (["generate", "tidewell", "--records", "many"], "--records 'many'"),
     (["generate", "tidewell", "--records", "300", "--seed", "1.5"], "--seed '1.5'"),
     (["generate", "tidewell", "--records", "300", "--out", "fixtures/other.yaml"], "named after the story"),
+    (["generate", "tidewell", "--records", "300", "--out", "fixtures/tidewell.json"], "named after the story"),
+    (["generate", "tidewell", "--records", "10001", "--out", "fixtures/tidewell.yaml"], "too many for a YAML"),
 ])
 def test_bad_input_is_one_line_and_exit_2(project, capsys, argv, fragment):
     assert main(argv) == 2
@@ -188,3 +191,37 @@ def test_planted_families_share_no_word_stem():
     clashes = {(a, b): stems[a] & stems[b] for i, a in enumerate(names) for b in names[i + 1:]
                if stems[a] & stems[b]}
     assert not clashes
+
+
+def test_json_lines_hold_the_same_story_and_its_cases_find_it(project):
+    """The suffix picks the form; both forms of one request are the same story."""
+    generate("tidewell", 300, 5, out=project / "yaml" / "fixtures" / "tidewell.yaml")
+    generate("tidewell", 300, 5, out=project / "fixtures" / "tidewell.jsonl")
+    lines = (project / "fixtures" / "tidewell.jsonl").read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 301 and "records" not in json.loads(lines[0])
+    as_yaml = load_story(project / "yaml" / "fixtures" / "tidewell.yaml")
+    as_lines = load_story(project / "fixtures" / "tidewell.jsonl")
+    assert [r.model_dump() for r in as_lines.records] == [r.model_dump() for r in as_yaml.records]
+    assert as_lines.topics == as_yaml.topics and as_lines.entities == as_yaml.entities
+    cases = load_cases([str(project / "cases" / "tidewell")])
+    assert {q.story_path.resolve() for c in cases for q in c.queries} == {(project / "fixtures" / "tidewell.jsonl")
+                                                                          .resolve()}
+
+
+def test_past_the_yaml_bound_the_default_is_json_lines(project, capsys):
+    assert main(["generate", "tidewell", "--records", "10001"]) == 0
+    assert "fixtures/tidewell.jsonl (10001 records)" in capsys.readouterr().out
+    assert not (project / "fixtures" / "tidewell.yaml").exists()
+
+
+def test_the_other_form_is_refused_then_replaced_with_force(project, capsys):
+    """A name finds NAME.yaml before NAME.jsonl, so a new .jsonl beside an old .yaml would
+    be shadowed by it: refused, and with --force the old form goes."""
+    assert main(["generate", "tidewell", "--records", "300"]) == 0
+    capsys.readouterr()
+    argv = ["generate", "tidewell", "--records", "300", "--out", "fixtures/tidewell.jsonl"]
+    assert main(argv) == 2
+    assert "tidewell.yaml: already exists" in capsys.readouterr().err
+    assert main([*argv, "--force"]) == 0
+    assert not (project / "fixtures" / "tidewell.yaml").exists()
+    assert (project / "fixtures" / "tidewell.jsonl").is_file()

@@ -39,6 +39,7 @@ chunk, note or view may cite, and the story's tables. The whole story is never h
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import random
 import re
@@ -50,12 +51,16 @@ from pathlib import Path
 from typing import Iterator
 
 from garden.errors import GardenError
+from garden.formats.jsonl_reader import SUFFIX as JSONL
 from garden.formats.locomo import dump_yaml
 from garden.formats.stories import STORY_NAME
 from garden.text import shown
 
 MIN_RECORDS = 200          # the planted scenarios take ~40 records; the rest is filler around them
 MAX_RECORDS = 10_000_000   # a bound on the request, not on what streaming can write
+# The YAML reader refuses files over 4 MiB (its hostile-input bound); a generated record
+# averages about 230 bytes of YAML, so past this many records the story goes to JSON Lines.
+MAX_YAML_RECORDS = 10_000
 BASE_DATE = dt.date(2041, 1, 1)   # day 0 of every generated story, shifted by up to a year by the seed
 SPAN_DAYS = 150            # filler and planted records fall within days 0..SPAN_DAYS
 AS_OF_DAY = 160            # the cases' "now": after every record but the one written too late
@@ -681,33 +686,61 @@ def header(plan: Plan) -> dict:
             "reviewed_at": plan.as_of, "project": plan.projects[0][0], "topics": topics, "entities": entities}
 
 
-def write_story(plan: Plan, fh) -> int:
-    """Stream the story into `fh`: the header, then each record as an independent list item."""
+def _records(plan: Plan) -> Iterator[dict]:
+    yield from plan.planted
+    yield from filler(plan, plan.records - len(plan.planted))
+
+
+def _json_line(value: dict) -> str:
+    # dates are the only non-JSON values a plan holds; ISO text is what the loader reads back
+    return json.dumps(value, ensure_ascii=False, sort_keys=False, default=dt.date.isoformat) + "\n"
+
+
+def write_story(plan: Plan, fh, form: str = "yaml") -> int:
+    """Stream the story into `fh`, record by record. YAML: the header, then each record as
+    an independent list item. JSON Lines: the header on line 1, then one record per line."""
+    if form == "jsonl":
+        fh.write(_json_line(header(plan)))
+        written = 0
+        for written, rec in enumerate(_records(plan), 1):
+            fh.write(_json_line(rec))
+        return written
     fh.write(dump_yaml(header(plan)))
     fh.write("records:\n")
     written = 0
-    for rec in plan.planted:
+    for written, rec in enumerate(_records(plan), 1):
         fh.write(dump_yaml([rec]))
-        written += 1
-    for rec in filler(plan, plan.records - len(plan.planted)):
-        fh.write(dump_yaml([rec]))
-        written += 1
     return written
+
+
+def story_file(name: str, records: int, out: str | Path | None) -> tuple[Path, list[str]]:
+    """Where the story goes and in which form (by its suffix), with the problems of `out`.
+    Default: fixtures/NAME.yaml up to MAX_YAML_RECORDS, fixtures/NAME.jsonl past it."""
+    if out is None:
+        suffix = ".yaml" if records <= MAX_YAML_RECORDS else JSONL
+        return Path("fixtures") / f"{name}{suffix}", []
+    path = Path(out)
+    if path.suffix not in (".yaml", ".yml", JSONL) or path.stem != name:
+        return path, [f"--out {str(path)!r}: must be a file named after the story ({name}.yaml or {name}{JSONL})"]
+    if path.suffix != JSONL and records > MAX_YAML_RECORDS:
+        return path, [f"--out {str(path)!r}: {records:,} records are too many for a YAML story (the reader's "
+                      f"4 MiB bound holds about {MAX_YAML_RECORDS:,}); write {name}{JSONL}"]
+    return path, []
 
 
 def generate(name: str, records: int, seed: int = 0, out: str | Path | None = None,
              force: bool = False) -> Generated:
-    """Write the story to `out` (default fixtures/NAME.yaml) and its cases to cases/NAME/
-    beside the fixtures folder. Refuses to replace either unless `force`."""
+    """Write the story to `out` (default fixtures/NAME.yaml, or NAME.jsonl past
+    MAX_YAML_RECORDS) and its cases to cases/NAME/ beside the fixtures folder. Refuses to
+    replace either unless `force`; with `force`, the story's other form is removed too, since
+    a name finds NAME.yaml before NAME.jsonl and the old one would shadow the new."""
     records, seed = check_request(name, records, seed)
-    story_path = Path(out) if out is not None else Path("fixtures") / f"{name}.yaml"
-    problems = []
-    if story_path.suffix not in (".yaml", ".yml") or story_path.stem != name:
-        problems.append(f"--out {str(story_path)!r}: must be a .yaml file named after the story ({name}.yaml)")
+    story_path, problems = story_file(name, records, out)
     root = story_path.parent.parent if story_path.parent.name == "fixtures" else story_path.parent
     cases_dir = root / "cases" / name
+    other_forms = [story_path.with_suffix(s) for s in (".yaml", ".yml", JSONL) if s != story_path.suffix]
     if not force:
-        for path in (story_path, cases_dir):
+        for path in (story_path, *other_forms, cases_dir):
             if path.exists() or path.is_symlink():
                 problems.append(f"{path}: already exists; pass --force to replace it")
     if story_path.is_dir():
@@ -721,8 +754,11 @@ def generate(name: str, records: int, seed: int = 0, out: str | Path | None = No
         try:
             os.chmod(tmp, 0o666 & ~_umask())   # a story is durable source: the mode any new file gets
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                written = write_story(plan, fh)
+                written = write_story(plan, fh, "jsonl" if story_path.suffix == JSONL else "yaml")
             os.replace(tmp, story_path)
+            for path in other_forms:
+                if path.is_file() or path.is_symlink():
+                    path.unlink()
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
