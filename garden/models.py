@@ -163,6 +163,24 @@ class Story(Strict):
     def by_id(self) -> dict[str, Record]:
         return self.remembered("by_id", lambda story: {r.id: r for r in story.records})
 
+    @property
+    def kinds(self) -> dict[str, str]:
+        """Record id -> its kind."""
+        return self.remembered("kinds", lambda story: {r.id: r.kind for r in story.records})
+
+    def holders(self, field: str) -> dict[str, tuple[str, ...]]:
+        """A topic (field "topics") or an entity ("entities") -> the ids of the records that
+        are not control records and carry it, in story order: a query's anchors are found
+        by lookup, not by a pass over every record."""
+        def build(story) -> dict[str, tuple[str, ...]]:
+            found: dict[str, list[str]] = {}
+            for r in story.records:
+                if r.kind != "control":
+                    for name in dict.fromkeys(getattr(r, field)):
+                        found.setdefault(name, []).append(r.id)
+            return {name: tuple(ids) for name, ids in found.items()}
+        return self.remembered(f"holders_{field}", build)
+
     def project_of(self, record: Record) -> str:
         return record.project or self.project
 

@@ -5,7 +5,9 @@ import sys
 import bm25s
 import numpy as np
 import pytest
-from rank_bm25 import BM25Okapi
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from rank_bm25 import BM25L, BM25Okapi, BM25Plus
 
 from garden.analyzer import Analyzer
 from garden.errors import GardenError
@@ -400,3 +402,27 @@ def test_a_spec_names_a_variant_with_typed_options():
     assert parse_spec("tfidf:sublinear=true") == ("tfidf", {"sublinear": True})
     plus = make_retriever("bm25:variant=plus:k1=1.2")
     assert (plus.variant, plus.k1) == ("plus", 1.2)
+
+
+WORDS = ["cove", "lantern", "tide", "gull", "rope", "salt", "net", "kelp"]
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(corpus=st.lists(st.lists(st.sampled_from(WORDS), min_size=1, max_size=9), min_size=1, max_size=12),
+       query=st.lists(st.sampled_from(WORDS + ["absent"]), min_size=1, max_size=5),
+       variant=st.sampled_from(["okapi", "l", "plus"]))
+def test_bm25_from_postings_is_rank_bm25_get_scores_bit_for_bit(corpus, query, variant):
+    """`score` computes rank-bm25's formula from postings instead of its loop over every
+    document; the floats must be the very ones `get_scores` gives (the same operations in
+    the same order), repeated and unknown query words included."""
+    retriever = make_retriever("bm25", variant=variant, idf="okapi", stopwords=False, stem=False)
+    docs = [Doc(f"d{i:02d}", " ".join(words)) for i, words in enumerate(corpus)]
+    retriever.index(docs)
+    analyzer = Analyzer(stopwords=False, stem=False)
+    reference = {"okapi": BM25Okapi, "l": BM25L, "plus": BM25Plus}[variant]([analyzer(d.text) for d in docs])
+    terms = [t for t in query if t in reference.idf]
+    expected = reference.get_scores(terms) if terms else np.zeros(len(corpus))
+    got = retriever.score(" ".join(query))
+    for i in range(len(corpus)):
+        assert got.get(f"d{i:02d}", 0.0) == float(expected[i])
+    assert set(got) == {f"d{i:02d}" for i in np.flatnonzero(expected)}

@@ -42,7 +42,7 @@ from garden.models import Story
 from garden.rerank.phrase import PhraseIndex
 from garden.retrievers import Doc, ProcessCache, Retriever, make_retriever
 
-SAVE_FORMAT = 1
+SAVE_FORMAT = 2  # 2: bm25 keeps postings, dense its id positions
 # the libraries whose objects a saved index holds: a new version of any may read an old
 # pickle differently, so it gives the index another name
 SAVED_WITH = ("pinecone-garden", "numpy", "scipy", "bm25s", "rank-bm25", "scikit-learn")

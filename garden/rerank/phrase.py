@@ -115,7 +115,7 @@ class Phrase(StageBase, name="phrase", uses=("phrase_ceiling", "phrase_weight", 
     def run(self, ctx) -> None:
         spec, settings = ctx.spec, ctx.settings
         index = ctx.indexes.phrase_index(spec.story)
-        kinds = {r.id: r.kind for r in spec.story.records}
+        kinds = spec.story.kinds
         credit = phrase_credit(index, spec.query, kinds, settings.phrase_ceiling, settings.phrase_weight,
                                settings.view_fraction)
         for rid, bonus in credit.bonus.items():

@@ -23,8 +23,9 @@ class Retrieve(StageBase, name="retrieve", uses=("candidates", "semantic_floor",
         story, retriever = spec.story, ctx.retriever
         fused, members = scored(retriever, spec.query)
         ids = [rid for rid, s in rank(fused, settings.candidates) if s > 0]
-        anchored = {r.id for r in story.records if r.kind != "control" and (
-            set(r.topics) & set(res.topics) or set(r.entities) & set(res.entities) or r.id in res.explicit_ids)}
+        anchored = {rid for field, names in (("topics", res.topics), ("entities", res.entities))
+                    for name in names for rid in story.holders(field).get(name, ())}
+        anchored |= {rid for rid in res.explicit_ids if story.kinds.get(rid, "control") != "control"}
         ids += sorted(anchored)
         content = without_function_words(spec.query)
         parts = retriever.members()

@@ -21,7 +21,7 @@ from typing import Any, Mapping
 
 from garden.errors import GardenError
 from garden.retrievers._protocol import SEMANTIC, Retriever, as_retriever
-from garden.retrievers._scores import check_finite
+from garden.retrievers._scores import ArrayScores, check_finite
 
 LEXICAL_ONLY = "lexical_only"
 SEMANTIC_ONLY = "semantic_only"
@@ -37,6 +37,8 @@ def lexical_relevance(scores: Mapping[str, float], ceiling: float) -> dict[str, 
     No checks: `relevance` makes them."""
     if ceiling <= 0:
         return {}
+    if isinstance(scores, ArrayScores):
+        return scores.derived(scores.array / ceiling, scores.array != 0)
     return {rid: s / ceiling for rid, s in scores.items() if s != 0}
 
 
@@ -44,6 +46,8 @@ def semantic_relevance(scores: Mapping[str, float], semantic_floor: float) -> di
     """max(0, s - floor) / (1 - floor), only the documents above the floor. No checks:
     `relevance` makes them."""
     scale = 1 - semantic_floor
+    if isinstance(scores, ArrayScores):
+        return scores.derived((scores.array - semantic_floor) / scale, scores.array > semantic_floor)
     return {rid: (s - semantic_floor) / scale for rid, s in scores.items() if s > semantic_floor}
 
 

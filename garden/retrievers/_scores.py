@@ -16,6 +16,58 @@ import numpy as np
 from garden.errors import GardenError
 
 
+class ArrayScores(Mapping):
+    """A retriever's scores of every indexed document, kept as the array they were computed
+    in and read as a mapping of id -> score. Only the documents `kept` are keys (every one
+    when `kept` is None): a lexical retriever keeps those it scores non-zero, as its dict
+    did. At a hundred thousand records, a dict of every score costs more than the whole
+    rest of a query; the stages read a few dozen candidates' scores, and `rank`,
+    `check_finite` and the normalizations of `relevance` work on the array directly.
+
+    `ids` (an object array), `positions` (id -> index) and `order` (`id_order(ids)`) belong
+    to the index and are shared, never copied."""
+
+    __slots__ = ("ids", "array", "positions", "order", "kept")
+
+    def __init__(self, ids: np.ndarray, array: np.ndarray, positions: Mapping[str, int], order: np.ndarray,
+                 kept: np.ndarray | None = None):
+        self.ids, self.array, self.positions, self.order, self.kept = ids, array, positions, order, kept
+
+    def __getitem__(self, rid: str) -> float:
+        i = self.positions[rid]
+        if self.kept is not None and not self.kept[i]:
+            raise KeyError(rid)
+        return float(self.array[i])
+
+    def __iter__(self):
+        return iter((self.ids if self.kept is None else self.ids[self.kept]).tolist())
+
+    def __len__(self) -> int:
+        return len(self.ids) if self.kept is None else int(np.count_nonzero(self.kept))
+
+    def items(self):
+        if self.kept is None:
+            return zip(self.ids.tolist(), self.array.tolist())
+        return zip(self.ids[self.kept].tolist(), self.array[self.kept].tolist())
+
+    def values(self) -> list[float]:
+        return (self.array if self.kept is None else self.array[self.kept]).tolist()
+
+    def derived(self, values: np.ndarray, keep: np.ndarray) -> ArrayScores:
+        """New scores on the same index: `values`, keeping only where `keep` (and where
+        these scores keep)."""
+        return ArrayScores(self.ids, values, self.positions, self.order,
+                           keep if self.kept is None else keep & self.kept)
+
+    def ranked(self, k: int | None) -> list[tuple[str, float]]:
+        """`rank(self, k)`, computed on the array (`top_k`)."""
+        return top_k(self.array, self.ids, self.order, k, None if self.kept is None else np.flatnonzero(self.kept))
+
+    def all_finite(self) -> bool:
+        values = self.array if self.kept is None else self.array[self.kept]
+        return bool(np.isfinite(values).all())
+
+
 def check_depth(k) -> None:
     """GardenError unless `k` is None (every document) or a whole number >= 0."""
     if k is None:
@@ -26,6 +78,8 @@ def check_depth(k) -> None:
 
 def rank(scores: Mapping[str, float], k: int | None = None) -> list[tuple[str, float]]:
     """Best first; ties broken by id so every run orders the same way."""
+    if isinstance(scores, ArrayScores):
+        return scores.ranked(k)
     ordered = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
     return ordered if k is None else ordered[:k]
 
@@ -60,6 +114,8 @@ def check_finite(name: str, scores: Mapping[str, float]) -> None:
     """GardenError naming `name`, the record and the value if any score is not a finite
     number: IEEE 754 NaN compares false with everything, so one would misorder every
     ranking it touches in silence, and JSON (RFC 8259, section 6) cannot carry it."""
+    if isinstance(scores, ArrayScores) and scores.all_finite():
+        return
     try:
         if all(map(math.isfinite, scores.values())):  # the common case: one pass, no Python loop body
             return

@@ -16,9 +16,57 @@ import numpy as np
 from rank_bm25 import BM25L, BM25Okapi, BM25Plus
 
 from garden.analyzer import Analyzer
-from garden.retrievers import LEXICAL, Doc, RetrieverBase, boolean, choice, number, register
+from garden.retrievers import (LEXICAL, ArrayScores, Doc, RetrieverBase, boolean, choice, id_order, number,
+                               register)
 
 VARIANTS = {"okapi": BM25Okapi, "l": BM25L, "plus": BM25Plus}
+
+
+class Postings:
+    """Each term's documents and term frequencies, read from rank-bm25's own `doc_freqs`:
+    rank-bm25 scores a term by a Python loop over every document, which at a hundred
+    thousand records costs tens of milliseconds per query word; these let `term_weights`
+    compute the same per-document numbers for the documents that hold the term alone."""
+
+    def __init__(self, doc_freqs: Sequence[dict[str, int]]):
+        by_term: dict[str, list[tuple[int, int]]] = {}
+        for i, freqs in enumerate(doc_freqs):
+            for term, tf in freqs.items():
+                by_term.setdefault(term, []).append((i, tf))
+        self.span: dict[str, tuple[int, int]] = {}
+        docs: list[int] = []
+        tfs: list[int] = []
+        for term, pairs in by_term.items():
+            self.span[term] = (len(docs), len(docs) + len(pairs))
+            docs += [i for i, _ in pairs]
+            tfs += [tf for _, tf in pairs]
+        self.docs = np.array(docs, dtype=np.int64)
+        self.tfs = np.array(tfs, dtype=np.int64)  # integers, as rank-bm25's q_freq
+
+    def of(self, term: str) -> tuple[np.ndarray, np.ndarray]:
+        start, end = self.span.get(term, (0, 0))
+        return self.docs[start:end], self.tfs[start:end]
+
+
+def term_weights(bm25, variant: str, term: str, postings: Postings, doc_len: np.ndarray) -> np.ndarray:
+    """One query term's addition to every document's score, exactly as rank-bm25's
+    `get_scores` computes it (the same operations in the same order, so the same floats):
+    the formula for the documents holding the term, and its value at a term frequency of 0
+    for the rest (0, except under BM25+, whose delta lower-bounds every document)."""
+    idf = bm25.idf.get(term) or 0
+    k1, b, avgdl = bm25.k1, bm25.b, bm25.avgdl
+    absent = idf * bm25.delta if variant == "plus" else 0.0
+    weights = np.full(len(doc_len), absent, dtype=np.float64)
+    docs, q_freq = postings.of(term)
+    dl = doc_len[docs]
+    if variant == "okapi":
+        weights[docs] = idf * (q_freq * (k1 + 1) / (q_freq + k1 * (1 - b + b * dl / avgdl)))
+    elif variant == "l":
+        ctd = q_freq / (1 - b + b * dl / avgdl)
+        weights[docs] = idf * q_freq * (k1 + 1) * (ctd + bm25.delta) / (k1 + ctd + bm25.delta)
+    else:
+        weights[docs] = idf * (bm25.delta + (q_freq * (k1 + 1)) / (k1 * (1 - b + b * dl / avgdl) + q_freq))
+    return weights
 
 
 def lucene_idf(n_docs: int, doc_freq: int) -> float:
@@ -44,6 +92,7 @@ class RankBM25(RetrieverBase):
         self.analyzer = Analyzer(stopwords=stopwords, stem=stem)
         self.ids: list[str] = []
         self._bm25 = None
+        self._postings: Postings | None = None
 
     def index(self, docs: Sequence[Doc]) -> None:
         self.ids = [d.id for d in docs]
@@ -52,6 +101,11 @@ class RankBM25(RetrieverBase):
             return
         corpus = [self.analyzer(d.text) or ["\x00empty"] for d in docs]
         self._bm25 = VARIANTS[self.variant](corpus, k1=self.k1, b=self.b)
+        self._postings = Postings(self._bm25.doc_freqs)
+        self._doc_len = np.array(self._bm25.doc_len)
+        self._ids = np.array(self.ids, dtype=object)
+        self._order = id_order(self.ids)
+        self._positions = {rid: i for i, rid in enumerate(self.ids)}
         if self.idf_rule == "lucene":
             n = self._bm25.corpus_size
             df: dict[str, int] = {}
@@ -60,14 +114,18 @@ class RankBM25(RetrieverBase):
                     df[term] = df.get(term, 0) + 1
             self._bm25.idf = {t: lucene_idf(n, f) for t, f in df.items()}
 
-    def score(self, query: str) -> dict[str, float]:
+    def score(self, query: str) -> ArrayScores | dict[str, float]:
+        """rank-bm25's `get_scores` (computed from postings: `term_weights`), every
+        document it scores non-zero."""
         if self._bm25 is None:
             return {}
         terms = [t for t in self.analyzer(query) if t in self._bm25.idf]
         if not terms or not self.ids:
             return {}
-        scores = self._bm25.get_scores(terms)
-        return {self.ids[i]: float(s) for i in np.flatnonzero(scores) for s in [scores[i]]}
+        scores = np.zeros(len(self.ids))
+        for term in terms:  # summed in query order, as get_scores sums
+            scores += term_weights(self._bm25, self.variant, term, self._postings, self._doc_len)
+        return ArrayScores(self._ids, scores, self._positions, self._order, scores != 0)
 
     def ceiling(self, query: str) -> float:
         """The best score any document could reach for this query: each term saturated

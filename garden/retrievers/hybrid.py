@@ -90,7 +90,7 @@ class HybridRetriever(RetrieverBase):
 
     def fuse(self, components: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
         """RRF of each member's ranking of its scores, to `depth`."""
-        return rrf([rank(dict(scores), self.depth) for scores in components.values()], self.k)
+        return rrf([rank(scores, self.depth) for scores in components.values()], self.k)
 
     def ceiling(self, query: str) -> float:
         """The best fused score possible: ranked first by every member, n / (k + 1)."""
