@@ -36,6 +36,7 @@ from contextlib import contextmanager
 from importlib import metadata
 from pathlib import Path
 
+from garden._bulk import collector_paused
 from garden._notice import warn
 from garden.derived.home import derived_dir, derived_folder, refuse_link, remove_orphans, write_whole
 from garden.models import Story
@@ -126,6 +127,10 @@ class IndexCache:
         self.read_saved = read_saved  # False: build afresh (and save) rather than load a save
 
     def _saved_or_built(self, story: Story, kind: str, build, restore=None):
+        with collector_paused():  # see garden._bulk: an index is a few hundred thousand objects
+            return self._saved_or_built_now(story, kind, build, restore)
+
+    def _saved_or_built_now(self, story: Story, kind: str, build, restore=None):
         path = saved_path(story, kind)
         if self.read_saved:
             value = load_saved(path)

@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from garden.text import shown, shown_id
 from garden.formats.jsonl_reader import SUFFIX, read_story_lines
 from garden.formats.yaml_reader import describe_pydantic_error, read_yaml
+from garden._bulk import collector_paused
 from garden.errors import GardenError, StoryError
 from garden.models import Record, Story
 from garden.derived.home import derived_dir, derived_folder, refuse_link, remove_orphans, temp_prefix
@@ -34,7 +35,11 @@ STORY_NAME = re.compile(r"[a-z0-9][a-z0-9._-]*", re.ASCII)
 
 def load_story(path: str | Path) -> Story:
     """Load and validate a story file; raise StoryError listing every problem found."""
-    path = Path(path)
+    with collector_paused():
+        return _load_story(Path(path))
+
+
+def _load_story(path: Path) -> Story:
     key = None
     if path.suffix == SUFFIX:
         raw, key = read_story_lines(path)
