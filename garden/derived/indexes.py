@@ -59,8 +59,11 @@ def story_key(story: Story) -> str:
         json.dumps(s.model_dump(mode="json"), sort_keys=True).encode()).hexdigest())
 
 
-def documents(story: Story) -> list[Doc]:
-    return [Doc(r.id, r.searchable) for r in story.records if r.kind != "control"]
+def documents(story: Story) -> tuple[Doc, ...]:
+    """What every index of the story indexes, made once per story: every retriever and the
+    phrase index read the same list (at 100,000 records, 0.7 s to make)."""
+    return story.remembered("documents", lambda s: tuple(Doc(r.id, r.searchable) for r in s.records
+                                                          if r.kind != "control"))
 
 
 def _versions() -> list[str]:
