@@ -43,7 +43,7 @@ from garden.models import Story
 from garden.rerank.phrase import PhraseIndex
 from garden.retrievers import Doc, ProcessCache, Retriever, make_retriever
 
-SAVE_FORMAT = 2  # 2: bm25 keeps postings, dense its id positions
+SAVE_FORMAT = 3  # 2: bm25 keeps postings; 3: retrievers keep their ids as DocIds
 # the libraries whose objects a saved index holds: a new version of any may read an old
 # pickle differently, so it gives the index another name
 SAVED_WITH = ("pinecone-garden", "numpy", "scipy", "bm25s", "rank-bm25", "scikit-learn")

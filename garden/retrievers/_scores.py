@@ -7,6 +7,7 @@ from a score array without sorting every document in Python (the batched paths o
 """
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 from typing import Mapping, Sequence
@@ -16,56 +17,73 @@ import numpy as np
 from garden.errors import GardenError
 
 
+class DocIds:
+    """An index's document ids as arrays, made once at indexing and shared by every score it
+    gives: `ids` (an object array, in index order), `order` (`id_order`: the tie-breaker
+    `rank` uses) and `positions` (id -> index, made on first use)."""
+
+    def __init__(self, ids: Sequence[str] = ()):
+        ids = list(ids)
+        self.ids = np.array(ids, dtype=object)
+        self.order = id_order(ids)
+
+    @functools.cached_property
+    def positions(self) -> dict[str, int]:
+        return {rid: i for i, rid in enumerate(self.ids.tolist())}
+
+    def scores(self, array: np.ndarray, kept: np.ndarray | None = None) -> ArrayScores:
+        return ArrayScores(self, array, kept)
+
+    def top(self, scores: np.ndarray, k: int | None, candidates: np.ndarray | None = None) -> list[tuple[str, float]]:
+        """`top_k` of a score array over these ids."""
+        return top_k(scores, self.ids, self.order, k, candidates)
+
+
 class ArrayScores(Mapping):
     """A retriever's scores of every indexed document, kept as the array they were computed
     in and read as a mapping of id -> score. Only the documents `kept` are keys (every one
     when `kept` is None): a lexical retriever keeps those it scores non-zero, as its dict
     did. At a hundred thousand records, a dict of every score costs more than the whole
     rest of a query; the stages read a few dozen candidates' scores, and `rank`,
-    `check_finite` and the normalizations of `relevance` work on the array directly.
+    `check_finite` and the normalizations of `relevance` work on the array directly."""
 
-    `ids` (an object array), `positions` (id -> index) and `order` (`id_order(ids)`) belong
-    to the index and are shared, never copied."""
+    __slots__ = ("docs", "array", "kept")
 
-    __slots__ = ("ids", "array", "positions", "order", "kept")
-
-    def __init__(self, ids: np.ndarray, array: np.ndarray, positions: Mapping[str, int], order: np.ndarray,
-                 kept: np.ndarray | None = None):
-        self.ids, self.array, self.positions, self.order, self.kept = ids, array, positions, order, kept
+    def __init__(self, docs: DocIds, array: np.ndarray, kept: np.ndarray | None = None):
+        self.docs, self.array, self.kept = docs, array, kept
 
     def __getitem__(self, rid: str) -> float:
-        i = self.positions[rid]
+        i = self.docs.positions[rid]
         if self.kept is not None and not self.kept[i]:
             raise KeyError(rid)
         return float(self.array[i])
 
+    def _kept(self, array: np.ndarray) -> np.ndarray:
+        return array if self.kept is None else array[self.kept]
+
     def __iter__(self):
-        return iter((self.ids if self.kept is None else self.ids[self.kept]).tolist())
+        return iter(self._kept(self.docs.ids).tolist())
 
     def __len__(self) -> int:
-        return len(self.ids) if self.kept is None else int(np.count_nonzero(self.kept))
+        return len(self.array) if self.kept is None else int(np.count_nonzero(self.kept))
 
     def items(self):
-        if self.kept is None:
-            return zip(self.ids.tolist(), self.array.tolist())
-        return zip(self.ids[self.kept].tolist(), self.array[self.kept].tolist())
+        return zip(self._kept(self.docs.ids).tolist(), self._kept(self.array).tolist())
 
     def values(self) -> list[float]:
-        return (self.array if self.kept is None else self.array[self.kept]).tolist()
+        return self._kept(self.array).tolist()
 
     def derived(self, values: np.ndarray, keep: np.ndarray) -> ArrayScores:
         """New scores on the same index: `values`, keeping only where `keep` (and where
         these scores keep)."""
-        return ArrayScores(self.ids, values, self.positions, self.order,
-                           keep if self.kept is None else keep & self.kept)
+        return ArrayScores(self.docs, values, keep if self.kept is None else keep & self.kept)
 
     def ranked(self, k: int | None) -> list[tuple[str, float]]:
         """`rank(self, k)`, computed on the array (`top_k`)."""
-        return top_k(self.array, self.ids, self.order, k, None if self.kept is None else np.flatnonzero(self.kept))
+        return self.docs.top(self.array, k, None if self.kept is None else np.flatnonzero(self.kept))
 
     def all_finite(self) -> bool:
-        values = self.array if self.kept is None else self.array[self.kept]
-        return bool(np.isfinite(values).all())
+        return bool(np.isfinite(self._kept(self.array)).all())
 
 
 def check_depth(k) -> None:

@@ -16,7 +16,7 @@ import numpy as np
 from rank_bm25 import BM25L, BM25Okapi, BM25Plus
 
 from garden.analyzer import Analyzer
-from garden.retrievers import (LEXICAL, ArrayScores, Doc, RetrieverBase, boolean, choice, id_order, number,
+from garden.retrievers import (LEXICAL, ArrayScores, Doc, DocIds, RetrieverBase, boolean, choice, number,
                                register)
 
 VARIANTS = {"okapi": BM25Okapi, "l": BM25L, "plus": BM25Plus}
@@ -103,9 +103,7 @@ class RankBM25(RetrieverBase):
         self._bm25 = VARIANTS[self.variant](corpus, k1=self.k1, b=self.b)
         self._postings = Postings(self._bm25.doc_freqs)
         self._doc_len = np.array(self._bm25.doc_len)
-        self._ids = np.array(self.ids, dtype=object)
-        self._order = id_order(self.ids)
-        self._positions = {rid: i for i, rid in enumerate(self.ids)}
+        self._docs = DocIds(self.ids)
         if self.idf_rule == "lucene":
             n = self._bm25.corpus_size
             df: dict[str, int] = {}
@@ -125,7 +123,7 @@ class RankBM25(RetrieverBase):
         scores = np.zeros(len(self.ids))
         for term in terms:  # summed in query order, as get_scores sums
             scores += term_weights(self._bm25, self.variant, term, self._postings, self._doc_len)
-        return ArrayScores(self._ids, scores, self._positions, self._order, scores != 0)
+        return self._docs.scores(scores, scores != 0)
 
     def ceiling(self, query: str) -> float:
         """The best score any document could reach for this query: each term saturated

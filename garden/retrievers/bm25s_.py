@@ -24,7 +24,7 @@ import bm25s
 import numpy as np
 
 from garden.analyzer import Analyzer
-from garden.retrievers import LEXICAL, Doc, RetrieverBase, boolean, choice, id_order, number, register, top_k
+from garden.retrievers import LEXICAL, Doc, DocIds, RetrieverBase, boolean, choice, number, register
 
 METHODS = ("lucene", "robertson", "atire", "bm25l", "bm25+")
 
@@ -72,16 +72,14 @@ class BM25S(RetrieverBase):
         self.k1, self.b, self.method = k1, b, method
         self.analyzer = Analyzer(stopwords=stopwords, stem=stem)
         self.ids: list[str] = []
-        self._ids = np.array([], dtype=object)
-        self._order = np.array([], dtype=np.int64)
+        self._docs = DocIds()
         self._bm25: bm25s.BM25 | None = None
         self._vocab: dict[str, int] = {}
         self._doc_freq: dict[str, int] = {}  # term -> documents holding it, for `ceiling`
 
     def index(self, docs: Sequence[Doc]) -> None:
         self.ids = [d.id for d in docs]
-        self._ids = np.array(self.ids, dtype=object)
-        self._order = id_order(self.ids)
+        self._docs = DocIds(self.ids)
         if not docs:
             self._bm25, self._vocab, self._doc_freq = None, {}, {}
             return
@@ -106,13 +104,13 @@ class BM25S(RetrieverBase):
         if scores is None:
             return {}
         hits = np.flatnonzero(scores)
-        return dict(zip(self._ids[hits].tolist(), scores[hits].tolist()))
+        return dict(zip(self._docs.ids[hits].tolist(), scores[hits].tolist()))
 
     def _top_terms(self, terms: list[str], k: int | None) -> list[tuple[str, float]]:
         scores = self._scores(terms)
         if scores is None:
             return []
-        return top_k(scores, self._ids, self._order, k, np.flatnonzero(scores))
+        return self._docs.top(scores, k, np.flatnonzero(scores))
 
     def score(self, query: str) -> dict[str, float]:
         if self._bm25 is None:

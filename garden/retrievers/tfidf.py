@@ -15,7 +15,7 @@ import numpy as np
 from sklearn.feature_extraction.text import TfidfVectorizer
 
 from garden.analyzer import Analyzer
-from garden.retrievers import LEXICAL, Doc, RetrieverBase, boolean, choice, custom, id_order, register, top_k
+from garden.retrievers import LEXICAL, Doc, DocIds, RetrieverBase, boolean, choice, custom, register
 
 NGRAM_WORDS = "LOW-HIGH whole numbers with 1 <= LOW <= HIGH (say 3-5), or one N for N-N"
 
@@ -51,8 +51,7 @@ class TfidfRetriever(RetrieverBase):
         self.sublinear_tf = sublinear_tf
         self.words = Analyzer(stopwords=stopwords, stem=stem)
         self.ids: list[str] = []
-        self._ids = np.array([], dtype=object)
-        self._order = np.array([], dtype=np.int64)
+        self._docs = DocIds()
         self._vectorizer: TfidfVectorizer | None = None
         self._matrix = None  # documents x terms, CSR, rows of unit length
 
@@ -64,8 +63,7 @@ class TfidfRetriever(RetrieverBase):
 
     def index(self, docs: Sequence[Doc]) -> None:
         self.ids = [d.id for d in docs]
-        self._ids = np.array(self.ids, dtype=object)
-        self._order = id_order(self.ids)
+        self._docs = DocIds(self.ids)
         self._vectorizer = self._new_vectorizer()
         try:
             self._matrix = self._vectorizer.fit_transform([d.text for d in docs]).tocsr()
@@ -88,7 +86,7 @@ class TfidfRetriever(RetrieverBase):
             start, end = sims.indptr[row], sims.indptr[row + 1]
             cols, values = sims.indices[start:end], sims.data[start:end]
             nonzero = values != 0
-            results.append(dict(zip(self._ids[cols[nonzero]].tolist(), values[nonzero].tolist())))
+            results.append(dict(zip(self._docs.ids[cols[nonzero]].tolist(), values[nonzero].tolist())))
         return results
 
     def top_many(self, queries: Sequence[str], k: int | None = None) -> list[list[tuple[str, float]]]:
@@ -98,7 +96,7 @@ class TfidfRetriever(RetrieverBase):
         results = []
         for row in range(sims.shape[0]):
             dense = sims.getrow(row).toarray().ravel()
-            results.append(top_k(dense, self._ids, self._order, k, np.flatnonzero(dense)))
+            results.append(self._docs.top(dense, k, np.flatnonzero(dense)))
         return results
 
     def ceiling(self, query: str) -> float:
