@@ -12,7 +12,7 @@ import math
 import unicodedata
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 Kind = Literal["source", "chunk", "state", "decision", "note", "view", "control"]
 Fidelity = Literal["transcript", "snapshot", "hybrid", "summary", "projection"]
@@ -298,6 +298,10 @@ def check_standout(value: Any) -> float:
     return float(value)
 
 
+# the expectations that hold only of an item in the packet: none can accompany `unanswerable`
+ITEM_EXPECTATIONS = ("lead", "include", "sequence", "before", "labels", "fidelity")
+
+
 class Expect(Strict):
     decision: Decision | None = None
     lead: str | None = None
@@ -312,6 +316,8 @@ class Expect(Strict):
     fidelity: dict[str, Fidelity] = {}   # in the packet, reporting this fidelity
     warnings: list[str] = []
     build_error: list[str] = []
+    # no record of the story answers the question: the right packet holds no item
+    unanswerable: bool = False
 
     def record_ids(self) -> list[tuple[str, str]]:
         """(field, id) for every record this expectation names."""
@@ -341,6 +347,18 @@ class Expect(Strict):
             if reason not in REASONS:
                 raise ValueError(f"unknown rejection reason {reason!r} for {rid}")
         return value
+
+    @model_validator(mode="after")
+    def _unanswerable_needs_no_item(self) -> "Expect":
+        if self.unanswerable:
+            clash = [name for name in ITEM_EXPECTATIONS if getattr(self, name)]
+            if clash:
+                named = clash[0] if len(clash) == 1 else f"{', '.join(clash[:-1])} and {clash[-1]}"
+                raise ValueError(
+                    f"unanswerable: true says no record answers the question, so the packet holds no "
+                    f"item; it cannot be combined with {named}, which {'needs' if len(clash) == 1 else 'need'} "
+                    "an item in the packet")
+        return self
 
 
 def check_query_text(value: Any) -> Any:

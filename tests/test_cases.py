@@ -184,6 +184,51 @@ def test_a_build_error_expectation_skips_record_checks(world):
     assert loaded.queries[1].story_path.name == "broken.yaml"
 
 
+def test_an_unanswerable_case_loads_with_what_an_empty_packet_can_hold(world):
+    expect = {"unanswerable": True, "decision": "retrieve", "exclude": ["a"], "rejected": {"b": "below_standout"},
+              "absent_labels": {"c": ["phrase_match"]}, "max_items": 0, "warnings": ["nothing"]}
+    path = write_case(world, case_data(expect=expect, controls=[{"name": "n", "expect": {"unanswerable": True}}]))
+    loaded = load_case(path)
+    assert loaded.queries[0].expect.unanswerable is True
+    assert loaded.queries[0].expect.exclude == ["a"]
+    assert loaded.queries[1].expect.unanswerable is True
+    assert Expect().unanswerable is False
+
+
+UNANSWERABLE_CLASHES = [
+    ({"lead": "a"}, "lead"),
+    ({"include": ["a"]}, "include"),
+    ({"sequence": ["a", "b"]}, "sequence"),
+    ({"before": [["a", "b"]]}, "before"),
+    ({"labels": {"a": ["phrase_match"]}}, "labels"),
+    ({"fidelity": {"a": "summary"}}, "fidelity"),
+]
+
+
+@pytest.mark.parametrize("clash,field", UNANSWERABLE_CLASHES)
+def test_unanswerable_refuses_an_expectation_that_needs_an_item(world, clash, field):
+    path = write_case(world, case_data(expect={"unanswerable": True, **clash}))
+    err = load_error(path)
+    assert len(err.messages) == 1 and "\n" not in str(err)
+    assert str(err).startswith(f"{path}: field expect: unanswerable: true says no record answers the question")
+    assert f"cannot be combined with {field}, which needs an item in the packet" in str(err)
+
+
+@pytest.mark.parametrize("clash,field", UNANSWERABLE_CLASHES)
+def test_the_same_expectation_without_unanswerable_loads(world, clash, field):
+    path = write_case(world, case_data(expect={"unanswerable": False, **clash}))
+    assert getattr(load_case(path).queries[0].expect, field)
+
+
+def test_unanswerable_names_every_clash_in_a_control(world):
+    path = write_case(world, case_data(controls=[
+        {"name": "n", "expect": {"unanswerable": True, "include": ["a"], "before": [["a", "b"]]}}]))
+    err = load_error(path)
+    assert len(err.messages) == 1
+    assert str(err).startswith(f"{path}: field controls.0.expect: unanswerable: true")
+    assert "cannot be combined with include and before, which need an item in the packet" in str(err)
+
+
 # --- control inheritance ------------------------------------------------------------
 
 
@@ -393,6 +438,25 @@ def test_several_failures_are_each_reported(story):
     failures = run(story, {"decision": "skip", "lead": "b", "include": ["c"], "max_items": 0}, packet(["a"]))
     assert len(failures) == 4
     assert [f.split(":")[0] for f in failures] == ["decision", "lead", "include", "max_items"]
+
+
+def test_unanswerable_fails_on_a_packet_with_items(story):
+    assert run(story, {"unanswerable": True}, packet(["a"])) == [
+        "unanswerable: nothing in the store answers this question, but the packet holds 1 item (a)"]
+    assert run(story, {"unanswerable": True}, packet(["a", "b", "c", "d"])) == [
+        "unanswerable: nothing in the store answers this question, but the packet holds 4 items (a, b, c, ...)"]
+
+
+def test_unanswerable_passes_on_an_empty_packet_whatever_the_decision(story):
+    assert run(story, {"unanswerable": True}, packet([])) == []
+    assert run(story, {"unanswerable": True}, packet([], decision="ask")) == []
+    assert run(story, {"unanswerable": True}, packet([], decision="skip")) == []
+
+
+def test_unanswerable_keeps_the_case_s_own_decision(story):
+    assert run(story, {"unanswerable": True, "decision": "retrieve"}, packet([], decision="ask")) == [
+        "decision: expected retrieve, got ask (because)"]
+    assert run(story, {"unanswerable": True, "decision": "ask"}, packet([], decision="ask")) == []
 
 
 # --- the always-on checks -------------------------------------------------------------

@@ -125,6 +125,8 @@ def spec_for(q: Query, story: Story) -> QuerySpec:
 
 # --- expectations --------------------------------------------------------------
 
+UNANSWERABLE_SHOWN = 3  # ids an unanswerable case's failure names of the packet it got
+
 
 def check(expect: Expect, packet: Packet, story: Story, include_private: bool) -> list[str]:
     """Every failed expectation, one sentence each; the two always-on checks included."""
@@ -141,6 +143,10 @@ def check(expect: Expect, packet: Packet, story: Story, include_private: bool) -
                         f"{', '.join(expect.build_error)}, but it built")
     if expect.decision and packet.decision != expect.decision:
         failures.append(f"decision: expected {expect.decision}, got {packet.decision} ({packet.reason})")
+    if expect.unanswerable and ids:
+        shown_ids = ", ".join(ids[:UNANSWERABLE_SHOWN]) + (", ..." if len(ids) > UNANSWERABLE_SHOWN else "")
+        failures.append(f"unanswerable: nothing in the store answers this question, but the packet holds "
+                        f"{len(ids)} item{'s' if len(ids) != 1 else ''} ({shown_ids})")
     if expect.lead and (not ids or ids[0] != expect.lead):
         got = ids[0] if ids else "an empty packet"
         extra = f"; {expect.lead} {where(expect.lead)}" if expect.lead not in items else ""
