@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     for n, point in enumerate(points):
         scores[n] = {}
         for conv in conversations:
-            rankings = _rank_conversation(pipeline, conv, DEPTH, Settings(**point))
+            rankings = _rank_conversation(pipeline, conv, DEPTH, settings=Settings(**point))
             run = {q.qid: _as_run(turn_ranking(conv.story, r, DEPTH)) for q, r in zip(conv.questions, rankings)}
             qrels = {q.qid: {t: 1 for t in q.evidence} for q in conv.questions}
             ev = evaluate(qrels, {"p": run}, TURN_MEASURES)

@@ -342,7 +342,8 @@ def contrast(paths: Paths = None) -> "pd.DataFrame":
 
 
 def compare(source: PathLike, pipelines: str | Iterable[str], baseline: str | None = None,
-            metrics: str | Iterable[str] | None = None) -> dict:
+            metrics: str | Iterable[str] | None = None, negatives: str | None = None,
+            negatives_per_store: int | None = None, negatives_seed: int = 0) -> dict:
     """The same queries under several pipelines: the report `garden compare --json` prints
     (metric means per pipeline, paired tests against the baseline, and for stories the
     forbidden hits and each query's top items side by side under ``per_query``).
@@ -352,7 +353,9 @@ def compare(source: PathLike, pipelines: str | Iterable[str], baseline: str | No
     file, a folder of them, or `garden import locomo` output; judged by the evidence turns,
     reported at turn and session level, by category, with the packet: see the README). `pipelines`
     and `metrics` are lists or comma-separated strings; the baseline defaults to the first
-    pipeline.
+    pipeline. On LoCoMo, `negatives="foreign"` adds unanswerable questions built from the
+    stores (`negatives_per_store` of them each, seeded by `negatives_seed`), and the report's
+    ``packet`` block says what each pipeline answered on both kinds.
 
         >>> report = compare("regression", ["bm25", "default"])
         >>> sorted(report["pipelines"])
@@ -364,7 +367,8 @@ def compare(source: PathLike, pipelines: str | Iterable[str], baseline: str | No
     names = _names(pipelines, "pipelines") or []
     measures = _names(metrics, "metrics")
     report = compare_source(os.fspath(source), names, baseline=baseline,
-                            metrics=",".join(measures) if measures else None)
+                            metrics=",".join(measures) if measures else None, negatives=negatives,
+                            negatives_per_store=negatives_per_store, negatives_seed=negatives_seed)
     return report.to_json()
 
 

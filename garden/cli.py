@@ -9,6 +9,7 @@ from pathlib import Path
 
 from garden.text import one_line
 from garden.errors import GardenError
+from garden.evaluation.negatives import NEGATIVE_KINDS
 from garden.evaluation.runner import PROMOTION_RUNS
 from garden.models import DEFAULT_BUDGET
 from garden.derived.home import check_environment
@@ -181,7 +182,9 @@ def cmd_compare(args) -> int:
     pipelines = [p.strip() for p in args.pipelines.split(",") if p.strip()]
     report = compare_source(args.source, pipelines, baseline=args.baseline, trec_dir=args.trec_dir,
                             plot=args.plot, metrics=args.metrics, trace_source=args.source_kind,
-                            judgments=args.judgments, since=args.since, until=args.until)
+                            judgments=args.judgments, since=args.since, until=args.until,
+                            negatives=args.negatives, negatives_per_store=args.negatives_per_store,
+                            negatives_seed=args.negatives_seed)
     _emit(args, report)
     return 0
 
@@ -215,7 +218,7 @@ def cmd_ablate(args) -> int:
     from garden.evaluation.ablate import ablate
 
     stages = [s.strip() for s in args.stages.split(",") if s.strip()] if args.stages else None
-    result = ablate(args.source, stages=stages, metrics=args.metrics)
+    result = ablate(args.source, stages=stages, metrics=args.metrics, negatives=args.negatives)
     _emit(args, result)
     return 0
 
@@ -354,7 +357,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--baseline", help="pipeline the others are tested against (default: the first)")
     p.add_argument("--metrics", help="comma-separated ir-measures names (default AP,nDCG@10,R@1000,RR,P@10)")
     p.add_argument("--trec-dir", help="write one TREC run file per pipeline here")
-    p.add_argument("--plot", help="write a PNG of per-query differences against the baseline")
+    p.add_argument("--plot", help="write a PNG of per-query differences against the baseline (LoCoMo: the "
+                                  "risk-coverage plot of answering against staying silent)")
+    p.add_argument("--negatives", choices=NEGATIVE_KINDS,
+                   help="LoCoMo or an imported store set: add unanswerable questions built from the stores "
+                        "(foreign: each store asked other stores' questions, its own people's names put in)")
+    p.add_argument("--negatives-per-store", type=int,
+                   help="negatives asked of each store (default: as many as the smallest store asks)")
+    p.add_argument("--negatives-seed", type=int, default=0, help="seed of the negatives' sample (default 0)")
     p.add_argument("--source", dest="source_kind", choices=("query", "case"),
                    help="of a trace: only free queries (query) or only case runs (case)")
     p.add_argument("--judgments", help="of a trace: a person's grades and verdicts from `garden judge` (qrels file)")
@@ -383,9 +393,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = _command(sub, "ablate", cmd_ablate, "the full pipeline and each one-stage-removed variant: what each stage decides",
                  json="print JSON")
-    p.add_argument("source", help="case files or a folder of them, a trace file, or a collection folder")
+    p.add_argument("source", help="case files or a folder of them, a trace file, a collection folder, or LoCoMo")
     p.add_argument("--stages", help="comma-separated stages to remove one at a time (default: every removable one)")
     p.add_argument("--metrics", help="comma-separated ir-measures names")
+    p.add_argument("--negatives", choices=NEGATIVE_KINDS,
+                   help="LoCoMo: add unanswerable questions built from the stores (see compare)")
 
     _command(sub, "pipelines", cmd_pipelines, "list every pipeline name, with the stages of the structured ones",
              json="print JSON")

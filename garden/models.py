@@ -48,6 +48,7 @@ REASONS = (
     "rank_cut",
     "over_budget",
     "already_delivered",  # packed earlier in the same session (the standout floor's subject)
+    "already_shown",      # everything it stands for is in this packet already (pack.py, with fill)
 )
 
 
@@ -219,6 +220,8 @@ class Settings(Strict):
     cited_spread: float | None = Field(default=None, ge=0, le=1)
     context_share: float | None = Field(default=None, ge=0, le=1)
     premise_ratio: float | None = Field(default=None, ge=1)
+    answer_at: float | None = None
+    decisive: float | None = Field(default=None, ge=1)
 
     @field_validator("standout", mode="before")
     @classmethod
@@ -253,7 +256,7 @@ SETTING_DEFAULTS: dict[str, Any] = {
     "phrase_ceiling": 2,    # a span held by more records than this earns nothing
     "phrase_weight": 1.0,   # a three-word span's bonus
     "view_fraction": 0.5,   # a view restating the phrase gets this share
-    "min_share": 0.2,       # under this share of the query's best an item is cut by rank
+    "min_share": 0.1,       # under this share of the query's best an item is cut by rank (experiments/locomo_gate.py)
     "semantic_floor": 0.35,  # a MiniLM cosine at or below this is no evidence
     # chosen by leave-one-conversation-out on LoCoMo (experiments/locomo_weights.py)
     "semantic_weight": 0.5,  # what a semantic member's relevance counts beside a lexical one's
@@ -261,6 +264,8 @@ SETTING_DEFAULTS: dict[str, Any] = {
     "cited_spread": 0.25,   # ... divided by (sources cited) ** cited_spread
     "context_share": 0.5,   # share of its best neighbour's score a source record receives
     "premise_ratio": 1.6,   # another person's best evidence this many times the named one's: a premise warning
+    "answer_at": 0.4,       # a query's support (decide.py) at or above this is answered (experiments/locomo_gate.py)
+    "decisive": 10.0,       # a lane whose standout ratio reaches this answers whatever the support (decide.py)
 }
 DEFAULT_BUDGET = 1200       # packet budget in characters of item text
 
@@ -285,6 +290,8 @@ class Resolved:
     cited_spread: float
     context_share: float
     premise_ratio: float
+    answer_at: float
+    decisive: float
 
 
 def check_standout(value: Any) -> float:

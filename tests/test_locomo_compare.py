@@ -152,8 +152,66 @@ def test_compare_cli_prints_every_block_as_json(home, capsys):
     assert main(["compare", str(source), "--pipelines", "bm25s,default", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["baseline"] == "bm25s" and "LoCoMo evidence turns" in report["judgments"]
-    assert set(report["packet"]["default"]) == {"evidence_covered", "chars", "items", "decisions", "premise_flagged"}
+    assert set(report["packet"]) == {"groups", "by_category", "auroc", "operating_point", "premise_flagged"}
+    answerable = report["packet"]["groups"]["default"]["answerable"]
+    assert {"answered", "asked", "silent", "evidence_covered", "evidence_covered_answered", "precision", "chars",
+            "items", "questions"} <= set(answerable)
+    assert report["negatives"] is None and report["risk_coverage_plot"] is None
     assert report["turn"]["tests"]["vs_baseline"]["default"]["nDCG@10"]["p_adjusted"] <= 1
+
+
+def second_conversation() -> dict:
+    """Another fictional pair, a ferrywoman and a glassblower, for negatives across stores."""
+    return {
+        "speaker_a": "Odile", "speaker_b": "Brann",
+        "session_1_date_time": "8:00 am on 5 June, 2024",
+        "session_1": [
+            {"speaker": "Odile", "dia_id": "D1:1", "text": "The ferry rope frayed on the morning crossing."},
+            {"speaker": "Brann", "dia_id": "D1:2", "text": "I blew six green bottles for the inn."},
+            {"speaker": "Odile", "dia_id": "D1:3", "text": "I spliced a new rope before noon."},
+        ],
+        "session_1_observation": {"Odile": [["Odile spliced a new ferry rope.", ["D1:1", "D1:3"]]]},
+        "session_1_summary": "Odile mended the ferry rope; Brann blew bottles.",
+        "qa": [
+            {"question": "What did Brann blow for the inn?", "answer": "bottles", "evidence": ["D1:2"], "category": 4},
+            {"question": "When did Odile splice the rope?", "answer": "5 June 2024", "evidence": ["D1:3"],
+             "category": 2},
+        ],
+    }
+
+
+def test_foreign_negatives_are_judged_by_decision_and_plotted(home):
+    folder = home / "set"
+    folder.mkdir()
+    write(folder / "conv-1.json", conversation())
+    write(folder / "conv-2.json", second_conversation())
+    plot = home / "rc.png"
+    report = compare_locomo(folder, ["bm25s", "default"], "bm25s", permutations=200, negatives="foreign",
+                            plot=plot).to_json()
+    assert report["questions"] == 6  # the ranking measures count the stores' own questions only
+    negatives = report["negatives"]
+    assert negatives["negatives"] == 4 and negatives["per_store"] == {"locomo-1": 2, "locomo-2": 2}
+    assert "foreign" in negatives["how"] and "nothing in this store answers it" in negatives["judgments"]
+    groups = report["packet"]["groups"]
+    for name in ("bm25s", "default"):
+        shares = groups[name]["negatives"]
+        assert shares["answered"] + shares["asked"] + shares["silent"] == pytest.approx(1.0)
+    assert groups["bm25s"]["negatives"]["answered"] > 0  # a bare retriever packs whatever matches a word
+    assert groups["bm25s"]["negatives"]["questions"] == 4 and "evidence_covered" not in groups["bm25s"]["negatives"]
+    assert report["packet"]["auroc"]["bm25s"]["gate"] is None
+    assert report["packet"]["auroc"]["default"]["gate"] is not None
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and report["risk_coverage_plot"] == str(plot)
+
+
+def test_negatives_are_refused_where_they_cannot_be_built(home, capsys):
+    single = write(home / "conv-1.json", conversation())
+    assert main(["compare", str(single), "--pipelines", "bm25s", "--negatives", "foreign"]) == 2
+    assert "at least two stores" in capsys.readouterr().err
+    regression = str(Path(__file__).resolve().parents[1] / "regression")
+    assert main(["compare", regression, "--pipelines", "bm25s", "--negatives", "foreign"]) == 2
+    assert "unanswerable: true" in capsys.readouterr().err
+    with pytest.raises(GardenError, match="kind of negatives"):
+        compare_locomo(single, ["bm25s"], negatives_per_store=3)
 
 
 @pytest.mark.parametrize("content, needle", [

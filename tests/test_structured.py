@@ -135,7 +135,7 @@ def test_trace_records_ratio_rival_decision_and_spans():
     # every stage is timed under its own name, in pipeline order
     assert list(outcome.timings_ms) == outcome.stages["stages"] == [s.name for s in STAGES] == [
         "triage", "retrieve", "structure", "cited", "neighbours", "phrase", "supersession", "session", "standout",
-        "lanes", "provenance", "pack", "premise"]
+        "decide", "fill", "lanes", "provenance", "pack", "premise"]
 
 
 def test_standout_one_lets_leftovers_ride_that_the_floor_stops():

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 
 from garden.errors import GardenError
 from garden.evaluation.replay import compare_source, is_collection
@@ -26,6 +27,8 @@ class Ablation:
     decides: dict[str, list[str]] = field(default_factory=dict)   # stage -> cases it makes pass
     hurts: dict[str, list[str]] = field(default_factory=dict)     # stage -> cases it makes fail
     cases: int = 0
+    judged_by: str | None = None                   # when neither cases nor a collection's qrels judge
+    packets: dict[str, dict] = field(default_factory=dict)        # pipeline -> what the user gets (LoCoMo)
 
     def to_json(self) -> dict:
         report = self.comparison.report
@@ -39,9 +42,9 @@ class Ablation:
                                        for m, t in by_metric.items()}}
         return {"full": self.full, "source": report.collection, "queries": len(report.evaluation.qids),
                 "cases": self.cases, "measures": report.measures,
-                "judgments": "each case's expectations" if self.cases else "the collection's qrels",
+                "judgments": self.judged_by or ("each case's expectations" if self.cases else "the collection's qrels"),
                 "test": "paired randomization, Holm-adjusted, full pipeline as the baseline",
-                "stages": rows}
+                "stages": rows, "packet": self.packets or None}
 
     def show(self) -> None:
         from rich.console import Console
@@ -67,12 +70,37 @@ class Ablation:
             table.add_row(stage, *cells)
         table.caption = ("Δ = full pipeline minus the pipeline without the stage; * p < 0.05 after Holm; "
                          "a case prefixed - passes only without the stage")
-        Console(width=160).print(table)
+        console = Console(width=160)
+        console.print(table)
+        if self.packets:
+            table = Table(title="what the user gets without each stage (answerable questions, and negatives)")
+            for col in ("pipeline", *PACKET_FIGURES):
+                table.add_column(col, justify="left" if col == "pipeline" else "right")
+            for name, groups in self.packets.items():
+                row = _packet_figures(groups)
+                table.add_row(name, *("" if row[k] is None else f"{row[k]:.3f}" for k in PACKET_FIGURES))
+            console.print(table)
 
 
-def ablate(source: str, full: str = "default", stages: list[str] | None = None, metrics: str | None = None) -> Ablation:
+PACKET_FIGURES = ("answered", "answered (negatives)", "evidence covered", "covered when answered", "precision",
+                  "items")
+
+
+def _packet_figures(groups: dict) -> dict:
+    answerable, negatives = groups.get("answerable", {}), groups.get("negatives", {})
+    return {"answered": answerable.get("answered"), "answered (negatives)": negatives.get("answered"),
+            "evidence covered": answerable.get("evidence_covered"),
+            "covered when answered": answerable.get("evidence_covered_answered"),
+            "precision": answerable.get("precision"), "items": answerable.get("items")}
+
+
+def ablate(source: str, full: str = "default", stages: list[str] | None = None, metrics: str | None = None,
+           negatives: str | None = None) -> Ablation:
     """Run `full` and each one-stage-removed variant on `source` (case files or folders, a
-    trace, or a collection) and report what each stage decides."""
+    trace, a collection, or LoCoMo) and report what each stage decides. On LoCoMo the
+    measures are the evidence-turn ones, and beside them what the user gets (the packet
+    and the decision, on foreign negatives too when `negatives` names them)."""
+    from garden.evaluation.locomo import compare_locomo, is_locomo
     from garden.pipelines.structured import STAGES
 
     if full not in STRUCTURED:
@@ -82,6 +110,18 @@ def ablate(source: str, full: str = "default", stages: list[str] | None = None, 
     variants = {s: check_pipeline(f"{full}-{s}") for s in chosen}
     path = Path(source)
     ablation = Ablation(full, variants, None)
+    if path.exists() and not is_collection(path) and is_locomo(path):
+        if metrics:
+            raise GardenError(f"{source}: a LoCoMo ablation reports its fixed measures (--metrics applies to "
+                              "collections, cases and traces)")
+        report = compare_locomo(path, [full, *variants.values()], baseline=full, negatives=negatives)
+        ablation.comparison = SimpleNamespace(report=report.turn)
+        ablation.judged_by = report.to_json()["judgments"]
+        ablation.packets = report.packets.groups if report.packets else {}
+        return ablation
+    if negatives is not None:
+        raise GardenError(f"{source}: --negatives builds unanswerable questions from a set of conversational "
+                          "stores (LoCoMo, or `garden import locomo` output)")
     if path.exists() and not is_collection(path) and path.suffix != ".jsonl":
         cases = load_cases([source])
         ablation.cases = len(cases)

@@ -31,7 +31,10 @@ from typing import Sequence
 import numpy as np
 
 from garden.errors import GardenError
+from garden.derived.home import derived_folder
 from garden.evaluation.compare import ALPHA, PERMUTATIONS, CompareReport, compare_runs
+from garden.evaluation.negatives import FOREIGN_HOW, NEGATIVE_KINDS, SEED as NEGATIVES_SEED, foreign_negatives
+from garden.evaluation.packets import PacketRow, decision_report, packet_row, packet_tables, plot_decisions
 from garden.models import DEFAULT_BUDGET, Settings, Story
 from garden.rerank.premise import WARNING as PREMISE_WARNING
 
@@ -39,9 +42,6 @@ TURN_MEASURES = ("Success@1", "Success@5", "Success@10", "R@5", "R@10", "nDCG@10
 ALL_AT = 5            # the share of questions with every evidence turn in the top 5
 DEPTH = 100           # records a pipeline ranks per question; @10 is the deepest measure
 TURN_KIND = "source"
-# what a user got: items (answered), a question back (asked), or nothing (silent: a skip,
-# or a retrieval where nothing stood out)
-DECISIONS = ("answered", "asked", "silent")
 CATEGORY = re.compile(r"category (\d+) \(([^)]*)\)")
 
 
@@ -50,8 +50,10 @@ class Question:
     qid: str                 # <story>/<case id>
     text: str
     category: str            # "4 single-hop"
-    evidence: list[str]
+    evidence: list[str]      # empty for a negative: nothing in this store answers it
     as_of: object
+    negative: str | None = None   # how a negative was built (see negatives.py); None: the store's own
+    source: str | None = None     # a negative's original question, <story>/<case id>
 
 
 @dataclass
@@ -81,13 +83,18 @@ def _category(text: str | None) -> str:
 
 
 def _questions(story: Story, cases: Sequence[dict]) -> list[Question]:
+    """The judged questions: a case naming an evidence turn, and a case that declares itself
+    unanswerable (`expect: {unanswerable: true}`), which is a negative."""
     turns = {r.id for r in story.records if r.kind == TURN_KIND}
     out = []
     for case in cases:
-        evidence = [rid for rid in (case.get("expect") or {}).get("include", []) if rid in turns]
-        if evidence:
+        expect = case.get("expect") or {}
+        evidence = [rid for rid in expect.get("include", []) if rid in turns]
+        declared = expect.get("unanswerable") is True
+        if evidence or declared:
             out.append(Question(f"{story.story}/{case['id']}", case["query"], _category(case.get("category")),
-                                evidence, dt.date.fromisoformat(str(case["as_of"]))))
+                                [] if declared else evidence, dt.date.fromisoformat(str(case["as_of"])),
+                                negative="declared" if declared else None))
     return out
 
 
@@ -175,34 +182,22 @@ def _sessions_run(turns: Sequence[str], session_of: dict[str, str]) -> list[str]
 # --- running the pipelines -------------------------------------------------------------
 
 
-@dataclass
-class PacketStats:
-    covered: float = 0.0      # mean share of evidence turns in the packet (itself, or cited by a packed item)
-    chars: float = 0.0        # mean characters used
-    items: float = 0.0        # mean items
-    decisions: dict[str, float] = field(default_factory=dict)  # share answered / asked / silent (see DECISIONS)
-    premise_flagged: dict[str, float] = field(default_factory=dict)  # category -> share with a premise warning
-
-    def to_json(self) -> dict:
-        return {"evidence_covered": self.covered, "chars": self.chars, "items": self.items,
-                "decisions": self.decisions, "premise_flagged": self.premise_flagged}
-
-
-def _rank_conversation(pipeline, conv: Conversation, depth: int,
+def _rank_conversation(pipeline, conv: Conversation, depth: int, questions: Sequence[Question] | None = None,
                        settings: Settings | None = None) -> list[list[tuple[str, float]]]:
     from garden.pipelines.structured import StructuredPipeline
 
+    questions = conv.questions if questions is None else questions
     if pipeline == FUSION_NAME:
-        return five_list_fusion(conv, depth)
+        return five_list_fusion(conv, depth, questions)
     from garden.rerank.query import QuerySpec
     from garden.retrievers import as_retriever
 
     if isinstance(pipeline, StructuredPipeline):
         settings = (settings or Settings()).merged(Settings(candidates=depth))
         return [pipeline.ranking(QuerySpec(conv.story, q.text, q.as_of, settings=settings), depth).by_relevance(depth)
-                for q in conv.questions]
+                for q in questions]
     retriever = as_retriever(pipeline.indexes.retriever(conv.story, pipeline.name))
-    return retriever.top_many([q.text for q in conv.questions], depth)
+    return retriever.top_many([q.text for q in questions], depth)
 
 
 def _prepare(pipeline, story: Story) -> None:
@@ -217,20 +212,19 @@ def _prepare(pipeline, story: Story) -> None:
         pipeline.indexes.retriever(story, pipeline.name)
 
 
-def _packets(pipeline, conv: Conversation, budget: int) -> list[tuple[float, int, int, str, str, bool]]:
+def _packets(pipeline, conv: Conversation, questions: Sequence[Question], budget: int,
+             rankings: Sequence[Sequence[tuple[str, float]]]) -> list[PacketRow]:
+    from garden.analyzer import analyze
+    from garden.rerank.decide import gate_score
     from garden.rerank.query import QuerySpec
 
     out = []
-    for q in conv.questions:
-        packet = pipeline.run(QuerySpec(conv.story, q.text, q.as_of, budget=budget)).packet
-        shown: set[str] = set()
-        for item in packet.items:
-            shown.add(item.id)
-            shown.update(conv.story.by_id[item.id].sources)
-        covered = sum(1 for t in q.evidence if t in shown) / len(q.evidence)
+    for q, ranking in zip(questions, rankings):
+        outcome = pipeline.run(QuerySpec(conv.story, q.text, q.as_of, budget=budget))
+        packet = outcome.packet
         flagged = any(w.startswith(PREMISE_WARNING) for w in packet.warnings)
-        outcome = "asked" if packet.decision == "ask" else "answered" if packet.items else "silent"
-        out.append((covered, packet.budget.used, len(packet.items), outcome, q.category, flagged))
+        out.append(packet_row(q, packet, conv.story, gate_score(outcome.stages), [s for _, s in ranking],
+                              len(analyze(q.text)), flagged))
     return out
 
 
@@ -243,10 +237,12 @@ class LocomoReport:
     by_category: dict[str, CompareReport]
     all_at: dict[str, float]                       # pipeline -> share with every evidence turn in the top ALL_AT
     all_at_by_category: dict[str, dict[str, float]]
-    packets: dict[str, PacketStats]
+    packets: DecisionReport | None                 # what the user gets, answerable questions and negatives
     ms_per_query: dict[str, float]
     conversations: int
     questions: int
+    negatives: dict | None = None                  # how the negatives were built, and how many
+    plot: str | None = None                        # the risk-coverage PNG, when written
     # what was judged, for side-by-side views (not in the JSON): pipeline -> qid -> turns, best first
     rankings: dict[str, dict[str, list[str]]] = field(default_factory=dict, repr=False)
     asked: dict[str, Question] = field(default_factory=dict, repr=False)
@@ -268,7 +264,9 @@ class LocomoReport:
             "session": block(self.session),
             "by_category": {cat: {**block(rep), f"all_evidence@{ALL_AT}": self.all_at_by_category[cat]}
                             for cat, rep in self.by_category.items()},
-            "packet": {name: stats.to_json() for name, stats in self.packets.items()},
+            "negatives": self.negatives,
+            "packet": self.packets.to_json() if self.packets else None,
+            "risk_coverage_plot": self.plot,
             "ms_per_query": self.ms_per_query,
         }
 
@@ -304,22 +302,20 @@ class LocomoReport:
                              f"({self.all_at_by_category[cat][name]:.3f})")
             table.add_row(f"{cat} ({len(report.evaluation.qids)})", *cells)
         out.append(table)
-        table = Table(title=f"The packet at the default budget ({DEFAULT_BUDGET} characters)")
-        for col in ("pipeline", "evidence covered", "chars", "items", *DECISIONS, "ms/query"):
-            table.add_column(col, justify="left" if col == "pipeline" else "right")
-        for name, stats in self.packets.items():
-            d = stats.decisions
-            table.add_row(name, f"{stats.covered:.3f}", f"{stats.chars:.0f}", f"{stats.items:.1f}",
-                          *(f"{d.get(k, 0):.3f}" for k in DECISIONS),
-                          f"{self.ms_per_query.get(name, 0):.1f}")
-        out.append(table)
+        if self.packets is not None:
+            out += packet_tables(self.packets, DEFAULT_BUDGET, self.ms_per_query, self.negatives)
         return out
 
 
 def compare_locomo(path: str | Path, pipelines: Sequence[str], baseline: str | None = None,
                    depth: int = DEPTH, budget: int = DEFAULT_BUDGET, packets: bool = True,
-                   permutations: int = PERMUTATIONS, alpha: float = ALPHA) -> LocomoReport:
-    """Everything `garden compare` does on LoCoMo short of printing."""
+                   permutations: int = PERMUTATIONS, alpha: float = ALPHA, negatives: str | None = None,
+                   negatives_per_store: int | None = None, negatives_seed: int = NEGATIVES_SEED,
+                   plot: str | Path | None = None) -> LocomoReport:
+    """Everything `garden compare` does on LoCoMo short of printing. `negatives` adds
+    unanswerable questions built from the stores themselves (see negatives.py); a case that
+    declares itself unanswerable is one already. Negatives are judged by their decision and
+    packet only: no ranking measure is defined for a question nothing answers."""
     from garden.pipelines import check_pipeline, make_pipeline
 
     if not pipelines:
@@ -330,42 +326,46 @@ def compare_locomo(path: str | Path, pipelines: Sequence[str], baseline: str | N
     baseline = baseline or pipelines[0]
     if baseline not in pipelines:
         raise GardenError(f"baseline {baseline!r} is not among the pipelines: {', '.join(pipelines)}")
+    if negatives is not None and negatives not in NEGATIVE_KINDS:
+        raise GardenError(f"negatives {negatives!r}: choose one of {', '.join(NEGATIVE_KINDS)}")
+    if negatives is None and negatives_per_store is not None:
+        raise GardenError("a count of negatives per store needs a kind of negatives to build (foreign)")
     conversations = load_conversations(path)
-    questions = [q for c in conversations for q in c.questions]
+    added = foreign_negatives(conversations, negatives_per_store, negatives_seed) if negatives else {}
+    asked = {c.story.story: c.questions + added.get(c.story.story, []) for c in conversations}
+    questions = [q for c in conversations for q in c.questions if q.evidence]
     if not questions:
         raise GardenError(f"{path}: no question names an evidence turn: nothing to judge")
     turn_runs: dict[str, dict] = {p: {} for p in pipelines}
     session_runs: dict[str, dict] = {p: {} for p in pipelines}
-    stats: dict[str, PacketStats] = {}
+    rows: dict[str, list[PacketRow]] = {}
     ms: dict[str, float] = {}
     for name in pipelines:
         pipeline = FUSION_NAME if name == FUSION_NAME else make_pipeline(name)
-        elapsed, rows = 0.0, []
+        elapsed = 0.0
         for conv in conversations:
             _prepare(pipeline, conv.story)  # indexes built before the clock starts
+            mine = asked[conv.story.story]
             start = time.perf_counter()
-            rankings = _rank_conversation(pipeline, conv, depth)
+            rankings = _rank_conversation(pipeline, conv, depth, mine)
             elapsed += time.perf_counter() - start
             session_of = conv.sessions()
-            for q, ranking in zip(conv.questions, rankings):
+            for q, ranking in zip(mine, rankings):
+                if not q.evidence:
+                    continue
                 turns = turn_ranking(conv.story, ranking, depth)
                 turn_runs[name][q.qid] = _as_run(turns)
                 session_runs[name][q.qid] = _as_run(_sessions_run(turns, session_of))
             if packets and pipeline != FUSION_NAME:  # a ranking of turns, not a pipeline: no packet
-                rows += _packets(pipeline, conv, budget)
-        ms[name] = 1e3 * elapsed / len(questions)
-        if rows:
-            decisions = [r[3] for r in rows]
-            stats[name] = PacketStats(float(np.mean([r[0] for r in rows])), float(np.mean([r[1] for r in rows])),
-                                      float(np.mean([r[2] for r in rows])),
-                                      {d: decisions.count(d) / len(decisions) for d in DECISIONS},
-                                      _flag_rates(rows))
+                rows.setdefault(name, []).extend(_packets(pipeline, conv, mine, budget, rankings))
+        ms[name] = 1e3 * elapsed / sum(len(v) for v in asked.values())
     turn_qrels = {q.qid: {t: 1 for t in q.evidence} for q in questions}
     session_qrels = {}
     for conv in conversations:
         session_of = conv.sessions()
         for q in conv.questions:
-            session_qrels[q.qid] = {session_of[t]: 1 for t in q.evidence}
+            if q.evidence:
+                session_qrels[q.qid] = {session_of[t]: 1 for t in q.evidence}
     name = str(path)
     speed = {p: 1e3 / v for p, v in ms.items() if v > 0}
     turn = compare_runs(turn_qrels, turn_runs, baseline, TURN_MEASURES, speed, name=name, permutations=permutations,
@@ -379,17 +379,33 @@ def compare_locomo(path: str | Path, pipelines: Sequence[str], baseline: str | N
                                         permutations=permutations, alpha=alpha)
         all_by_category[cat] = _all_evidence(by_category[cat])
     rankings = {p: {qid: [doc for doc, _ in run] for qid, run in runs.items()} for p, runs in turn_runs.items()}
-    return LocomoReport(name, baseline, turn, session, by_category, _all_evidence(turn), all_by_category, stats, ms,
-                        len(conversations), len(questions), rankings, {q.qid: q for q in questions})
+    decisions = decision_report(rows) if rows else None
+    built = _negatives_note(asked, negatives, negatives_per_store, negatives_seed)
+    written = None
+    if decisions is not None and built is not None:
+        written = plot_decisions(decisions, plot or derived_folder("reports") / "locomo-risk-coverage.png",
+                                 f"{Path(name).name}: answer or stay silent ({built['negatives']} negatives)")
+    return LocomoReport(name, baseline, turn, session, by_category, _all_evidence(turn), all_by_category, decisions,
+                        ms, len(conversations), len(questions), built, written, rankings,
+                        {q.qid: q for q in questions})
 
 
-def _flag_rates(rows) -> dict[str, float]:
-    """Category -> share of its questions whose packet carries a premise warning."""
-    out = {}
-    for cat in sorted({r[4] for r in rows}):
-        flags = [r[5] for r in rows if r[4] == cat]
-        out[cat] = sum(flags) / len(flags)
-    return out
+def _negatives_note(asked: dict[str, list[Question]], kind: str | None, per_store: int | None,
+                    seed: int) -> dict | None:
+    """How the comparison's negatives were built, for the report; None when it has none."""
+    found = [q for qs in asked.values() for q in qs if not q.evidence]
+    if not found:
+        return None
+    counts = {story: sum(1 for q in qs if not q.evidence) for story, qs in asked.items()}
+    how = []
+    if kind == "foreign":
+        how.append(f"foreign: {FOREIGN_HOW} (seed {seed}, {per_store or 'as many as the smallest store asks'} "
+                   f"per store)")
+    if any(q.negative == "declared" for q in found):
+        how.append("declared: cases that say `unanswerable: true`")
+    return {"kind": " and ".join(sorted({q.negative for q in found})), "negatives": len(found),
+            "per_store": counts, "how": "; ".join(how),
+            "judgments": "nothing in this store answers it: no relevant record"}
 
 
 def _all_evidence(report: CompareReport) -> dict[str, float]:
@@ -414,7 +430,8 @@ def _expanded(story: Story, ranking: Sequence[tuple[str, float]]) -> list[str]:
     return out
 
 
-def five_list_fusion(conv: Conversation, depth: int = DEPTH) -> list[list[tuple[str, float]]]:
+def five_list_fusion(conv: Conversation, depth: int = DEPTH,
+                     questions: Sequence[Question] | None = None) -> list[list[tuple[str, float]]]:
     """The plain reciprocal-rank fusion (k = 60) of five lists that the data's ABOUT.md
     reports as its strongest reference (Success@1 0.429, Success@5 0.661, nDCG@10 0.552):
     bm25s over the turns, over the observations (each hit standing for the turns it cites),
@@ -441,7 +458,7 @@ def five_list_fusion(conv: Conversation, depth: int = DEPTH) -> list[list[tuple[
         "dense turns": ("dense", [Doc(t.id, t.searchable) for t in turns], 0.5, False),
         "dense observations": ("dense", [Doc(n.id, n.searchable) for n in notes], 0.5, True),
     }
-    texts = [q.text for q in conv.questions]
+    texts = [q.text for q in (conv.questions if questions is None else questions)]
     fused: list[dict[str, float]] = [{} for _ in texts]
     for name, docs, weight, expand in corpora.values():
         retriever = make_retriever(name)

@@ -408,7 +408,8 @@ def is_collection(path: Path) -> bool:
 
 def compare_source(source: str, pipelines: list[str], baseline: str | None = None, trec_dir: str | None = None,
                    plot: str | None = None, metrics: str | None = None, trace_source: str | None = None,
-                   judgments: str | None = None, since: dt.date | None = None, until: dt.date | None = None):
+                   judgments: str | None = None, since: dt.date | None = None, until: dt.date | None = None,
+                   negatives: str | None = None, negatives_per_store: int | None = None, negatives_seed: int = 0):
     if not pipelines:
         raise GardenError("--pipelines names no pipeline")
     from garden.evaluation.locomo import FUSION_NAME, compare_locomo, is_locomo
@@ -429,10 +430,15 @@ def compare_source(source: str, pipelines: list[str], baseline: str | None = Non
         raise GardenError("--judgments grades a trace's questions (`garden judge`); a case, collection or "
                           "LoCoMo source brings its own judgments")
     if is_locomo(path):
-        if metrics or plot or trec_dir:
+        if metrics or trec_dir:
             raise GardenError(f"{source}: a LoCoMo comparison reports its fixed measures "
-                              "(--metrics, --plot and --trec-dir apply to collections, cases and traces)")
-        return compare_locomo(path, pipelines, baseline)
+                              "(--metrics and --trec-dir apply to collections, cases and traces)")
+        return compare_locomo(path, pipelines, baseline, negatives=negatives, negatives_per_store=negatives_per_store,
+                              negatives_seed=negatives_seed, plot=plot)
+    if negatives is not None or negatives_per_store is not None:
+        raise GardenError(f"{source}: --negatives builds unanswerable questions from a set of conversational stores "
+                          "(LoCoMo, or `garden import locomo` output); a case folder declares its own with "
+                          "`unanswerable: true`")
     if FUSION_NAME in pipelines:
         raise GardenError(f"pipeline {FUSION_NAME!r} is a reference for LoCoMo only: {source} is not LoCoMo")
     if is_collection(path):

@@ -484,7 +484,8 @@ STAGE_TITLES = {
     "pack": "Pack: fitting the budget",
     "premise": "Premise: whose evidence is it?",
 }
-FOLDED = {"standout": "lanes", "provenance": "pack"}   # stages drawn with the step that acts on them
+# stages drawn with the step that acts on them
+FOLDED = {"standout": "lanes", "decide": "lanes", "fill": "lanes", "provenance": "pack"}
 
 
 def build_steps(st: Story, spec, trace: dict, packet, snaps: list[Snapshot], base_ranking: list[dict],
@@ -580,6 +581,16 @@ def stage_step(st: Story, spec, trace: dict, snap: Snapshot, previous: Snapshot 
         armed = next((s for s in folded if s.stage == "standout"), None)
         summary.append(f"The standout stage armed the ratio at {armed.cutoff:g}." if armed
                        else f"No standout stage in {pipeline}: the ratio is off, the cap and the share rule stay.")
+        decided = trace.get("decide")
+        if decided:
+            summary.append(f"The decide stage: the query's support is {decided['support']:.3f} (top "
+                           f"{decided['top']:.3f}, held {decided['held']:.2f}, known {decided['known']:.2f}), "
+                           + ("at or above" if decided["answers"] else "below") + f" {decided['answer_at']:g}: "
+                           + ("the store holds an answer." if decided["answers"]
+                              else f"silent, unless a lane's ratio reaches {decided['decisive']:g}."))
+        if any(s.stage == "fill" for s in folded):
+            summary.append("The fill stage armed: what rides follows the scores down to the share rule, "
+                           "bounded by the budget, not by a count.")
         lanes = []
         for lane in trace.get("standout", []):
             ratio = "unbounded" if lane.get("ratio_infinite") else lane.get("ratio")
@@ -587,8 +598,10 @@ def stage_step(st: Story, spec, trace: dict, snap: Snapshot, previous: Snapshot 
                           "best": lane.get("best"), "rival": lane.get("rival"), "answers": lane["answers"],
                           "riding": lane["riding"], "active": lane["active"]})
             best = "nothing" if lane.get("best") is None else f"{lane['best']:.4f}"
-            summary.append(f"{lane['lane']} lane: best {best}, rival {lane['rival']:.4f}, ratio {ratio} "
-                           f"{'≥' if lane['answers'] else '<'} standout {lane['standout']:g}: "
+            by_ratio = lane.get("decided_by", "ratio") != "decide"
+            verdict = (f"{'≥' if lane['answers'] else '<'} standout {lane['standout']:g}" if by_ratio
+                       else ("answers" if lane["answers"] else "silent") + " by the decide stage")
+            summary.append(f"{lane['lane']} lane: best {best}, rival {lane['rival']:.4f}, ratio {ratio} {verdict}: "
                            + (f"{len(lane['riding'])} ride ({', '.join(lane['riding'])})" if lane["riding"]
                               else "nothing rides"))
         extra["lanes"] = lanes

@@ -4,7 +4,8 @@ It is a list of named stages (STAGES), each a small object with one method over 
 query context (garden/rerank/context.py), run in order:
 
     triage -> retrieve -> structure -> cited -> neighbours -> phrase -> supersession
-           -> session -> standout -> lanes -> provenance -> pack -> premise -> packet + trace
+           -> session -> standout -> decide -> fill -> lanes -> provenance -> pack -> premise
+           -> packet + trace
 
 Scores: a candidate's rank score is its relevance (each lexical member's score as a
 fraction of the query's saturation ceiling, plus the embedding cosine above a floor,
@@ -26,6 +27,8 @@ from garden.pipelines.scoring import Outcome
 from garden.rerank.candidates import by_score
 from garden.rerank.cited import Cited
 from garden.rerank.context import QueryContext, Stage
+from garden.rerank.decide import Decide
+from garden.rerank.fill import Fill
 from garden.rerank.lanes import Lanes
 from garden.rerank.neighbours import Neighbours
 from garden.rerank.pack import Pack
@@ -52,6 +55,8 @@ STAGES: list[Stage] = [
     Supersession(),
     Session(),
     Standout(),
+    Decide(),
+    Fill(),
     Lanes(),
     Provenance(),
     Pack(),

@@ -1,5 +1,6 @@
 """The lanes stage: states and decisions (curated) and everything else (evidence) are ranked
-apart; each lane keeps what stands out (see standout.py) up to its cap.
+apart; each lane keeps what stands out (see standout.py): up to its cap, or, when the fill
+stage armed it, as far down as the scores and the budget support.
 
 The cutoff ratio is `ctx.cutoff`: 1 (off) unless the standout stage armed it, so that
 removing the standout stage measures the ratio alone while the cap and the share rule
@@ -11,6 +12,16 @@ from __future__ import annotations
 from garden.rerank.candidates import by_score
 from garden.rerank.context import QueryContext, StageBase
 from garden.rerank.standout import gate_lane
+
+
+def _silent(ctx: QueryContext, lane: dict, standout: float) -> str:
+    """Why a lane answered nothing: the query's support (decide stage) or the lane's ratio."""
+    if lane["decided_by"] == "decide":
+        d = ctx.trace["decide"]
+        return (f"the query's support {d['support']:.3f} is below {d['answer_at']:g} and the lane's ratio "
+                f"{lane['ratio']} is short of {d['decisive']:g}: nothing in the store stands out as an answer "
+                f"(top {d['top']:.3f}, held {d['held']:.2f}, known {d['known']:.2f})")
+    return f"the lane's ratio {lane['ratio']} is below standout {standout:g}"
 
 
 class Lanes(StageBase, name="lanes", uses=("lane_cap", "min_share"), essential=True):
@@ -27,23 +38,27 @@ class Lanes(StageBase, name="lanes", uses=("lane_cap", "min_share"), essential=T
         # A lane that holds nothing back has no rival of its own; the query's background,
         # the first score past the cap in both lanes together, stands in for it.
         background = live[settings.lane_cap] if len(live) > settings.lane_cap else 0.0
+        # with fill a count bounds a lane only when the query or case set one
+        count_cap = settings.lane_cap if "lane_cap" in ctx.spec.settings.given() else None
         for lane in ("curated", "evidence"):
             members = [c for c in cands.values() if c.lane == lane and c.reason is None and c.successor is None]
             certain = [c for c in members if c.certain]
             ranked = by_score([c for c in members if not c.certain])
             decision = gate_lane(lane, [(c.id, c.score) for c in ranked], standout, settings.lane_cap,
-                                 ctx.floor[lane], settings.min_share, query_best, background)
+                                 ctx.floor[lane], settings.min_share, query_best, background, ctx.answers,
+                                 ctx.fill, count_cap, ctx.decisive)
             trace.append(decision.trace)
             rival = decision.trace["rival"]
             below, cut = set(decision.below_standout), set(decision.rank_cut)  # a lane can hold a thousand
             for position, c in enumerate(ranked):
                 if c.id in below:
-                    c.reject("below_standout", f"the lane's ratio {decision.trace['ratio']} is below standout "
-                             f"{standout:g}" if not decision.trace["answers"]
-                             else f"{c.score:.4f} does not beat the rival {rival:.4f} by {standout:g}")
+                    c.reject("below_standout", _silent(ctx, decision.trace, standout) if not decision.trace["answers"]
+                             else f"{c.score:.4f} does not beat the rival "
+                                  f"{decision.trace['own_rival'] if ctx.fill else rival:.4f} by {standout:g}")
                 elif c.id in cut:
-                    c.reject("rank_cut", f"past the lane cap of {settings.lane_cap}"
-                             if position >= settings.lane_cap
+                    limit = decision.trace["count_cap"]
+                    c.reject("rank_cut", f"past the lane cap of {limit}"
+                             if limit is not None and position >= limit
                              else f"{c.score:.4f} is under {settings.min_share:g} of the query's best "
                                   f"{query_best:.4f}")
             keep = set(decision.riding)

@@ -4,6 +4,8 @@ Curated memory first (states and decisions, best first), each superseded decisio
 immediately behind its selected successor; then evidence (sources, chunks, notes, views,
 best first). Greedy: an item that does not fit is rejected `over_budget` and packing goes
 on with the next. A predecessor whose successor is not packed is never admitted alone.
+When the fill stage armed deep lanes, an evidence item that adds nothing the packet does
+not already show is skipped `already_shown` (`adds_nothing`).
 """
 from __future__ import annotations
 
@@ -27,7 +29,19 @@ def attach_predecessors(curated: list[Candidate]) -> list[Candidate]:
     return order
 
 
-def pack(order: list[Candidate], budget: int, used: int = 0) -> tuple[list[Candidate], int]:
+def adds_nothing(c: Candidate, shown: set[str]) -> bool:
+    """True for a record citing nothing that a packed item already cites (a turn behind
+    the note that restates it: the note names it, and the budget is better spent on a turn
+    the packet lacks). A derived record beside its packed source still rides, labelled a
+    derived view: the reader is told what it restates."""
+    return not c.record.sources and c.id in shown
+
+
+def pack(order: list[Candidate], budget: int, used: int = 0,
+         shown: set[str] | None = None) -> tuple[list[Candidate], int]:
+    """Greedy, in order. With `shown` (the ids packed or cited so far, which it updates), an
+    item reached by no certain route that adds nothing to them is skipped `already_shown`:
+    the budget goes to evidence the packet lacks."""
     packed: list[Candidate] = []
     packed_ids: set[str] = set()
     for c in order:
@@ -37,6 +51,9 @@ def pack(order: list[Candidate], budget: int, used: int = 0) -> tuple[list[Candi
             c.reject("predecessor_without_successor",
                      f"its successor {c.successor.id} is not in the packet")
             continue
+        if shown is not None and not c.certain and adds_nothing(c, shown):
+            c.reject("already_shown", "everything it stands for is in the packet already")
+            continue
         size = len(c.record.body)
         if used + size > budget:
             c.reject("over_budget", f"{size} characters do not fit in the {budget - used} left")
@@ -44,6 +61,9 @@ def pack(order: list[Candidate], budget: int, used: int = 0) -> tuple[list[Candi
         used += size
         packed.append(c)
         packed_ids.add(c.id)
+        if shown is not None:
+            shown.add(c.id)
+            shown.update(c.record.sources)
     return packed, used
 
 
@@ -57,5 +77,7 @@ class Pack(StageBase, name="pack", essential=True):
         evidence = ctx.evidence
         if ctx.follow_sources is not None:
             evidence = ctx.follow_sources(ctx, packed, evidence)
-        more, used = pack(evidence, ctx.spec.budget, used)
+        # with fill the evidence lane runs deep, so what restates the packet is skipped
+        shown = {i for c in packed for i in (c.id, *c.record.sources)} if ctx.fill else None
+        more, used = pack(evidence, ctx.spec.budget, used, shown)
         ctx.packed, ctx.used = packed + more, used

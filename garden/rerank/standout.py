@@ -65,24 +65,39 @@ class LaneDecision:
 def gate_lane(lane: str, ranked: list[tuple[str, float]], standout: float = DEFAULT_STANDOUT,
               cap: int = DEFAULT_LANE_CAP, delivered_floor: float = 0.0,
               min_share: float = DEFAULT_MIN_SHARE, share_of: float | None = None,
-              background: float = 0.0) -> LaneDecision:
-    """Decide which of a ranked lane ride. `ranked` is best first, ties already by id."""
+              background: float = 0.0, answers: bool | None = None, fill: bool = False,
+              count_cap: int | None = DEFAULT_LANE_CAP, decisive: float = math.inf) -> LaneDecision:
+    """Decide which of a ranked lane ride. `ranked` is best first, ties already by id.
+
+    Whether the lane answers at all: `answers` when the decide stage gave a verdict for the
+    query (or, against it, a ratio of at least `decisive`), else the lane's own ratio
+    against `standout` (the cutoff off: always). What
+    rides once it answers: with `fill`, every item down to `min_share` of the best (and,
+    after a session delivered some, beating the delivered floor by the ratio), `count_cap`
+    items at most (None: the budget is the bound); without it, at most `cap` items, each
+    beating the lane's own rival by the ratio."""
     standout = check_standout(standout)
     active = standout > 1.0
     floor = delivered_floor if active else 0.0
     scores = [s for _, s in ranked]
     ratio, rival = standout_ratio(scores, cap, floor, background if active else 0.0)
-    answers = (not active) or ratio >= standout
+    if not active:
+        lane_answers = True
+    elif answers is not None:
+        lane_answers = answers or ratio >= decisive
+    else:
+        lane_answers = ratio >= standout
     # companions are measured against what this lane itself holds back (and the floor),
     # never against the background borrowed for the lane's own answer
-    own_rival = standout_ratio(scores, cap, floor)[1]
+    own_rival = floor if fill else standout_ratio(scores, cap, floor)[1]
+    limit = count_cap if fill else cap
     riding, below, cut = [], [], []
     best = ranked[0][1] if ranked else 0.0
     reference = max(best, share_of or 0.0)
     for i, (rid, score) in enumerate(ranked):
-        if i >= cap or (reference > 0 and score < min_share * reference):
+        if (limit is not None and i >= limit) or (reference > 0 and score < min_share * reference):
             cut.append(rid)
-        elif not answers or (active and _ratio(score, own_rival) < standout):
+        elif not lane_answers or (active and _ratio(score, own_rival) < standout):
             below.append(rid)
         elif score <= 0:  # the cutoff is off, and a zero score is no evidence at all
             cut.append(rid)
@@ -92,7 +107,9 @@ def gate_lane(lane: str, ranked: list[tuple[str, float]], standout: float = DEFA
              "min_share": min_share, "share_of": reference,
              "rival": rival, "own_rival": own_rival, "background": background if active else 0.0,
              "floor": floor, "ratio": None if math.isinf(ratio) else round(ratio, 4),
-             "ratio_infinite": math.isinf(ratio), "answers": answers, "riding": riding}
+             "ratio_infinite": math.isinf(ratio), "decided_by": "ratio" if answers is None or not active
+             else "decide" if answers or ratio < decisive else "decisive ratio",
+             "answers": lane_answers, "fill": fill, "count_cap": limit, "riding": riding}
     return LaneDecision(riding, below, cut, trace)
 
 

@@ -1,0 +1,288 @@
+"""Choose the decide stage's weights and threshold, and the fill stage's share, by
+leave-one-conversation-out on LoCoMo with foreign negatives.
+
+Every judged question of the seven conversations (answerable) and the same number of
+foreign negatives per conversation (garden/evaluation/negatives.py, seed 0) run through
+`default` once with the answer forced (`answer_at` far below any support), so each run
+records the query's support parts (decide.py: ln top, held, known), the lanes' standout
+ratios, and, for each `min_share` of FILL_SHARES, the packet's evidence coverage and
+precision as it would be when answered. Then, holding each conversation out in turn:
+
+- the gate: a logistic regression of answerable against negatives on the other six
+  (features ln(top), held, known; scikit-learn, L2, C = 1), its weights the support's;
+  the threshold `answer_at` is the highest support at which the six still answer at
+  least ANSWER_TARGET of their answerable questions of categories 1-4 (the operating
+  constraint: answer what the store holds, then refuse as many negatives as that allows);
+- the share: the `min_share` with the best mean coverage on the six among those whose
+  packet precision beats `bm25s`'s packet precision on the same six.
+
+The shipped cases bound the threshold: every case query that expects an item and that no
+decisive lane answers needs its support at or above `answer_at`, and every query that must
+stay silent needs it below (`case_bounds`). A fold's threshold is clamped into that range,
+and the report gives the figures with and without the clamp: a rule that helped LoCoMo and
+broke a shipped case would not be done.
+
+The held-out conversation is decided and packed with the fold's choices; the held-out
+figures together are the honest ones. The shipped values are the same fit on all seven.
+
+    .venv/bin/python experiments/locomo_gate.py [PATH] [--out experiments/out]
+
+PATH defaults to ../shared/data/locomo. LoCoMo: Maharana et al., ACL 2024, CC BY-NC 4.0.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+
+from garden.evaluation.abstention import auroc
+from garden.evaluation.locomo import load_conversations
+from garden.evaluation.negatives import foreign_negatives
+from garden.evaluation.packets import packet_row
+from garden.models import SETTING_DEFAULTS, Settings
+
+FILL_SHARES = (0.0, 0.05, 0.1, 0.15, 0.2, 0.35)
+ANSWER_TARGET = 0.90
+FORCED = -1e9  # an answer_at below every support: the gate always answers
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo"
+
+
+def _features(stages: dict) -> list[float]:
+    d = stages["decide"]
+    return [math.log(max(d["top"], 1e-3)), d["held"], d["known"]]
+
+
+def _ratio(stages: dict) -> float:
+    lanes = [lane for lane in stages.get("standout", []) if lane["best"] is not None]
+    return max((math.inf if lane["ratio_infinite"] else lane["ratio"] for lane in lanes), default=0.0)
+
+
+def collect(conversations, negatives) -> list[dict]:
+    """One row per question: its conversation, kind, features and packets per share."""
+    from garden.pipelines import make_pipeline
+    from garden.rerank.query import QuerySpec
+
+    default, bm25s = make_pipeline("default"), make_pipeline("bm25s")
+    rows = []
+    for conv in conversations:
+        story = conv.story
+        for q in conv.questions + negatives[story.story]:
+            row = {"story": story.story, "qid": q.qid, "negative": not q.evidence,
+                   "core": bool(q.evidence) and not q.category.startswith("5"), "packets": {}}
+            for share in FILL_SHARES:
+                outcome = default.run(QuerySpec(story, q.text, q.as_of,
+                                                settings=Settings(answer_at=FORCED, min_share=share)))
+                if share == FILL_SHARES[0]:
+                    row["x"], row["ratio"] = _features(outcome.stages), _ratio(outcome.stages)
+                r = packet_row(q, outcome.packet, story)
+                row["packets"][share] = (r.covered, r.precision)
+                if row["negative"]:
+                    break  # a negative's packet is judged by the decision alone
+            if not row["negative"]:
+                r = packet_row(q, bm25s.run(QuerySpec(story, q.text, q.as_of)).packet, story)
+                row["bm25s"] = r.precision
+            rows.append(row)
+        print(f"{story.story}: {sum(1 for r in rows if r['story'] == story.story)} questions", flush=True)
+    return rows
+
+
+def fit_gate(rows: list[dict]) -> tuple[list[float], float, float]:
+    """(weights, bias, answer_at) from these rows (see the module docstring)."""
+    from sklearn.linear_model import LogisticRegression
+
+    model = LogisticRegression(C=1.0).fit([r["x"] for r in rows], [not r["negative"] for r in rows])
+    weights, bias = [float(w) for w in model.coef_[0]], float(model.intercept_[0])
+    support = sorted((float(np.dot(weights, r["x"]) + bias) for r in rows if r["core"]), reverse=True)
+    # the highest threshold answering at least ANSWER_TARGET of the answerable core questions
+    answer_at = support[max(0, math.ceil(ANSWER_TARGET * len(support)) - 1)]
+    return weights, bias, answer_at
+
+
+def case_bounds(weights, bias, decisive) -> tuple[float, float, list[str]]:
+    """(lowest, highest) `answer_at` that keeps the shipped cases' verdicts, and the queries
+    that set each bound (see the module docstring)."""
+    from garden.evaluation.runner import load_cases
+    from garden.formats.cases import spec_for
+    from garden.formats.stories import load_story
+    from garden.pipelines import make_pipeline
+
+    default = make_pipeline("default")
+    low, high, why = -math.inf, math.inf, ["", ""]
+    for loaded in load_cases(["regression", "challenge"]):
+        if loaded.suite != "regression":
+            continue
+        for q in loaded.queries:
+            e = q.expect
+            if (q.spec_fields["settings"].standout or 2.0) <= 1.0:
+                continue  # the cutoff off: the verdict does not depend on the threshold
+            silent = e.max_items == 0 or e.unanswerable
+            needs_item = bool(e.lead or e.include or e.sequence or e.before or e.labels)
+            if not (silent or needs_item):
+                continue
+            spec = spec_for(q, load_story(q.story_path))
+            spec.settings = spec.settings.merged(Settings(answer_at=FORCED))
+            stages = default.run(spec).stages
+            if "decide" not in stages or _ratio(stages) >= decisive:
+                continue
+            support = float(np.dot(weights, _features(stages)) + bias)
+            name = f"{loaded.id}/{q.name or 'main'}"
+            if silent and support >= low:
+                low, why[0] = support, name
+            elif needs_item and support < high:
+                high, why[1] = support, name
+    return low, high, why
+
+
+@contextmanager
+def gate_weights(weights, bias):
+    """The decide stage's support with a fold's weights, for checking the shipped cases at
+    that fold's threshold (the stage reads its module's weights when it scores)."""
+    import garden.rerank.decide as decide
+
+    shipped = decide.W_TOP, decide.W_HELD, decide.W_KNOWN, decide.W_BIAS
+    decide.W_TOP, decide.W_HELD, decide.W_KNOWN, decide.W_BIAS = (*weights, bias)
+    try:
+        yield
+    finally:
+        decide.W_TOP, decide.W_HELD, decide.W_KNOWN, decide.W_BIAS = shipped
+
+
+def case_failures(answer_at: float, share: float, weights, bias) -> list[str]:
+    """The shipped regression queries whose verdict fails under `default` with this
+    threshold, share and support weights (a case's own settings win)."""
+    with gate_weights(weights, bias):
+        return _case_failures(answer_at, share)
+
+
+def _case_failures(answer_at: float, share: float) -> list[str]:
+    from garden.evaluation.runner import load_cases
+    from garden.formats.cases import check, spec_for
+    from garden.formats.stories import load_story
+    from garden.pipelines import make_pipeline
+
+    default, failed = make_pipeline("default"), []
+    for loaded in load_cases(["regression"]):
+        for q in loaded.queries:
+            if q.expect.build_error:
+                continue
+            story = load_story(q.story_path)
+            spec = spec_for(q, story)
+            spec.settings = Settings(answer_at=answer_at, min_share=share).merged(spec.settings)
+            if check(q.expect, default.run(spec).packet, story, spec.include_private):
+                failed.append(f"{loaded.id}/{q.name or 'main'}")
+    return failed
+
+
+def answers(row: dict, weights, bias, answer_at, decisive) -> bool:
+    return float(np.dot(weights, row["x"]) + bias) >= answer_at or row["ratio"] >= decisive
+
+
+def fit_share(rows: list[dict], decided: list[bool], allowed=FILL_SHARES) -> float:
+    """The share with the best coverage whose precision beats bm25s's on these rows, of
+    those `allowed` (the shares that keep every shipped case's verdict)."""
+    answerable = [(r, a) for r, a in zip(rows, decided) if not r["negative"]]
+    bm25s = float(np.mean([r["bm25s"] for r, _ in answerable if r["bm25s"] is not None]))
+    best = None
+    for share in allowed:
+        coverage = float(np.mean([r["packets"][share][0] if a else 0.0 for r, a in answerable]))
+        precision = [r["packets"][share][1] for r, a in answerable if a and r["packets"][share][1] is not None]
+        if precision and float(np.mean(precision)) > bm25s and (best is None or coverage > best[0]):
+            best = (coverage, share)
+    return best[1] if best else SETTING_DEFAULTS["min_share"]
+
+
+def figures(rows: list[dict], decided: list[bool], shares: list[float]) -> dict:
+    core = [a for r, a in zip(rows, decided) if r["core"]]
+    neg = [a for r, a in zip(rows, decided) if r["negative"]]
+    answerable = [(r, a, s) for r, a, s in zip(rows, decided, shares) if not r["negative"]]
+    precision = [r["packets"][s][1] for r, a, s in answerable if a and r["packets"][s][1] is not None]
+    return {"answered (categories 1-4)": float(np.mean(core)), "answered (negatives)": float(np.mean(neg)),
+            "evidence covered": float(np.mean([r["packets"][s][0] if a else 0.0 for r, a, s in answerable])),
+            "covered when answered": float(np.mean([r["packets"][s][0] for r, a, s in answerable if a])),
+            "precision": float(np.mean(precision)) if precision else None,
+            "bm25s precision": float(np.mean([r["bm25s"] for r, _, _ in answerable if r["bm25s"] is not None]))}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("path", nargs="?", default=str(DATA))
+    ap.add_argument("--out", default="experiments/out")
+    ap.add_argument("--reuse", action="store_true",
+                    help="fit again from the rows the last run collected (experiments/out/locomo_gate_rows.json)")
+    args = ap.parse_args(argv)
+    conversations = load_conversations(args.path)
+    cache = Path(args.out) / "locomo_gate_rows.json"
+    if args.reuse and cache.is_file():
+        rows = json.loads(cache.read_text())
+        for r in rows:
+            r["packets"] = {float(k): v for k, v in r["packets"].items()}
+    else:
+        rows = collect(conversations, foreign_negatives(conversations))
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        cache.write_text(json.dumps(rows))
+    decisive = SETTING_DEFAULTS["decisive"]
+    names = [c.story.story for c in conversations]
+    folds, decided, shares, scores = [], [None] * len(rows), [None] * len(rows), [None] * len(rows)
+    unclamped = [None] * len(rows)
+    for held in names:
+        train = [r for r in rows if r["story"] != held]
+        weights, bias, rule = fit_gate(train)
+        low, high, _ = case_bounds(weights, bias, decisive)
+        answer_at = min(max(rule, math.nextafter(low, math.inf)), high)
+        for i, r in enumerate(rows):
+            if r["story"] == held:
+                unclamped[i] = answers(r, weights, bias, rule, decisive)
+        allowed = [x for x in FILL_SHARES if not case_failures(answer_at, x, weights, bias)]
+        share = fit_share(train, [answers(r, weights, bias, answer_at, decisive) for r in train], allowed)
+        for i, r in enumerate(rows):
+            if r["story"] == held:
+                decided[i] = answers(r, weights, bias, answer_at, decisive)
+                shares[i] = share
+                scores[i] = float(np.dot(weights, r["x"]) + bias)
+        test = [i for i, r in enumerate(rows) if r["story"] == held]
+        folds.append({"held_out": held, "weights": [round(w, 3) for w in weights], "bias": round(bias, 3),
+                      "answer_at by the rule": round(rule, 3), "case bounds": [round(low, 3), round(high, 3)],
+                      "answer_at": round(answer_at, 3), "shares the cases allow": allowed, "min_share": share,
+                      **figures([rows[i] for i in test], [decided[i] for i in test], [shares[i] for i in test])})
+    held_out = figures(rows, decided, shares)
+    held_out["gate AUROC"] = auroc([s for s, r in zip(scores, rows) if not r["negative"]],
+                                   [s for s, r in zip(scores, rows) if r["negative"]])
+    core = [a for r, a in zip(rows, unclamped) if r["core"]]
+    neg = [a for r, a in zip(rows, unclamped) if r["negative"]]
+    held_out["answered without the case bounds (categories 1-4)"] = float(np.mean(core))
+    held_out["answered without the case bounds (negatives)"] = float(np.mean(neg))
+    weights, bias, rule = fit_gate(rows)
+    low, high, why = case_bounds(weights, bias, decisive)
+    answer_at = math.floor(min(max(rule, math.nextafter(low, math.inf)), high) * 100) / 100
+    allowed = [x for x in FILL_SHARES if not case_failures(answer_at, x, weights, bias)]
+    share = fit_share(rows, [answers(r, weights, bias, answer_at, decisive) for r in rows], allowed)
+    shipped = {"weights (ln top, held, known)": [round(w, 2) for w in weights], "bias": round(bias, 2),
+               "answer_at by the rule": round(rule, 3), "case bounds": [round(low, 3), round(high, 3)],
+               "bounds set by": why, "answer_at": answer_at, "shares the cases allow": allowed, "min_share": share,
+               "decisive": decisive}
+    print("\nleave-one-conversation-out (each conversation decided and packed with the fold's choices):")
+    for f in folds:
+        print(f"  {f['held_out']}: weights {f['weights']} bias {f['bias']} answer_at {f['answer_at']} "
+              f"(rule {f['answer_at by the rule']}, cases allow {f['case bounds']}) "
+              f"min_share {f['min_share']} (cases allow {f['shares the cases allow']})  answered {f['answered (categories 1-4)']:.3f} / "
+              f"negatives {f['answered (negatives)']:.3f}  covered {f['evidence covered']:.3f}  "
+              f"precision {f['precision']:.3f} (bm25s {f['bm25s precision']:.3f})")
+    print("  held-out, all questions: " + ", ".join(f"{k} {v:.3f}" for k, v in held_out.items() if v is not None))
+    print(f"  fit on all seven (shipped): {shipped}")
+    ratios = [r["ratio"] for r in rows]
+    print(f"  largest standout ratio of any question: {max(ratios):.2f} (decisive is {decisive:g})")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "locomo_gate.json").write_text(json.dumps({"folds": folds, "held_out": held_out, "shipped": shipped,
+                                                       "fill_shares": FILL_SHARES, "answer_target": ANSWER_TARGET},
+                                                      indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

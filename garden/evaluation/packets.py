@@ -1,0 +1,178 @@
+"""What the user gets: each pipeline's packet and decision on answerable questions and on
+negatives, and how well each pipeline's gate (and query-performance predictors computed
+from the same ranking) tells the two apart.
+
+Per question a pipeline's run gives one `PacketRow`. Over a group of questions:
+
+- answered / asked / silent: the share given items, a question back, or nothing;
+- evidence coverage: the share of a question's evidence turns in the packet (packed
+  themselves, or cited by a packed item), averaged over answerable questions with a
+  silent packet counting 0; and the same over answered packets only;
+- precision: the share of packed items that are evidence or cite evidence, averaged
+  over answered packets of answerable questions (every item packed for a negative is
+  wrong, which the negatives' answered rate already says);
+- characters and items, averaged over all questions of the group.
+
+The gate's AUROC: the score a pipeline's gate thresholds (higher = answer), answerable
+questions against negatives (`abstention.auroc`). A bare retriever has no gate: it always
+answers, and its AUROC is not defined. The predictors (abstention.PREDICTORS) read the
+ranking the comparison judges, to its depth.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from garden.evaluation.abstention import PREDICTORS, auroc, operating_point, risk_coverage
+
+DECISIONS = ("answered", "asked", "silent")
+ANSWERABLE, NEGATIVE = "answerable", "negatives"
+
+
+@dataclass
+class PacketRow:
+    qid: str
+    category: str
+    negative: bool
+    outcome: str                 # one of DECISIONS
+    covered: float | None        # share of evidence turns shown; None for a negative
+    precision: float | None      # share of packed items that are or cite evidence; None when nothing is packed
+    chars: int
+    items: int
+    flagged: bool = False        # a premise warning on the packet
+    gate: float | None = None    # the score the pipeline's gate thresholds; None: no gate
+    predictors: dict[str, float] = field(default_factory=dict)
+
+
+def packet_row(question, packet, story, gate: float | None = None, ranking: Sequence[float] = (),
+               query_terms: int = 1, flagged: bool = False) -> PacketRow:
+    """One question's row from the packet a pipeline served and the ranking it was judged on."""
+    evidence = set(question.evidence)
+    shown: set[str] = set()
+    useful = 0
+    for item in packet.items:
+        cites = {item.id, *story.by_id[item.id].sources}
+        shown |= cites
+        useful += bool(cites & evidence)
+    outcome = "asked" if packet.decision == "ask" else "answered" if packet.items else "silent"
+    covered = len(evidence & shown) / len(evidence) if evidence else None
+    precision = useful / len(packet.items) if packet.items and evidence else None
+    return PacketRow(question.qid, question.category, not evidence, outcome, covered, precision,
+                     packet.budget.used, len(packet.items), flagged, gate,
+                     {name: f(ranking, query_terms) for name, f in PREDICTORS.items()})
+
+
+def _mean(values) -> float | None:
+    values = [v for v in values if v is not None]
+    return float(np.mean(values)) if values else None
+
+
+def summarize(rows: Sequence[PacketRow]) -> dict:
+    """The figures of one group of questions (see the module docstring)."""
+    if not rows:
+        return {"questions": 0}
+    outcomes = [r.outcome for r in rows]
+    answered = [r for r in rows if r.outcome == "answered"]
+    out = {"questions": len(rows), **{d: outcomes.count(d) / len(rows) for d in DECISIONS},
+           "chars": float(np.mean([r.chars for r in rows])), "items": float(np.mean([r.items for r in rows]))}
+    if not rows[0].negative:
+        out["evidence_covered"] = _mean(r.covered if r.outcome == "answered" else 0.0 for r in rows)
+        out["evidence_covered_answered"] = _mean(r.covered for r in answered)
+        out["precision"] = _mean(r.precision for r in answered)
+    return out
+
+
+def losses(rows: Sequence[PacketRow]) -> list[float]:
+    """What answering each question costs, for risk-coverage: 1 for a negative (whatever is
+    packed for it answers something nobody asked of this store), 0 for an answerable one.
+    Risk is then the share of answered questions that nothing in the store answers; how
+    much of an answer the packet holds is the coverage figures' business, not the gate's."""
+    return [1.0 if r.negative else 0.0 for r in rows]
+
+
+@dataclass
+class DecisionReport:
+    """Per pipeline: the packet and decision figures, overall and by category, and the
+    AUROC of its gate beside the predictors'."""
+    groups: dict[str, dict[str, dict]]                 # pipeline -> group -> figures
+    by_category: dict[str, dict[str, dict[str, dict]]]  # pipeline -> group -> category -> figures
+    auroc: dict[str, dict[str, float | None]]          # pipeline -> "gate" | predictor -> AUROC
+    operating: dict[str, tuple[float, float]]          # pipeline -> (coverage, risk)
+    curves: dict[str, list]                            # "pipeline gate" -> risk-coverage points
+    premise_flagged: dict[str, dict[str, float]]       # pipeline -> category -> share flagged
+
+    def to_json(self) -> dict:
+        return {"groups": self.groups, "by_category": self.by_category, "auroc": self.auroc,
+                "operating_point": {p: {"coverage": c, "risk": r} for p, (c, r) in self.operating.items()},
+                "premise_flagged": self.premise_flagged}
+
+
+def decision_report(rows: Mapping[str, Sequence[PacketRow]]) -> DecisionReport:
+    groups, by_category, aurocs, operating, curves, flagged = {}, {}, {}, {}, {}, {}
+    for name, pipeline_rows in rows.items():
+        split = {ANSWERABLE: [r for r in pipeline_rows if not r.negative],
+                 NEGATIVE: [r for r in pipeline_rows if r.negative]}
+        groups[name] = {g: summarize(rs) for g, rs in split.items() if rs}
+        by_category[name] = {g: {cat: summarize([r for r in rs if r.category == cat])
+                                 for cat in sorted({r.category for r in rs})}
+                             for g, rs in split.items() if rs}
+        pos, neg = split[ANSWERABLE], split[NEGATIVE]
+        gated = all(r.gate is not None for r in pipeline_rows)
+        aurocs[name] = {"gate": auroc([r.gate for r in pos], [r.gate for r in neg]) if gated else None,
+                        **{p: auroc([r.predictors[p] for r in pos], [r.predictors[p] for r in neg])
+                           for p in PREDICTORS}}
+        loss = losses(pipeline_rows)
+        operating[name] = operating_point([r.outcome == "answered" for r in pipeline_rows], loss)
+        if gated:
+            curves[f"{name} gate"] = risk_coverage([r.gate for r in pipeline_rows], loss)
+        flagged[name] = {cat: float(np.mean([r.flagged for r in pos if r.category == cat]))
+                         for cat in sorted({r.category for r in pos})}
+    return DecisionReport(groups, by_category, aurocs, operating, curves, flagged)
+
+
+def _cell(value, digits: int = 3) -> str:
+    return "" if value is None else f"{value:.{digits}f}"
+
+
+def packet_tables(report: DecisionReport, budget: int, ms_per_query: Mapping[str, float] | None = None,
+                  negatives: Mapping | None = None) -> list:
+    """The packet table (answerable questions, then negatives) and the decision table (the
+    gate's AUROC beside the predictors', and the operating point)."""
+    from rich.table import Table
+
+    ms_per_query = ms_per_query or {}
+    out = []
+    table = Table(title=f"The packet at {budget} characters: answerable questions"
+                        + (f" and {negatives['kind']} negatives" if negatives else ""))
+    for col in ("pipeline", "questions", *DECISIONS, "evidence covered", "covered when answered", "precision",
+                "chars", "items", "ms/query"):
+        table.add_column(col, justify="left" if col in ("pipeline", "questions") else "right")
+    for name, groups in report.groups.items():
+        for group, g in groups.items():
+            table.add_row(name if group == ANSWERABLE else "", f"{group} ({g['questions']})",
+                          *(_cell(g.get(d)) for d in DECISIONS), _cell(g.get("evidence_covered")),
+                          _cell(g.get("evidence_covered_answered")), _cell(g.get("precision")),
+                          f"{g['chars']:.0f}", f"{g['items']:.1f}",
+                          f"{ms_per_query.get(name, 0):.1f}" if group == ANSWERABLE else "")
+    out.append(table)
+    if any(v is not None for a in report.auroc.values() for v in a.values()):
+        names = list(PREDICTORS)
+        table = Table(title="Answer or stay silent: AUROC, answerable against negatives (the gate's score, "
+                            "and predictors from the same ranking); operating point (coverage, risk)")
+        for col in ("pipeline", "gate", *names, "coverage", "risk"):
+            table.add_column(col, justify="left" if col == "pipeline" else "right")
+        for name, values in report.auroc.items():
+            coverage, risk = report.operating[name]
+            table.add_row(name, _cell(values["gate"]) or "no gate", *(_cell(values[p]) for p in names),
+                          f"{coverage:.3f}", f"{risk:.3f}")
+        out.append(table)
+    return out
+
+
+def plot_decisions(report: DecisionReport, path, title: str = "") -> str:
+    """The risk-coverage PNG: each gate's curve and every pipeline's operating point."""
+    from garden.evaluation.abstention import plot_risk_coverage
+
+    return str(plot_risk_coverage(report.curves, report.operating, path, title))
