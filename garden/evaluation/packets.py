@@ -125,8 +125,9 @@ def decision_report(rows: Mapping[str, Sequence[PacketRow]]) -> DecisionReport:
                            for p in PREDICTORS}}
         loss = losses(pipeline_rows)
         operating[name] = operating_point([r.outcome == "answered" for r in pipeline_rows], loss)
-        if gated:
+        if gated:  # the gate's curve, beside the plainest predictor's from the same ranking
             curves[f"{name} gate"] = risk_coverage([r.gate for r in pipeline_rows], loss)
+            curves[f"{name} top score"] = risk_coverage([r.predictors["top"] for r in pipeline_rows], loss)
         flagged[name] = {cat: float(np.mean([r.flagged for r in pos if r.category == cat]))
                          for cat in sorted({r.category for r in pos})}
     return DecisionReport(groups, by_category, aurocs, operating, curves, flagged)

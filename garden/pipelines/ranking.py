@@ -27,7 +27,7 @@ to the point where a ranking exists, not to a packet:
   ranking the base retriever's rank is itself the evidence (without this, 88 of hybrid's
   top 1000 per Vaswani query are lost and R@1000 falls from 0.9636 to 0.9566).
 - Later stages run in order until the first stage that only selects a packet from a
-  ranking (`PACKET_STAGES`: standout, lanes, provenance, pack).
+  ranking (`PACKET_STAGES`: standout, decide, fill, lanes, provenance, pack).
 
 The ordering (`Ranked.ordered`) is the base retriever's order, moved only by the bonuses of
 the stages in `MOVED_BY`: the structure stage's, awarded for topics and entities the query
@@ -62,7 +62,7 @@ from garden.rerank.resolve import resolve
 from garden.retrievers import Doc, as_retriever, rank
 
 COLLECTION_AS_OF = dt.date.max
-PACKET_STAGES = frozenset({"standout", "lanes", "provenance", "pack", "premise"})
+PACKET_STAGES = frozenset({"standout", "decide", "fill", "lanes", "provenance", "pack", "premise"})
 MOVED_BY = ("structure",)
 
 Ranking = list[tuple[str, float]]  # (id, score), best first
