@@ -153,3 +153,26 @@ def test_a_free_query_is_never_scored_against_the_packet_it_was_served(project, 
 def test_source_applies_to_a_trace_only(project, capsys):
     assert main(["compare", "regression", "--pipelines", "bm25", "--source", "query"]) == 2
     assert "--source, --since and --until select events of traces" in capsys.readouterr().err
+
+
+def test_a_case_declared_unanswerable_counts_the_pipelines_that_answer_it(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("GARDEN_HOME", str(tmp_path / ".garden"))
+    monkeypatch.setenv("GARDEN_TRACE", "0")
+    root = Path(__file__).resolve().parents[1]
+    folder = tmp_path / "cases"
+    folder.mkdir()
+    # nothing in Aurora Ridge is about what was lost; each word matches one scattered record
+    (folder / "lost-things.yaml").write_text(
+        "id: lost-things\nstory: {}\nabout: nothing answers it\norigin: a test\ncategory: standout\n"
+        "as_of: 2030-01-12\nquery: Was it the hut, the console or the pouch that we lost?\n"
+        "expect: {{unanswerable: true}}\n".format(root / "fixtures" / "aurora-ridge.yaml"), encoding="utf-8")
+    (folder / "gaming.yaml").write_text(
+        "id: gaming\nstory: {}\nabout: answerable\norigin: a test\ncategory: structure\nas_of: 2030-01-12\n"
+        "query: Why have I not felt like gaming recently?\nexpect: {{lead: state.mira.gaming}}\n"
+        .format(root / "fixtures" / "aurora-ridge.yaml"), encoding="utf-8")
+    assert main(["compare", str(folder), "--pipelines", "bm25s,default", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert "1 questions declared unanswerable" in data["judgments"]["unanswerable"]
+    assert data["pipelines"]["bm25s"]["unanswerable_answered"] == 1
+    assert data["pipelines"]["default"]["unanswerable_answered"] == 0
+    assert data["queries"] == 1  # the ranking measures judge the answerable question only

@@ -52,6 +52,7 @@ class Replay:
     case: str | None = None  # of a trace's question: the case whose run asked it
     adjudicated: bool = False  # judged by a person's grades (`garden judge`), not a case
     trace: str = ""            # of a trace's question: the file of its first event
+    unanswerable: bool = False  # a case that says nothing in its store answers it: a negative
 
 
 def judgments(expect: Expect) -> dict[str, int]:
@@ -69,11 +70,12 @@ def replays_from_cases(paths: list[Path]) -> list[Replay]:
             if q.expect.build_error or q.expect.decision in ("skip", "ask"):
                 continue
             rels = judgments(q.expect)
-            if not rels and not q.expect.exclude:
+            if not rels and not q.expect.exclude and not q.expect.unanswerable:
                 continue
             spec = spec_for(q, load_story(q.story_path))
             label = loaded.id if q.name is None else f"{loaded.id} -- {q.name}"
-            out.append(Replay(f"{loaded.id}#{n}", label, spec, rels, list(q.expect.exclude)))
+            out.append(Replay(f"{loaded.id}#{n}", label, spec, rels, list(q.expect.exclude),
+                              unanswerable=q.expect.unanswerable))
     return out
 
 
@@ -264,6 +266,8 @@ class SourceReport:
     name: str = ""
     baseline: str = ""
     verdicts: dict[str, dict] = field(default_factory=dict)  # per pipeline: outcomes matching a person's verdict
+    unanswerable: dict[str, int] = field(default_factory=dict)  # per pipeline: unanswerable questions answered
+    negatives: int = 0                                        # questions declared unanswerable
 
     def to_json(self) -> dict:
         if self.report is not None:
@@ -278,6 +282,11 @@ class SourceReport:
         }
         for name, hits in self.forbidden_hits.items():
             data["pipelines"].setdefault(name, {})["forbidden_hits"] = hits
+        if self.negatives:
+            data["judgments"]["unanswerable"] = (f"{self.negatives} questions declared unanswerable (nothing in the "
+                                                 "store answers them): answering one counts against a pipeline")
+            for name, answered in self.unanswerable.items():
+                data["pipelines"].setdefault(name, {})["unanswerable_answered"] = answered
         if self.agreement:
             data["agreement"] = self.agreement
         if self.verdicts:
@@ -319,6 +328,9 @@ class SourceReport:
                               f"{row['overlap_with_baseline']:.3f}" if p != self.baseline else "baseline",
                               f"{tau:.3f}" if tau is not None else "-")
             console.print(table)
+        if self.negatives:
+            console.print(f"of {self.negatives} questions nothing in the store answers (unanswerable: true), "
+                          "answered: " + ", ".join(f"{p} {n}" for p, n in self.unanswerable.items()))
         if self.verdicts:
             console.print("question verdicts (a person's answer / ask / stay silent) matched: " + ", ".join(
                 f"{p} {v['matched']}/{v['questions']}" for p, v in self.verdicts.items()))
@@ -393,13 +405,17 @@ def compare_replays(replays: list[Replay], pipelines: list[str], baseline: str |
             write_trec_run(Path(trec_dir) / f"{p}.run", {q: v for q, v in run.items() if v}, p)
     if plot is not None and report is not None:
         plot_per_query(plot, report.evaluation.per_query, report.baseline, report.measures[0])
+    negatives = [r.qid for r in replays if r.unanswerable]
+    # nothing answers these: an answer is wrong, silence or a question back is right
+    unanswerable = {p: sum(outcomes[p][q] == "answered" for q in negatives) for p in pipelines} if negatives else {}
     verdicts = {}
     if trace is not None and trace.verdicts:
         verdicts = {p: {"matched": sum(outcomes[p][q] == VERDICT_OUTCOME[v] for q, v in trace.verdicts.items()),
                         "questions": len(trace.verdicts)} for p in pipelines}
     return SourceReport(report, side, forbidden, agreement(packets, outcomes, baseline), trace,
                         judged_by=trace.judged_by() if trace is not None else "each case's expectations",
-                        name=name, baseline=baseline, verdicts=verdicts)
+                        name=name, baseline=baseline, verdicts=verdicts, unanswerable=unanswerable,
+                        negatives=len(negatives))
 
 
 def is_collection(path: Path) -> bool:
