@@ -16,7 +16,10 @@ anything else is left out. Session level: a session is ranked where its first tu
 Bare retrievers rank the whole story (turns, observations, summaries) as one batch; a
 structured pipeline runs its stages per question with `candidates` raised to the depth and
 ranks by the reranker's score (`Ranked.by_relevance`). The packet a user would get is the
-pipeline's own run at the default budget.
+pipeline's own run at the default budget (garden/evaluation/packets.py). Negatives, built
+from the stores (`--negatives foreign`, garden/evaluation/negatives.py) or declared by an
+imported case (`unanswerable: true`), are asked like any question and judged only by what
+the user gets: no ranking measure is defined for a question that nothing answers.
 """
 from __future__ import annotations
 
