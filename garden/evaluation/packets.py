@@ -158,6 +158,22 @@ def packet_tables(report: DecisionReport, budget: int, ms_per_query: Mapping[str
                           f"{g['chars']:.0f}", f"{g['items']:.1f}",
                           f"{ms_per_query.get(name, 0):.1f}" if group == ANSWERABLE else "")
     out.append(table)
+    categories = sorted({c for groups in report.by_category.values() for g in groups.values() for c in g})
+    if len(categories) > 1:
+        table = Table(title="By category: answered, evidence covered (when answered) on answerable questions; "
+                            "answered on negatives")
+        table.add_column("category")
+        for name in report.by_category:
+            table.add_column(name, justify="right")
+        for cat in categories:
+            cells = []
+            for groups in report.by_category.values():
+                own, neg = groups.get(ANSWERABLE, {}).get(cat), groups.get(NEGATIVE, {}).get(cat)
+                cell = (f"{own['answered']:.3f}, {own['evidence_covered']:.3f} "
+                        f"({_cell(own['evidence_covered_answered']) or '-'})" if own else "")
+                cells.append(cell + (f"; {neg['answered']:.3f}" if neg else ""))
+            table.add_row(cat, *cells)
+        out.append(table)
     if any(v is not None for a in report.auroc.values() for v in a.values()):
         names = list(PREDICTORS)
         table = Table(title="Answer or stay silent: AUROC, answerable against negatives (the gate's score, "
