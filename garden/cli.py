@@ -39,14 +39,29 @@ def _standout(text: str) -> float:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def _budget(text: str) -> int:
+def _at_least_one(what: str):
+    """An argparse type: a whole number of at least 1, refused naming `what` it counts."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = 0
+        if value < 1:
+            raise argparse.ArgumentTypeError(f"{what}, got {text!r}")
+        return value
+
+    return parse
+
+
+_budget = _at_least_one("a budget is a positive number of characters")
+_sample_size = _at_least_one("a sample is a whole number of questions, at least 1")
+
+
+def _whole_number(text: str) -> int:
     try:
-        value = int(text)
+        return int(text)
     except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"a budget is a positive number of characters, got {text!r}")
-    return value
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
 
 
 def print_json(data) -> None:
@@ -224,8 +239,22 @@ def cmd_ablate(args) -> int:
 
 
 def cmd_import(args) -> int:
+    if args.kind == "longmemeval":
+        from garden.formats.longmemeval import import_longmemeval
+
+        if args.seed is not None and args.sample is None:
+            raise GardenError("--seed: draws a sample, so it needs --sample N")
+        lme = import_longmemeval(Path(args.path), Path(args.out), sample=args.sample,
+                                 seed=args.seed if args.seed is not None else 0)
+        for line in lme.lines():
+            print(line)
+        print(f"{lme.questions} questions imported into {args.out}")
+        return 0
     from garden.formats.locomo import import_locomo
 
+    given = [name for name, value in (("--sample", args.sample), ("--seed", args.seed)) if value is not None]
+    if given:
+        raise GardenError(f"{' and '.join(given)}: only for longmemeval (a LoCoMo import takes every conversation)")
     report = import_locomo(Path(args.path), Path(args.out))
     for line in report.lines():
         print(line)
@@ -406,9 +435,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="schemas", help="output folder (default schemas/)")
 
     p = _command(sub, "import", cmd_import, "import a public dataset as garden stories and cases")
-    p.add_argument("kind", choices=["locomo"], help="the dataset's format: locomo (Maharana et al., ACL 2024)")
-    p.add_argument("path", help="a LoCoMo conversation file, a folder of them, or a locomo10.json")
+    p.add_argument("kind", choices=["locomo", "longmemeval"],
+                   help="the dataset's format: locomo (Maharana et al., ACL 2024) or longmemeval (Wu et al., "
+                        "ICLR 2025)")
+    p.add_argument("path", help="locomo: a LoCoMo conversation file, a folder of them, or a locomo10.json; "
+                                "longmemeval: a released .json or .json.gz file (oracle, S or M)")
     p.add_argument("--out", default=".", help="project folder to write fixtures/ and cases/ into (default .)")
+    p.add_argument("--sample", type=_sample_size, metavar="N",
+                   help="longmemeval: import N questions, a sample stratified by question type")
+    p.add_argument("--seed", type=_whole_number, metavar="S",
+                   help="longmemeval: the sample's seed, a whole number (default 0); needs --sample")
 
     p = _command(sub, "traces", cmd_traces, "delete trace files older than the retention window")
     p.add_argument("--keep-days", metavar="N", help="retention window in days, 0 to 36500 "
