@@ -51,7 +51,7 @@ import re
 import shutil
 import tempfile
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from fractions import Fraction
 from pathlib import Path
 from typing import Any, Iterator
@@ -231,6 +231,23 @@ def _turn_problems(at: str, turn: Any) -> list[str]:
 
 
 @dataclass
+class Quirks:
+    """What a build met in the released files and handled (counted in the report, never fatal)."""
+
+    repeated_in_haystack: int = 0   # a session repeated inside one haystack, kept once
+    blank_turns: int = 0            # turns with blank content, left out
+    blank_evidence: int = 0         # of them, marked has_answer in an evidence session
+    marked_outside: int = 0         # has_answer turns outside the evidence sessions
+    evidence_missing: int = 0       # evidence sessions missing from their haystack
+    after_question: int = 0         # session slots dated after their question
+    replaced: int = 0               # texts with a lone surrogate escape
+
+    def add(self, other: "Quirks") -> None:
+        for name in self.__dataclass_fields__:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+
+@dataclass
 class Built:
     """One question, built and validated: the bytes to write and what the build found."""
 
@@ -246,13 +263,7 @@ class Built:
     sessions: dict[str, bytes] = field(default_factory=dict)   # session id -> digest of its turns
     slots: int = 0
     turns: int = 0
-    repeated_in_haystack: int = 0
-    blank_turns: int = 0
-    blank_evidence: int = 0
-    marked_outside: int = 0
-    evidence_missing: int = 0
-    after_question: int = 0
-    replaced: int = 0
+    quirks: Quirks = field(default_factory=Quirks)
 
     @property
     def name(self) -> str:
@@ -275,7 +286,7 @@ def build(q: dict, where: str, label: str) -> Built:
     key = slug(qid_raw)
     asked = parse_date(q["question_date"])
     result = Built(qid_raw, qtype, key, where, b"", "", abstention=qid_raw.endswith(ABSTENTION_SUFFIX))
-    result.replaced += replaced
+    result.quirks.replaced += replaced
     evidence_sessions = list(dict.fromkeys(q["answer_session_ids"]))
     evidence_set = set(evidence_sessions)
     problems: list[str] = []
@@ -286,12 +297,12 @@ def build(q: dict, where: str, label: str) -> Built:
                                                   q["haystack_sessions"])):
         result.slots += 1
         if sid in seen_here:
-            result.repeated_in_haystack += 1
+            result.quirks.repeated_in_haystack += 1
             continue
         seen_here.add(sid)
         when = parse_date(stamp)
         if when.date() > asked.date():
-            result.after_question += 1
+            result.quirks.after_question += 1
         at, title, prefix = when.date().isoformat(), session_title(sid), slug(sid)
         digest = hashlib.blake2b(digest_size=16)
         is_evidence = sid in evidence_set
@@ -301,11 +312,11 @@ def build(q: dict, where: str, label: str) -> Built:
             digest.update(content.encode("utf-8", "surrogatepass"))
             marked = turn.get("has_answer") is True
             if not content.strip():
-                result.blank_turns += 1
-                result.blank_evidence += marked and is_evidence
+                result.quirks.blank_turns += 1
+                result.quirks.blank_evidence += marked and is_evidence
                 continue
             text, bad = _clean(content)
-            result.replaced += bad
+            result.quirks.replaced += bad
             rid = f"{prefix}.{j}"
             record = {"id": rid, "kind": "source", "at": at, "title": title, "text": text, "speaker": role}
             line = _json_line(record)
@@ -320,9 +331,9 @@ def build(q: dict, where: str, label: str) -> Built:
                 result.evidence.append(rid)
                 result.assistant_evidence += role == "assistant"
             elif marked:
-                result.marked_outside += 1
+                result.quirks.marked_outside += 1
         result.sessions[sid] = digest.digest()
-    result.evidence_missing = sum(1 for sid in evidence_sessions if sid not in seen_here)
+    result.quirks.evidence_missing = sum(1 for sid in evidence_sessions if sid not in seen_here)
     if problems:
         raise GardenError(problems)
 
@@ -339,9 +350,9 @@ def build(q: dict, where: str, label: str) -> Built:
     }
     answer = q["answer"]
     answer_text, bad = _clean(answer) if isinstance(answer, str) else (json.dumps(answer), False)
-    result.replaced += bad
+    result.quirks.replaced += bad
     query, bad = _clean(q["question"].strip())
-    result.replaced += bad
+    result.quirks.replaced += bad
     shown_sessions = ", ".join(_clean(s)[0] for s in evidence_sessions) or "none"
     kind = "abstention question (no session answers it)" if result.abstention else "question"
     case: dict = {
@@ -440,13 +451,7 @@ class LongMemEvalReport:
     sessions: int = 0
     differing: int = 0             # session ids whose turns differ between haystacks
     turns: int = 0
-    repeated_in_haystack: int = 0
-    blank_turns: int = 0
-    blank_evidence: int = 0
-    marked_outside: int = 0
-    evidence_missing: int = 0
-    after_question: int = 0
-    replaced: int = 0
+    quirks: Quirks = field(default_factory=Quirks)
     sample: tuple[int, int] | None = None    # (N, seed)
     written: list[Path] = field(default_factory=list)
 
@@ -475,13 +480,13 @@ class LongMemEvalReport:
                    "a session's records are the same in every story that holds it")
         quirks = [
             (self.differing, "session ids whose turns differ between haystacks (each story keeps its own)"),
-            (self.repeated_in_haystack, "sessions repeated inside one haystack, kept once"),
-            (self.blank_turns, "turns with blank content, left out (their numbers kept)"),
-            (self.blank_evidence, "of them marked has_answer in an evidence session, so not judged"),
-            (self.marked_outside, "turns marked has_answer outside the question's evidence sessions, not judged"),
-            (self.evidence_missing, "evidence sessions missing from their haystack"),
-            (self.after_question, "session slots dated after their question (invisible at its as_of)"),
-            (self.replaced, "texts with a lone surrogate escape, replaced by U+FFFD"),
+            (self.quirks.repeated_in_haystack, "sessions repeated inside one haystack, kept once"),
+            (self.quirks.blank_turns, "turns with blank content, left out (their numbers kept)"),
+            (self.quirks.blank_evidence, "of them marked has_answer in an evidence session, so not judged"),
+            (self.quirks.marked_outside, "turns marked has_answer outside the question's evidence sessions, not judged"),
+            (self.quirks.evidence_missing, "evidence sessions missing from their haystack"),
+            (self.quirks.after_question, "session slots dated after their question (invisible at its as_of)"),
+            (self.quirks.replaced, "texts with a lone surrogate escape, replaced by U+FFFD"),
         ]
         out += [f"  {count:,} {what}" for count, what in quirks if count]
         return out
@@ -491,10 +496,7 @@ class LongMemEvalReport:
                 "abstention": self.abstention, "unjudged": self.unjudged, "evidence_turns": self.evidence_turns,
                 "assistant_evidence": self.assistant_evidence, "sessions": self.sessions, "slots": self.slots,
                 "turns": self.turns, "differing": self.differing,
-                "repeated_in_haystack": self.repeated_in_haystack, "blank_turns": self.blank_turns,
-                "blank_evidence": self.blank_evidence, "marked_outside": self.marked_outside,
-                "evidence_missing": self.evidence_missing, "after_question": self.after_question,
-                "replaced": self.replaced, "sample": list(self.sample) if self.sample else None,
+                **asdict(self.quirks), "sample": list(self.sample) if self.sample else None,
                 "written": [str(p) for p in self.written]}
 
 
@@ -588,9 +590,7 @@ def _count(report: LongMemEvalReport, built: Built, digests: dict[str, bytes]) -
             digests[sid] = b""      # counted once, however many haystacks differ
             report.differing += known != b""
     report.sessions = len(digests)
-    for name in ("repeated_in_haystack", "blank_turns", "blank_evidence", "marked_outside", "evidence_missing",
-                 "after_question", "replaced"):
-        setattr(report, name, getattr(report, name) + getattr(built, name))
+    report.quirks.add(built.quirks)
 
 
 def _stage(staging: Path, built: Built) -> None:
