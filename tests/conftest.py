@@ -19,3 +19,12 @@ def project(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("GARDEN_HOME", str(tmp_path / ".garden"))
     return tmp_path
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    """A scratch working folder with its own derived-data folder (a module may define its
+    own `home` where it needs more)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("GARDEN_HOME", str(tmp_path / ".garden"))
+    return tmp_path

@@ -212,6 +212,15 @@ def test_negatives_are_refused_where_they_cannot_be_built(home, capsys):
     assert "unanswerable: true" in capsys.readouterr().err
     with pytest.raises(GardenError, match="kind of negatives"):
         compare_locomo(single, ["bm25s"], negatives_per_store=3)
+    assert main(["ablate", regression, "--stages", "decide", "--negatives", "foreign"]) == 2
+    assert "--negatives builds unanswerable questions" in capsys.readouterr().err
+    pair = home / "pair"
+    pair.mkdir()
+    write(pair / "conv-1.json", conversation())
+    write(pair / "conv-2.json", second_conversation())
+    assert main(["compare", str(pair), "--pipelines", "bm25s", "--negatives", "foreign",
+                 "--negatives-per-store", "0"]) == 2
+    assert "negatives per store must be at least 1" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("content, needle", [
@@ -281,3 +290,20 @@ def test_default_leads_bm25s_and_the_five_list_fusion_significantly(tmp_path, mo
 
 
 EXPECTED = {"Success@1": 0.457, "Success@5": 0.762, "nDCG@10": 0.617}
+
+
+def test_ablate_on_locomo_reports_the_evidence_measures_and_what_the_user_gets(home):
+    from garden.evaluation.ablate import ablate
+
+    folder = home / "set"
+    folder.mkdir()
+    write(folder / "conv-1.json", conversation())
+    write(folder / "conv-2.json", second_conversation())
+    report = ablate(str(folder), stages=["decide", "fill"], negatives="foreign").to_json()
+    assert report["judgments"].startswith("LoCoMo evidence turns") and report["queries"] == 6
+    assert set(report["stages"]) == {"decide", "fill"}
+    assert "Success@5" in report["stages"]["decide"]["metrics"]
+    assert set(report["packet"]) == {"default", "default-decide", "default-fill"}
+    assert report["packet"]["default"]["negatives"]["questions"] == 4
+    with pytest.raises(GardenError, match="fixed measures"):
+        ablate(str(folder), stages=["decide"], metrics="AP")

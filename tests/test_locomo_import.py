@@ -17,22 +17,11 @@ import yaml
 from garden.cli import main
 from garden.errors import GardenError
 from garden.formats.locomo import import_locomo, parse_date_time, resolve_evidence
+from filetree import tree
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo"
 needs_data = pytest.mark.skipif(not (DATA / "conv-30.json").is_file(),
                                 reason=f"the LoCoMo data is not at {DATA} (read-only shared data, not shipped)")
-
-
-@pytest.fixture
-def home(tmp_path, monkeypatch):
-    """A scratch working folder with its own derived-data folder."""
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("GARDEN_HOME", str(tmp_path / ".garden"))
-    return tmp_path
-
-
-def tree(root: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
 def crafted() -> dict:

@@ -25,18 +25,7 @@ from garden.formats.cases import load_case
 from garden.formats.json_stream import _Reader, iter_json_list
 from garden.formats.longmemeval import allocate, import_longmemeval, parse_date, session_title, slug, stratified_sample
 from garden.formats.stories import load_story
-
-
-@pytest.fixture
-def home(tmp_path, monkeypatch):
-    """A scratch working folder with its own derived-data folder."""
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("GARDEN_HOME", str(tmp_path / ".garden"))
-    return tmp_path
-
-
-def tree(root: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+from filetree import tree
 
 
 def stamp(y: int, m: int, d: int, hh: int = 10, mm: int = 0) -> str:

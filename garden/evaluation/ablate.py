@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import SimpleNamespace
 
 from garden.errors import GardenError
+from garden.evaluation.negatives import NEGATIVES_NEED_STORES
 from garden.evaluation.replay import compare_source, is_collection
 from garden.evaluation.runner import load_cases, run_case
 from garden.pipelines import STRUCTURED, check_pipeline
@@ -23,7 +23,7 @@ from garden.pipelines import STRUCTURED, check_pipeline
 class Ablation:
     full: str
     variants: dict[str, str]                       # stage -> pipeline name without it
-    comparison: object                             # the SourceReport of full vs every variant
+    comparison: object                             # the CompareReport of full vs every variant
     decides: dict[str, list[str]] = field(default_factory=dict)   # stage -> cases it makes pass
     hurts: dict[str, list[str]] = field(default_factory=dict)     # stage -> cases it makes fail
     cases: int = 0
@@ -31,7 +31,7 @@ class Ablation:
     packets: dict[str, dict] = field(default_factory=dict)        # pipeline -> what the user gets (LoCoMo)
 
     def to_json(self) -> dict:
-        report = self.comparison.report
+        report = self.comparison
         tests = report.tests
         rows = {}
         for stage, name in self.variants.items():
@@ -115,13 +115,12 @@ def ablate(source: str, full: str = "default", stages: list[str] | None = None, 
             raise GardenError(f"{source}: a LoCoMo ablation reports its fixed measures (--metrics applies to "
                               "collections, cases and traces)")
         report = compare_locomo(path, [full, *variants.values()], baseline=full, negatives=negatives)
-        ablation.comparison = SimpleNamespace(report=report.turn)
+        ablation.comparison = report.turn
         ablation.judged_by = report.to_json()["judgments"]
         ablation.packets = report.packets.groups if report.packets else {}
         return ablation
     if negatives is not None:
-        raise GardenError(f"{source}: --negatives builds unanswerable questions from a set of conversational "
-                          "stores (LoCoMo, or `garden import locomo` output)")
+        raise GardenError(f"{source}: {NEGATIVES_NEED_STORES}")
     if path.exists() and not is_collection(path) and path.suffix != ".jsonl":
         cases = load_cases([source])
         ablation.cases = len(cases)
@@ -133,8 +132,8 @@ def ablate(source: str, full: str = "default", stages: list[str] | None = None, 
                     ablation.decides.setdefault(stage, []).append(case.id)
                 elif without and not with_stage:
                     ablation.hurts.setdefault(stage, []).append(case.id)
-    ablation.comparison = compare_source(source, [full, *variants.values()], baseline=full, metrics=metrics)
-    if ablation.comparison.report is None:
+    ablation.comparison = compare_source(source, [full, *variants.values()], baseline=full, metrics=metrics).report
+    if ablation.comparison is None:
         raise GardenError(f"{source}: no question has judgments (a case's expectations or a collection's "
                           "qrels), so no stage's worth can be measured")
     return ablation

@@ -429,6 +429,7 @@ def compare_source(source: str, pipelines: list[str], baseline: str | None = Non
     if not pipelines:
         raise GardenError("--pipelines names no pipeline")
     from garden.evaluation.locomo import FUSION_NAME, compare_locomo, is_locomo
+    from garden.evaluation.negatives import NEGATIVES_NEED_STORES
 
     for p in pipelines:
         if p != FUSION_NAME:  # a LoCoMo reference, checked below
@@ -452,8 +453,7 @@ def compare_source(source: str, pipelines: list[str], baseline: str | None = Non
         return compare_locomo(path, pipelines, baseline, negatives=negatives, negatives_per_store=negatives_per_store,
                               negatives_seed=negatives_seed, plot=plot)
     if negatives is not None or negatives_per_store is not None:
-        raise GardenError(f"{source}: --negatives builds unanswerable questions from a set of conversational stores "
-                          "(LoCoMo, or `garden import locomo` output); a case folder declares its own with "
+        raise GardenError(f"{source}: {NEGATIVES_NEED_STORES}; a case folder declares its own with "
                           "`unanswerable: true`")
     if FUSION_NAME in pipelines:
         raise GardenError(f"pipeline {FUSION_NAME!r} is a reference for LoCoMo only: {source} is not LoCoMo")
