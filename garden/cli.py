@@ -199,7 +199,7 @@ def cmd_compare(args) -> int:
                             plot=args.plot, metrics=args.metrics, trace_source=args.source_kind,
                             judgments=args.judgments, since=args.since, until=args.until,
                             negatives=args.negatives, negatives_per_store=args.negatives_per_store,
-                            negatives_seed=args.negatives_seed)
+                            negatives_seed=args.negatives_seed, scoring=args.scoring)
     _emit(args, report)
     return 0
 
@@ -381,7 +381,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = _command(sub, "compare", cmd_compare, "replay the same queries under several pipelines, side by side",
                  json="print JSON")
     p.add_argument("source", help="a collection folder (TREC or BEIR), a case file or folder, a trace file, "
-                                  "or LoCoMo (a file, a folder of them, or `garden import locomo` output)")
+                                  "LoCoMo (a file, a folder of them, or `garden import locomo` output), or "
+                                  "LongMemEval (a released .json or .json.gz file, or `garden import longmemeval` "
+                                  "output)")
     p.add_argument("--pipelines", required=True, help="comma-separated pipeline names")
     p.add_argument("--baseline", help="pipeline the others are tested against (default: the first)")
     p.add_argument("--metrics", help="comma-separated ir-measures names (default AP,nDCG@10,R@1000,RR,P@10)")
@@ -394,6 +396,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--negatives-per-store", type=int,
                    help="negatives asked of each store (default: as many as the smallest store asks)")
     p.add_argument("--negatives-seed", type=int, default=0, help="seed of the negatives' sample (default 0)")
+    p.add_argument("--scoring", choices=("garden", "longmemeval"),
+                   help="LongMemEval: longmemeval adds the authors' own measures (their gold, discount and k, "
+                        "at turn and session level) beside the garden's (default garden)")
     p.add_argument("--source", dest="source_kind", choices=("query", "case"),
                    help="of a trace: only free queries (query) or only case runs (case)")
     p.add_argument("--judgments", help="of a trace: a person's grades and verdicts from `garden judge` (qrels file)")

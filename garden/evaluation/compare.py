@@ -399,6 +399,24 @@ def compare_runs(qrels: Qrels, runs: Mapping[str, Run], baseline: str | None = N
     return CompareReport(name, baseline, evaluation, tests, dict(queries_per_s or {}), alpha, permutations)
 
 
+def compare_values(per_query: Mapping[str, Mapping[str, Mapping[str, float]]], measures: Sequence[str],
+                   baseline: str, name: str = "runs", permutations: int = PERMUTATIONS,
+                   alpha: float = ALPHA) -> CompareReport:
+    """A report over measures computed elsewhere (pipeline -> measure -> qid -> value, every
+    pipeline valued on the same questions): means, and each pipeline's paired test against
+    `baseline` with Holm's correction, as for measures ir-measures computes."""
+    if baseline not in per_query:
+        raise GardenError(f"baseline {baseline!r} is not among the pipelines: {', '.join(per_query)}")
+    qids = sorted(per_query[baseline][measures[0]], key=natural_key)
+    if not qids:
+        raise GardenError(f"{name}: no question to evaluate")
+    table = {p: {m: {q: float(per_query[p][m][q]) for q in qids} for m in measures} for p in per_query}
+    aggregates = {p: {m: float(np.mean(list(v[m].values()))) for m in measures} for p, v in table.items()}
+    evaluation = Evaluation(list(measures), qids, table, aggregates)
+    tests = significance(evaluation, baseline, permutations=permutations, alpha=alpha)
+    return CompareReport(name, baseline, evaluation, tests, {}, alpha, permutations)
+
+
 def compare_collection(path: str | Path, pipelines: Sequence[str], baseline: str | None = None,
                        measures: Sequence[str] = DEFAULT_MEASURES, depth: int = 1000,
                        trec_dir: str | Path | None = None, plot: str | Path | None = None,

@@ -23,82 +23,34 @@ the user gets: no ranking measure is defined for a question that nothing answers
 """
 from __future__ import annotations
 
-import datetime as dt
-import json
 import re
-import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-import numpy as np
-
 from garden.errors import GardenError
 from garden.derived.home import derived_folder
-from garden.evaluation.compare import ALPHA, PERMUTATIONS, CompareReport, compare_runs
+from garden.evaluation.compare import ALPHA, PERMUTATIONS
 from garden.evaluation.negatives import FOREIGN_HOW, NEGATIVE_KINDS, SEED as NEGATIVES_SEED, foreign_negatives
-from garden.evaluation.packets import PacketRow, decision_report, packet_row, packet_tables, plot_decisions
-from garden.models import DEFAULT_BUDGET, Settings, Story
-from garden.rerank.premise import WARNING as PREMISE_WARNING
+from garden.evaluation.packets import plot_decisions
+from garden.evaluation.stores import (ALL_AT, DEPTH, TURN_KIND, TURN_MEASURES, Conversation, Question, Reference,
+                                      StoresReport, as_run, iter_imported, judge_runs, prepare, questions_of, rank_questions, run_stores,
+                                      stores_report, turn_ranking)
+from garden.models import DEFAULT_BUDGET, Story
 
-TURN_MEASURES = ("Success@1", "Success@5", "Success@10", "R@5", "R@10", "nDCG@10")
-ALL_AT = 5            # the share of questions with every evidence turn in the top 5
-DEPTH = 100           # records a pipeline ranks per question; @10 is the deepest measure
-TURN_KIND = "source"
+# the names experiments and older callers know these by
+LocomoReport = StoresReport
+_as_run, _prepare, _rank_conversation = as_run, prepare, rank_questions
+__all__ = ["ALL_AT", "DEPTH", "TURN_MEASURES", "Conversation", "Question", "turn_ranking", "compare_locomo",
+           "is_locomo", "load_conversations", "five_list_fusion", "FUSION_NAME"]
+
 CATEGORY = re.compile(r"category (\d+) \(([^)]*)\)")
-
-
-@dataclass
-class Question:
-    qid: str                 # <story>/<case id>
-    text: str
-    category: str            # "4 single-hop"
-    evidence: list[str]      # empty for a negative: nothing in this store answers it
-    as_of: object
-    negative: str | None = None   # how a negative was built (see negatives.py); None: the store's own
-    source: str | None = None     # a negative's original question, <story>/<case id>
-
-
-@dataclass
-class Conversation:
-    story: Story
-    questions: list[Question]
-
-    @property
-    def turns(self) -> list[str]:
-        return [r.id for r in self.story.records if r.kind == TURN_KIND]
-
-    def sessions(self) -> dict[str, str]:
-        """Turn id -> its session: the run of turns in story order sharing a date and title."""
-        out, key, n = {}, None, 0
-        for r in self.story.records:
-            if r.kind != TURN_KIND:
-                continue
-            if (r.at, r.title) != key:
-                key, n = (r.at, r.title), n + 1
-            out[r.id] = f"s{n}"
-        return out
+JUDGMENTS = ("LoCoMo evidence turns (Maharana et al., ACL 2024; CC BY-NC 4.0): a question's "
+             "relevant documents are its evidence turns; derived records stand for the turns they cite")
 
 
 def _category(text: str | None) -> str:
     m = CATEGORY.search(text or "")
     return f"{m.group(1)} {m.group(2)}" if m else "uncategorized"
-
-
-def _questions(story: Story, cases: Sequence[dict]) -> list[Question]:
-    """The judged questions: a case naming an evidence turn, and a case that declares itself
-    unanswerable (`expect: {unanswerable: true}`), which is a negative."""
-    turns = {r.id for r in story.records if r.kind == TURN_KIND}
-    out = []
-    for case in cases:
-        expect = case.get("expect") or {}
-        evidence = [rid for rid in expect.get("include", []) if rid in turns]
-        declared = expect.get("unanswerable") is True
-        if evidence or declared:
-            out.append(Question(f"{story.story}/{case['id']}", case["query"], _category(case.get("category")),
-                                [] if declared else evidence, dt.date.fromisoformat(str(case["as_of"])),
-                                negative="declared" if declared else None))
-    return out
 
 
 def is_locomo(path: Path) -> bool:
@@ -123,203 +75,51 @@ def load_conversations(path: str | Path) -> list[Conversation]:
     for conv in read_conversations(path):
         imported = build(conv)
         story = Story.model_validate(imported.story)
-        out.append(Conversation(story, _questions(story, list(imported.cases.values()))))
+        out.append(Conversation(story, questions_of(story, list(imported.cases.values()), _category)))
     return out
 
 
 def _load_imported(root: Path) -> list[Conversation]:
-    from garden.formats.stories import load_story
-    from garden.formats.yaml_reader import read_yaml
-
-    out = []
-    for file in sorted((root / "fixtures").glob("locomo-*.yaml")):
-        story = load_story(file)
-        cases = [read_yaml(f) for f in sorted((root / "cases" / file.stem).glob("*.yaml"))]
-        out.append(Conversation(story, _questions(story, [c for c in cases if isinstance(c, dict)])))
+    out = list(iter_imported(root, "locomo-*.yaml", _category))
     if not out:
         raise GardenError(f"{root}: no fixtures/locomo-*.yaml to compare on")
     return out
-
-
-# --- one rule from a ranking of records to a ranking of turns ---------------------------
-
-
-def turn_ranking(story: Story, ranking: Sequence[tuple[str, float]], depth: int = DEPTH) -> list[str]:
-    """The turns a ranking of records stands for, best first (see the module docstring)."""
-    scores = dict(ranking)
-    order = {r.id: i for i, r in enumerate(story.records)}
-    out: list[str] = []
-    placed: set[str] = set()
-    for rid, _ in ranking:
-        record = story.by_id.get(rid)
-        if record is None:
-            continue
-        if record.kind == TURN_KIND:
-            cited = [rid]
-        else:
-            cited = sorted((s for s in record.sources if s in story.by_id and story.by_id[s].kind == TURN_KIND),
-                           key=lambda s: (-scores.get(s, 0.0), order[s]))
-        for tid in cited:
-            if tid not in placed:
-                placed.add(tid)
-                out.append(tid)
-        if len(out) >= depth:
-            break
-    return out[:depth]
-
-
-def _as_run(ranked: Sequence[str]) -> list[tuple[str, float]]:
-    """Scores that keep the order (ir-measures sorts by score)."""
-    return [(doc, float(len(ranked) - i)) for i, doc in enumerate(ranked)]
-
-
-def _sessions_run(turns: Sequence[str], session_of: dict[str, str]) -> list[str]:
-    out: list[str] = []
-    for t in turns:
-        s = session_of[t]
-        if s not in out:
-            out.append(s)
-    return out
-
-
-# --- running the pipelines -------------------------------------------------------------
-
-
-def _rank_conversation(pipeline, conv: Conversation, depth: int, questions: Sequence[Question] | None = None,
-                       settings: Settings | None = None) -> list[list[tuple[str, float]]]:
-    from garden.pipelines.structured import StructuredPipeline
-
-    questions = conv.questions if questions is None else questions
-    if pipeline == FUSION_NAME:
-        return five_list_fusion(conv, depth, questions)
-    from garden.rerank.query import QuerySpec
-    from garden.retrievers import as_retriever
-
-    if isinstance(pipeline, StructuredPipeline):
-        settings = (settings or Settings()).merged(Settings(candidates=depth))
-        return [pipeline.ranking(QuerySpec(conv.story, q.text, q.as_of, settings=settings), depth).by_relevance(depth)
-                for q in questions]
-    retriever = as_retriever(pipeline.indexes.retriever(conv.story, pipeline.name))
-    return retriever.top_many([q.text for q in questions], depth)
-
-
-def _prepare(pipeline, story: Story) -> None:
-    from garden.pipelines.ranking import prepare
-    from garden.pipelines.structured import StructuredPipeline
-
-    if pipeline == FUSION_NAME:
-        return
-    if isinstance(pipeline, StructuredPipeline):
-        prepare(pipeline, story)
-    else:
-        pipeline.indexes.retriever(story, pipeline.name)
-
-
-def _packets(pipeline, conv: Conversation, questions: Sequence[Question], budget: int,
-             rankings: Sequence[Sequence[tuple[str, float]]]) -> list[PacketRow]:
-    from garden.analyzer import analyze
-    from garden.rerank.decide import gate_score
-    from garden.rerank.query import QuerySpec
-
-    out = []
-    for q, ranking in zip(questions, rankings):
-        outcome = pipeline.run(QuerySpec(conv.story, q.text, q.as_of, budget=budget))
-        packet = outcome.packet
-        flagged = any(w.startswith(PREMISE_WARNING) for w in packet.warnings)
-        out.append(packet_row(q, packet, conv.story, gate_score(outcome.stages), [s for _, s in ranking],
-                              len(analyze(q.text)), flagged))
-    return out
-
-
-@dataclass
-class LocomoReport:
-    source: str
-    baseline: str
-    turn: CompareReport
-    session: CompareReport
-    by_category: dict[str, CompareReport]
-    all_at: dict[str, float]                       # pipeline -> share with every evidence turn in the top ALL_AT
-    all_at_by_category: dict[str, dict[str, float]]
-    packets: DecisionReport | None                 # what the user gets, answerable questions and negatives
-    ms_per_query: dict[str, float]
-    conversations: int
-    questions: int
-    negatives: dict | None = None                  # how the negatives were built, and how many
-    plot: str | None = None                        # the risk-coverage PNG, when written
-    # what was judged, for side-by-side views (not in the JSON): pipeline -> qid -> turns, best first
-    rankings: dict[str, dict[str, list[str]]] = field(default_factory=dict, repr=False)
-    asked: dict[str, Question] = field(default_factory=dict, repr=False)
-
-    def to_json(self) -> dict:
-        def block(report: CompareReport) -> dict:
-            j = report.to_json()
-            return {"queries": j["queries"], "pipelines": j["pipelines"], "tests": j["tests"]}
-
-        return {
-            "source": self.source,
-            "judgments": "LoCoMo evidence turns (Maharana et al., ACL 2024; CC BY-NC 4.0): a question's "
-                         "relevant documents are its evidence turns; derived records stand for the turns they cite",
-            "conversations": self.conversations,
-            "questions": self.questions,
-            "baseline": self.baseline,
-            "measures": list(TURN_MEASURES),
-            "turn": {**block(self.turn), f"all_evidence@{ALL_AT}": self.all_at},
-            "session": block(self.session),
-            "by_category": {cat: {**block(rep), f"all_evidence@{ALL_AT}": self.all_at_by_category[cat]}
-                            for cat, rep in self.by_category.items()},
-            "negatives": self.negatives,
-            "packet": self.packets.to_json() if self.packets else None,
-            "risk_coverage_plot": self.plot,
-            "ms_per_query": self.ms_per_query,
-        }
-
-    def dumps(self) -> str:
-        return json.dumps(self.to_json(), indent=2)
-
-    def show(self) -> None:
-        from rich.console import Console
-
-        console = Console(width=160)
-        for table in self.tables():
-            console.print(table)
-
-    def tables(self) -> list:
-        from rich.table import Table
-
-        out = []
-        for title, report in [("turn level", self.turn), ("session level", self.session)]:
-            table = report.table()
-            table.title = f"{self.source}, {title}: {self.questions} questions, baseline {self.baseline}"
-            out.append(table)
-        table = Table(title=f"Success@5 by category (all evidence in top {ALL_AT} in brackets)")
-        table.add_column("category")
-        names = list(self.turn.evaluation.aggregates)
-        for name in names:
-            table.add_column(name, justify="right")
-        for cat, report in self.by_category.items():
-            cells = []
-            for name in names:
-                test = report.tests.get(name, {}).get("Success@5")
-                mark = (" ▲" if test.delta > 0 else " ▼") if test is not None and test.significant else ""
-                cells.append(f"{report.evaluation.aggregates[name]['Success@5']:.3f}{mark} "
-                             f"({self.all_at_by_category[cat][name]:.3f})")
-            table.add_row(f"{cat} ({len(report.evaluation.qids)})", *cells)
-        out.append(table)
-        if self.packets is not None:
-            out += packet_tables(self.packets, DEFAULT_BUDGET, self.ms_per_query, self.negatives)
-        return out
 
 
 def compare_locomo(path: str | Path, pipelines: Sequence[str], baseline: str | None = None,
                    depth: int = DEPTH, budget: int = DEFAULT_BUDGET, packets: bool = True,
                    permutations: int = PERMUTATIONS, alpha: float = ALPHA, negatives: str | None = None,
                    negatives_per_store: int | None = None, negatives_seed: int = NEGATIVES_SEED,
-                   plot: str | Path | None = None) -> LocomoReport:
+                   plot: str | Path | None = None) -> StoresReport:
     """Everything `garden compare` does on LoCoMo short of printing. `negatives` adds
     unanswerable questions built from the stores themselves (see negatives.py); a case that
     declares itself unanswerable is one already. Negatives are judged by their decision and
     packet only: no ranking measure is defined for a question nothing answers."""
-    from garden.pipelines import check_pipeline, make_pipeline
+    baseline = check_comparison(pipelines, baseline)
+    if negatives is not None and negatives not in NEGATIVE_KINDS:
+        raise GardenError(f"negatives {negatives!r}: choose one of {', '.join(NEGATIVE_KINDS)}")
+    if negatives is None and negatives_per_store is not None:
+        raise GardenError("a count of negatives per store needs a kind of negatives to build (foreign)")
+    conversations = load_conversations(path)
+    added = foreign_negatives(conversations, negatives_per_store, negatives_seed) if negatives else {}
+    if not any(q.evidence for c in conversations for q in c.questions):
+        raise GardenError(f"{path}: no question names an evidence turn: nothing to judge")
+    runs = run_stores(((c, c.questions + added.get(c.story.story, [])) for c in conversations),
+                      made_pipelines(pipelines), depth, budget, packets)
+    name = str(path)
+    judged = judge_runs(runs, baseline, name, permutations, alpha)
+    report = stores_report(runs, judged, name, baseline, JUDGMENTS,
+                           negatives=_negatives_note(runs.asked, negatives, negatives_per_store, negatives_seed))
+    if report.packets is not None and report.negatives is not None:
+        report.plot = plot_decisions(report.packets, plot or derived_folder("reports") / "locomo-risk-coverage.png",
+                                     f"{Path(name).name}: answer or stay silent "
+                                     f"({report.negatives['negatives']} negatives)")
+    return report
+
+
+def check_comparison(pipelines: Sequence[str], baseline: str | None) -> str:
+    """The baseline (the first pipeline when none is named), once every name is checked."""
+    from garden.pipelines import check_pipeline
 
     if not pipelines:
         raise GardenError("no pipeline to compare")
@@ -329,68 +129,14 @@ def compare_locomo(path: str | Path, pipelines: Sequence[str], baseline: str | N
     baseline = baseline or pipelines[0]
     if baseline not in pipelines:
         raise GardenError(f"baseline {baseline!r} is not among the pipelines: {', '.join(pipelines)}")
-    if negatives is not None and negatives not in NEGATIVE_KINDS:
-        raise GardenError(f"negatives {negatives!r}: choose one of {', '.join(NEGATIVE_KINDS)}")
-    if negatives is None and negatives_per_store is not None:
-        raise GardenError("a count of negatives per store needs a kind of negatives to build (foreign)")
-    conversations = load_conversations(path)
-    added = foreign_negatives(conversations, negatives_per_store, negatives_seed) if negatives else {}
-    asked = {c.story.story: c.questions + added.get(c.story.story, []) for c in conversations}
-    questions = [q for c in conversations for q in c.questions if q.evidence]
-    if not questions:
-        raise GardenError(f"{path}: no question names an evidence turn: nothing to judge")
-    turn_runs: dict[str, dict] = {p: {} for p in pipelines}
-    session_runs: dict[str, dict] = {p: {} for p in pipelines}
-    rows: dict[str, list[PacketRow]] = {}
-    ms: dict[str, float] = {}
-    for name in pipelines:
-        pipeline = FUSION_NAME if name == FUSION_NAME else make_pipeline(name)
-        elapsed = 0.0
-        for conv in conversations:
-            _prepare(pipeline, conv.story)  # indexes built before the clock starts
-            mine = asked[conv.story.story]
-            start = time.perf_counter()
-            rankings = _rank_conversation(pipeline, conv, depth, mine)
-            elapsed += time.perf_counter() - start
-            session_of = conv.sessions()
-            for q, ranking in zip(mine, rankings):
-                if not q.evidence:
-                    continue
-                turns = turn_ranking(conv.story, ranking, depth)
-                turn_runs[name][q.qid] = _as_run(turns)
-                session_runs[name][q.qid] = _as_run(_sessions_run(turns, session_of))
-            if packets and pipeline != FUSION_NAME:  # a ranking of turns, not a pipeline: no packet
-                rows.setdefault(name, []).extend(_packets(pipeline, conv, mine, budget, rankings))
-        ms[name] = 1e3 * elapsed / sum(len(v) for v in asked.values())
-    turn_qrels = {q.qid: {t: 1 for t in q.evidence} for q in questions}
-    session_qrels = {}
-    for conv in conversations:
-        session_of = conv.sessions()
-        for q in conv.questions:
-            if q.evidence:
-                session_qrels[q.qid] = {session_of[t]: 1 for t in q.evidence}
-    name = str(path)
-    speed = {p: 1e3 / v for p, v in ms.items() if v > 0}
-    turn = compare_runs(turn_qrels, turn_runs, baseline, TURN_MEASURES, speed, name=name, permutations=permutations,
-                        alpha=alpha)
-    session = compare_runs(session_qrels, session_runs, baseline, TURN_MEASURES, name=name,
-                           permutations=permutations, alpha=alpha)
-    by_category, all_by_category = {}, {}
-    for cat in sorted({q.category for q in questions}):
-        qrels = {q.qid: turn_qrels[q.qid] for q in questions if q.category == cat}
-        by_category[cat] = compare_runs(qrels, turn_runs, baseline, TURN_MEASURES, name=f"{name} {cat}",
-                                        permutations=permutations, alpha=alpha)
-        all_by_category[cat] = _all_evidence(by_category[cat])
-    rankings = {p: {qid: [doc for doc, _ in run] for qid, run in runs.items()} for p, runs in turn_runs.items()}
-    decisions = decision_report(rows) if rows else None
-    built = _negatives_note(asked, negatives, negatives_per_store, negatives_seed)
-    written = None
-    if decisions is not None and built is not None:
-        written = plot_decisions(decisions, plot or derived_folder("reports") / "locomo-risk-coverage.png",
-                                 f"{Path(name).name}: answer or stay silent ({built['negatives']} negatives)")
-    return LocomoReport(name, baseline, turn, session, by_category, _all_evidence(turn), all_by_category, decisions,
-                        ms, len(conversations), len(questions), built, written, rankings,
-                        {q.qid: q for q in questions})
+    return baseline
+
+
+def made_pipelines(pipelines: Sequence[str]) -> dict[str, object]:
+    """Name -> the pipeline (or LoCoMo's reference fusion) that runs it."""
+    from garden.pipelines import make_pipeline
+
+    return {name: FUSION if name == FUSION_NAME else make_pipeline(name) for name in pipelines}
 
 
 def _negatives_note(asked: dict[str, list[Question]], kind: str | None, per_store: int | None,
@@ -409,12 +155,6 @@ def _negatives_note(asked: dict[str, list[Question]], kind: str | None, per_stor
     return {"kind": " and ".join(sorted({q.negative for q in found})), "negatives": len(found),
             "per_store": counts, "how": "; ".join(how),
             "judgments": "nothing in this store answers it: no relevant record"}
-
-
-def _all_evidence(report: CompareReport) -> dict[str, float]:
-    """Share of questions whose every evidence turn is in the top ALL_AT: R@5 = 1."""
-    ev = report.evaluation
-    return {p: float(np.mean(ev.values(p, f"R@{ALL_AT}") >= 1 - 1e-9)) for p in ev.per_query}
 
 
 # --- the reference fusion ABOUT.md reports -----------------------------------------------
@@ -472,3 +212,6 @@ def five_list_fusion(conv: Conversation, depth: int = DEPTH,
                 fused[i][rid] = fused[i].get(rid, 0.0) + weight / (FUSION_K + rank)
     order = {t.id: n for n, t in enumerate(turns)}
     return [sorted(f.items(), key=lambda kv: (-kv[1], order[kv[0]]))[:depth] for f in fused]
+
+
+FUSION = Reference(FUSION_NAME, five_list_fusion)

@@ -425,7 +425,8 @@ def is_collection(path: Path) -> bool:
 def compare_source(source: str, pipelines: list[str], baseline: str | None = None, trec_dir: str | None = None,
                    plot: str | None = None, metrics: str | None = None, trace_source: str | None = None,
                    judgments: str | None = None, since: dt.date | None = None, until: dt.date | None = None,
-                   negatives: str | None = None, negatives_per_store: int | None = None, negatives_seed: int = 0):
+                   negatives: str | None = None, negatives_per_store: int | None = None, negatives_seed: int = 0,
+                   scoring: str | None = None):
     if not pipelines:
         raise GardenError("--pipelines names no pipeline")
     from garden.evaluation.locomo import FUSION_NAME, compare_locomo, is_locomo
@@ -446,6 +447,17 @@ def compare_source(source: str, pipelines: list[str], baseline: str | None = Non
     if judgments is not None and not trace:
         raise GardenError("--judgments grades a trace's questions (`garden judge`); a case, collection or "
                           "LoCoMo source brings its own judgments")
+    from garden.evaluation.longmemeval import compare_longmemeval, is_longmemeval
+
+    if is_longmemeval(path):
+        if metrics or trec_dir or negatives is not None or negatives_per_store is not None:
+            raise GardenError(f"{source}: a LongMemEval comparison reports its fixed measures and brings its own "
+                              "negatives, the abstention questions (--metrics, --trec-dir and --negatives do not "
+                              "apply)")
+        return compare_longmemeval(path, pipelines, baseline, scoring=scoring or "garden", plot=plot)
+    if scoring is not None:
+        raise GardenError(f"--scoring: LongMemEval's own scoring applies to a LongMemEval file or its import; "
+                          f"{source} is not one")
     if is_locomo(path):
         if metrics or trec_dir:
             raise GardenError(f"{source}: a LoCoMo comparison reports its fixed measures "

@@ -261,6 +261,8 @@ class Built:
     evidence: list[str] = field(default_factory=list)
     assistant_evidence: int = 0
     sessions: dict[str, bytes] = field(default_factory=dict)   # session id -> digest of its turns
+    story: Story | None = None          # the validated story, as `garden run` would load it
+    case: dict = field(default_factory=dict)
     slots: int = 0
     turns: int = 0
     quirks: Quirks = field(default_factory=Quirks)
@@ -366,7 +368,8 @@ def build(q: dict, where: str, label: str) -> Built:
         "expect": ({"unanswerable": True} if result.abstention
                    else {"include": list(result.evidence)} if result.evidence else {}),
     }
-    _validate(result, header, values, case)
+    result.story = _validate(result, header, values, case)
+    result.case = case
     result.story_bytes = _json_line(header) + b"".join(records)
     result.case_text = dump_yaml(case)
     if len(result.case_text.encode("utf-8")) > MAX_FILE_BYTES:
@@ -375,10 +378,11 @@ def build(q: dict, where: str, label: str) -> Built:
     return result
 
 
-def _validate(result: Built, header: dict, records: list[dict], case: dict) -> None:
+def _validate(result: Built, header: dict, records: list[dict], case: dict) -> Story:
     """The outputs validated by the models `garden check` and `garden run` use, so an
-    import that succeeds writes only files those commands accept."""
+    import that succeeds writes only files those commands accept; the story, validated."""
     problems: list[str] = []
+    story = None
     fixture = Path("fixtures") / f"{result.name}{SUFFIX}"
     try:
         story = Story.model_validate({**header, "records": records})
@@ -391,6 +395,7 @@ def _validate(result: Built, header: dict, records: list[dict], case: dict) -> N
         problems += [f"{result.where}: case field {'%s: %s' % describe_pydantic_error(e)}" for e in exc.errors()]
     if problems:
         raise GardenError(problems)
+    return story
 
 
 # --- sampling ------------------------------------------------------------------------
@@ -531,10 +536,12 @@ def _label(path: Path) -> str:
 
 
 def _scan(path: Path, problems: _Problems, report: LongMemEvalReport, chosen: set[str] | None,
-          staging: Path | None, built_names: list[tuple[str, str]], chunk_chars: int) -> list[tuple[str, str]]:
+          staging: Path | None, built_names: list[tuple[str, str]], chunk_chars: int,
+          building: bool = False) -> list[tuple[str, str]]:
     """One pass over the file: every record checked; with `staging`, the ones in `chosen`
-    (all, when None) built and written there while no problem is known. Returns the
-    (question id, type) pairs of the records that checked."""
+    (all, when None) built and written there while no problem is known; with `building`,
+    built and counted but not kept. Returns the (question id, type) pairs of the records
+    that checked."""
     file, label = str(path), _label(path)
     keys: list[tuple[str, str]] = []
     first_seen: dict[str, int] = {}
@@ -559,15 +566,16 @@ def _scan(path: Path, problems: _Problems, report: LongMemEvalReport, chosen: se
                 continue
             slug_of[key] = qid
             keys.append((qid, q["question_type"]))
-            if staging is None or (chosen is not None and qid not in chosen) or problems:
+            if not (staging is not None or building) or (chosen is not None and qid not in chosen) or problems:
                 continue
             try:
                 built = build(q, where, label)
             except GardenError as exc:
                 problems.extend(exc.messages)
                 continue
-            _stage(staging, built)
-            built_names.append((built.name, built.key))
+            if staging is not None:
+                _stage(staging, built)
+                built_names.append((built.name, built.key))
             _count(report, built, digests)
     except GardenError as exc:
         problems.extend(exc.messages)
@@ -674,6 +682,33 @@ def import_longmemeval(path: str | Path, out: str | Path = ".", sample: int | No
     if not built:
         _remove_created(created)
     return report
+
+
+def read_built(path: str | Path, chunk_chars: int = CHUNK_CHARS) -> tuple[LongMemEvalReport, Iterator[Built]]:
+    """Every question of a LongMemEval file built as the import builds it, without writing
+    anything: (what the file holds, the questions one at a time, in file order). A first
+    pass checks and builds every record, so any problem raises here, located, before the
+    first question is handed out; the second builds them again one at a time, so memory
+    holds one question whatever the file's size."""
+    path = Path(path)
+    if not path.is_file():
+        raise GardenError(f"{path}: no such file" if not path.exists() else
+                          f"{path}: not a file; give the LongMemEval .json or .json.gz file")
+    problems = _Problems(str(path))
+    report = LongMemEvalReport(str(path))
+    keys = _scan(path, problems, report, None, None, [], chunk_chars, building=True)
+    if problems:
+        raise problems.error()
+    report.read.update(t for _, t in keys)
+    if not keys:
+        raise GardenError(f"{path}: holds no question")
+
+    def questions() -> Iterator[Built]:
+        file, label = str(path), _label(path)
+        for index, q, _ in read_questions(path, chunk_chars):
+            yield build(q, _where(file, index, q), label)
+
+    return report, questions()
 
 
 def _remove_created(created: list[Path]) -> None:
