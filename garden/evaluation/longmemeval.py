@@ -9,7 +9,7 @@ and `cases/`). Each question is built exactly as the import builds it, so the tw
 same figures.
 
 Two scorings, one set of rankings (garden/evaluation/stores.py turns each pipeline's
-ranking into a ranking of turns, cut at `depth`):
+ranking into a ranking of turns, cut at `depth`, DEPTH by default):
 
 - `garden` (always): the garden's measures (ir-measures), a question's relevant documents
   its evidence turns, the turns marked `has_answer` inside its evidence sessions, of
@@ -40,11 +40,15 @@ from garden.evaluation.compare import ALPHA, PERMUTATIONS, CompareReport, compar
 from garden.evaluation.locomo import check_comparison, made_pipelines
 from garden.evaluation.longmemeval_scoring import EVIDENCE_PREFIX, KS, measures, turn_ranking_at_session_level
 from garden.evaluation.packets import plot_decisions
-from garden.evaluation.stores import (DEPTH, TURN_KIND, Conversation, Question, StoresReport, iter_imported,
+from garden.evaluation.stores import (TURN_KIND, Conversation, Question, StoresReport, iter_imported,
                                       judge_runs, run_stores, stores_report)
 from garden.models import DEFAULT_BUDGET, Story
 
 SCORINGS = ("garden", "longmemeval")
+# records ranked per question: past an S haystack (about 500 turns), so the authors' session
+# level at k 30 and 50, which grows its depth until k sessions are covered, reads a whole
+# ranking; an M haystack (about 5,000 turns) is cut here
+DEPTH = 1000
 AUTHORS_SHOWN = ("recall_any@5", "recall_all@5", "ndcg_any@5", "recall_any@10", "recall_all@10", "ndcg_any@10")
 USER = "user"
 JUDGMENTS = ("LongMemEval evidence turns (Wu et al., ICLR 2025; MIT): the turns marked has_answer inside a "
