@@ -222,6 +222,7 @@ class Settings(Strict):
     premise_ratio: float | None = Field(default=None, ge=1)
     answer_at: float | None = None
     decisive: float | None = Field(default=None, ge=1)
+    window: float | None = Field(default=None, ge=0)
 
     @field_validator("standout", mode="before")
     @classmethod
@@ -266,6 +267,7 @@ SETTING_DEFAULTS: dict[str, Any] = {
     "premise_ratio": 1.6,   # another person's best evidence this many times the named one's: a premise warning
     "answer_at": 0.4,       # a query's support (decide.py) at or above this is answered (experiments/locomo_gate.py)
     "decisive": 10.0,       # a lane whose standout ratio reaches this answers whatever the support (decide.py)
+    "window": 0.5,          # a record in the time the query names counts this much more (window.py)
 }
 DEFAULT_BUDGET = 1200       # packet budget in characters of item text
 
@@ -292,6 +294,7 @@ class Resolved:
     premise_ratio: float
     answer_at: float
     decisive: float
+    window: float
 
 
 def check_standout(value: Any) -> float:

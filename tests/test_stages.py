@@ -30,12 +30,12 @@ def run_cli(args, capsys):
 
 
 def test_the_pipeline_is_the_list_of_stages_in_order():
-    assert [s.name for s in STAGES] == ["triage", "retrieve", "structure", "cited", "neighbours", "phrase",
+    assert [s.name for s in STAGES] == ["triage", "window", "retrieve", "structure", "cited", "neighbours", "phrase",
                                         "supersession", "session", "standout", "decide", "fill", "lanes",
                                         "provenance", "pack", "premise"]
     assert {s.name for s in STAGES if s.essential} == {"retrieve", "lanes", "pack"}
     assert [s.name for s in make_pipeline("default-phrase-session").stages] == [
-        "triage", "retrieve", "structure", "cited", "neighbours", "supersession", "standout", "decide", "fill",
+        "triage", "window", "retrieve", "structure", "cited", "neighbours", "supersession", "standout", "decide", "fill",
         "lanes", "provenance", "pack", "premise"]
 
 

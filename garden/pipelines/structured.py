@@ -3,7 +3,7 @@
 It is a list of named stages (STAGES), each a small object with one method over a shared
 query context (garden/rerank/context.py), run in order:
 
-    triage -> retrieve -> structure -> cited -> neighbours -> phrase -> supersession
+    triage -> window -> retrieve -> structure -> cited -> neighbours -> phrase -> supersession
            -> session -> standout -> decide -> fill -> lanes -> provenance -> pack -> premise
            -> packet + trace
 
@@ -43,10 +43,12 @@ from garden.rerank.standout import Standout
 from garden.rerank.structure import Structure
 from garden.rerank.supersession import Supersession
 from garden.rerank.triage import TriageStage
+from garden.rerank.window import TimeWindow
 from garden.retrievers import as_retriever, evidence_kind
 
 STAGES: list[Stage] = [
     TriageStage(),
+    TimeWindow(),
     Retrieve(),
     Structure(),
     Cited(),

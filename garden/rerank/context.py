@@ -67,6 +67,7 @@ class QueryContext:
     follow_sources: Any = None                       # armed by the provenance stage
     packed: list[Candidate] = field(default_factory=list)
     used: int = 0
+    window: Any = None                               # the time the query names (window.py), counted from as_of
 
     def stop(self, decision: str, reason: str, fallback: bool = False, question: str | None = None) -> None:
         """Answer without retrieving: ASK or SKIP."""

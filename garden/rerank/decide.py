@@ -102,7 +102,9 @@ class Decide(StageBase, name="decide", uses=("answer_at", "decisive")):
     def run(self, ctx: QueryContext) -> None:
         live = by_score([c for c in ctx.candidates.values()
                          if c.reason is None and c.successor is None and not c.certain])
-        parts = query_support(ctx.spec.query, vocabulary(ctx.spec.story),
+        # a time the query names (window.py) says when, not what: its words are not asked of the store
+        query = ctx.spec.query.replace(ctx.window.said, " ") if ctx.window is not None else ctx.spec.query
+        parts = query_support(query, vocabulary(ctx.spec.story),
                               [(c.score, c.record.searchable) for c in live[:HELD_DEPTH]])
         threshold = ctx.settings.answer_at
         ctx.answers, ctx.decisive = parts["support"] >= threshold, ctx.settings.decisive

@@ -17,6 +17,7 @@ import math
 
 from garden.models import Story
 from garden.rerank.context import QueryContext, StageBase
+from garden.rerank.window import lift
 
 
 def entity_selectivity(story: Story) -> dict[str, float]:
@@ -35,7 +36,7 @@ def _selectivity(story: Story) -> dict[str, float]:
     return {e: (math.log(total / n) / math.log(total) if total > 1 else 1.0) for e, n in counts.items()}
 
 
-class Structure(StageBase, name="structure", uses=("topic", "entity", "related_decay")):
+class Structure(StageBase, name="structure", uses=("topic", "entity", "related_decay", "window")):
     def run(self, ctx: QueryContext) -> None:
         res, settings = ctx.resolution, ctx.settings
         for c in ctx.candidates.values():
@@ -53,3 +54,4 @@ class Structure(StageBase, name="structure", uses=("topic", "entity", "related_d
                 best = max(entity_hits, key=lambda e: (selectivity.get(e, 1.0), e))
                 c.score += settings.entity * selectivity.get(best, 1.0)
                 c.label("structured_context", res.entities[best])
+        lift(ctx, ctx.candidates.values())   # a time the query named (window.py), after the bonuses
