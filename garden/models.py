@@ -144,6 +144,9 @@ class Story(Strict):
     about: str | None = None
     reviewed_at: dt.date | None = None
     project: str
+    # the entity a question's second person means ("what did you suggest?"): the store's own
+    # voice, an assistant whose memory this is (garden/rerank/addressee.py)
+    addressee: str | None = None
     topics: dict[str, Topic | None] = {}
     entities: dict[str, Entity | None] = {}
     records: list[Record]
@@ -223,6 +226,7 @@ class Settings(Strict):
     answer_at: float | None = None
     decisive: float | None = Field(default=None, ge=1)
     window: float | None = Field(default=None, ge=0)
+    addressed: float | None = Field(default=None, ge=0)
 
     @field_validator("standout", mode="before")
     @classmethod
@@ -268,6 +272,7 @@ SETTING_DEFAULTS: dict[str, Any] = {
     "answer_at": 0.4,       # a query's support (decide.py) at or above this is answered (experiments/locomo_gate.py)
     "decisive": 10.0,       # a lane whose standout ratio reaches this answers whatever the support (decide.py)
     "window": 0.5,          # a record in the time the query names counts this much more (window.py)
+    "addressed": 0.5,       # a turn the addressee said counts this much more when the question asks what it said
 }
 DEFAULT_BUDGET = 1200       # packet budget in characters of item text
 
@@ -295,6 +300,7 @@ class Resolved:
     answer_at: float
     decisive: float
     window: float
+    addressed: float
 
 
 def check_standout(value: Any) -> float:

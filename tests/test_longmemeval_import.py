@@ -172,6 +172,7 @@ def test_import_maps_turns_sessions_and_judgments(home, capsys):
         "longmemeval-trip_ferry_03_abs.jsonl"]
     header = json.loads((out / "fixtures/longmemeval-pot_glaze_01.jsonl").read_text().splitlines()[0])
     assert header["story"] == header["project"] == "longmemeval-pot_glaze_01"
+    assert header["addressee"] == "assistant"       # a question's "you"
     assert header["entities"] == {"assistant": {"name": "assistant", "aliases": ["assistant"]},
                                   "user": {"name": "user", "aliases": ["user"]}}
     recs = records_of(out / "fixtures/longmemeval-pot_glaze_01.jsonl")

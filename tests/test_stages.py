@@ -30,12 +30,12 @@ def run_cli(args, capsys):
 
 
 def test_the_pipeline_is_the_list_of_stages_in_order():
-    assert [s.name for s in STAGES] == ["triage", "window", "retrieve", "structure", "cited", "neighbours", "phrase",
-                                        "supersession", "session", "standout", "decide", "fill", "lanes",
+    assert [s.name for s in STAGES] == ["triage", "window", "addressee", "retrieve", "structure", "cited", "neighbours", "phrase",
+                                        "update", "supersession", "session", "standout", "decide", "fill", "lanes",
                                         "provenance", "pack", "premise"]
     assert {s.name for s in STAGES if s.essential} == {"retrieve", "lanes", "pack"}
     assert [s.name for s in make_pipeline("default-phrase-session").stages] == [
-        "triage", "window", "retrieve", "structure", "cited", "neighbours", "supersession", "standout", "decide", "fill",
+        "triage", "window", "addressee", "retrieve", "structure", "cited", "neighbours", "update", "supersession", "standout", "decide", "fill",
         "lanes", "provenance", "pack", "premise"]
 
 

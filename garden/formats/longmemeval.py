@@ -12,7 +12,7 @@ Mapping, per question:
 
 - the question becomes a story `longmemeval-<question id>` (a JSON Lines file, since a
   haystack can be larger than the YAML reader's bound) with two entities, `user` and
-  `assistant`;
+  `assistant`, the assistant its `addressee` (a question's "you": "what did you suggest?");
 - each turn of its haystack becomes a `source` record `<session id>.<turn number from 1>`.
   Its text is the turn's content as released, its `speaker` the role, its `at` the
   session's date. Its title is `Session <digest>`, where the digest is the first 12 hex
@@ -347,6 +347,7 @@ def build(q: dict, where: str, label: str) -> Built:
                   f"{len(result.sessions)} sessions, {result.turns} turns. A turn is a source record "
                   "<session>.<turn number>; the turns of a session share its title and date."),
         "project": name,
+        "addressee": "assistant",     # the question's "you" (garden/rerank/addressee.py)
         "entities": {"assistant": {"name": "assistant", "aliases": ["assistant"]},
                      "user": {"name": "user", "aliases": ["user"]}},
     }

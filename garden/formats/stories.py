@@ -142,6 +142,9 @@ def semantic_errors(story: Story, path: Path, known_ids: set[str] = frozenset())
                       f"(value {shown(story.story)})")
     topic_alias = {a.lower(): t for t, spec in story.topics.items() for a in (spec.aliases if spec else [])}
     entity_alias = {a.lower(): e for e, spec in story.entities.items() for a in (spec.aliases if spec else [])}
+    if story.addressee is not None:
+        errors += _label_errors(f"{path}: story {shown_id(story.story)}", "addressee", [story.addressee],
+                                story.entities, entity_alias, "entity")
     for tid, spec in story.topics.items():
         for rel in spec.related if spec else []:
             if rel not in story.topics:

@@ -3,7 +3,8 @@
 It is a list of named stages (STAGES), each a small object with one method over a shared
 query context (garden/rerank/context.py), run in order:
 
-    triage -> window -> retrieve -> structure -> cited -> neighbours -> phrase -> supersession
+    triage -> window -> addressee -> retrieve -> structure -> cited -> neighbours -> phrase -> update
+           -> supersession
            -> session -> standout -> decide -> fill -> lanes -> provenance -> pack -> premise
            -> packet + trace
 
@@ -25,6 +26,7 @@ from garden.derived.indexes import PROCESS_INDEXES, IndexCache
 from garden.models import Budget, Packet, Rejection
 from garden.pipelines.scoring import Outcome
 from garden.rerank.candidates import by_score
+from garden.rerank.addressee import Addressee
 from garden.rerank.cited import Cited
 from garden.rerank.context import QueryContext, Stage
 from garden.rerank.decide import Decide
@@ -43,17 +45,20 @@ from garden.rerank.standout import Standout
 from garden.rerank.structure import Structure
 from garden.rerank.supersession import Supersession
 from garden.rerank.triage import TriageStage
+from garden.rerank.update import Update
 from garden.rerank.window import TimeWindow
 from garden.retrievers import as_retriever, evidence_kind
 
 STAGES: list[Stage] = [
     TriageStage(),
     TimeWindow(),
+    Addressee(),
     Retrieve(),
     Structure(),
     Cited(),
     Neighbours(),
     Phrase(),
+    Update(),
     Supersession(),
     Session(),
     Standout(),

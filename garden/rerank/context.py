@@ -68,6 +68,8 @@ class QueryContext:
     packed: list[Candidate] = field(default_factory=list)
     used: int = 0
     window: Any = None                               # the time the query names (window.py), counted from as_of
+    addressee: str | None = None                     # whose words the query asks for (addressee.py)
+    addressed_by: str = ""                           # ... and the query's words that ask it
 
     def stop(self, decision: str, reason: str, fallback: bool = False, question: str | None = None) -> None:
         """Answer without retrieving: ASK or SKIP."""

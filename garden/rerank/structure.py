@@ -17,7 +17,7 @@ import math
 
 from garden.models import Story
 from garden.rerank.context import QueryContext, StageBase
-from garden.rerank.window import lift
+from garden.rerank import addressee, window
 
 
 def entity_selectivity(story: Story) -> dict[str, float]:
@@ -36,7 +36,7 @@ def _selectivity(story: Story) -> dict[str, float]:
     return {e: (math.log(total / n) / math.log(total) if total > 1 else 1.0) for e, n in counts.items()}
 
 
-class Structure(StageBase, name="structure", uses=("topic", "entity", "related_decay", "window")):
+class Structure(StageBase, name="structure", uses=("topic", "entity", "related_decay", "window", "addressed")):
     def run(self, ctx: QueryContext) -> None:
         res, settings = ctx.resolution, ctx.settings
         for c in ctx.candidates.values():
@@ -54,4 +54,6 @@ class Structure(StageBase, name="structure", uses=("topic", "entity", "related_d
                 best = max(entity_hits, key=lambda e: (selectivity.get(e, 1.0), e))
                 c.score += settings.entity * selectivity.get(best, 1.0)
                 c.label("structured_context", res.entities[best])
-        lift(ctx, ctx.candidates.values())   # a time the query named (window.py), after the bonuses
+        # what the query resolved beyond topics and entities multiplies what the bonuses left
+        window.lift(ctx, ctx.candidates.values())      # a time it names (window.py)
+        addressee.lift(ctx, ctx.candidates.values())   # whose words it asks for (addressee.py)
