@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 import math
+import re
 import unicodedata
 from typing import Any, Literal
 
@@ -54,6 +55,39 @@ REASONS = (
 
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _whole_characters(cls, value: Any) -> Any:
+        # a lone surrogate (a "\ud800" escape in JSON or YAML, a byte a shell passed that is
+        # not UTF-8) is no character: no file can hold it and a tokenizer refuses it, so it is
+        # refused here, where every story, case and import is validated, with its field
+        found = lone_surrogate(value)
+        if found is not None:
+            raise ValueError(f"holds {found}, which is no Unicode character (a lone surrogate: a byte "
+                             "that is not UTF-8, or a \\ud800-\\udfff escape without its pair)")
+        return value
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def lone_surrogate(value: Any) -> str | None:
+    """The first lone surrogate in a string, or in the strings of a list, tuple or dict
+    (one level: nested models check their own fields), escaped for a message; None when
+    there is none."""
+    if isinstance(value, str):
+        m = _SURROGATE.search(value)
+        return None if m is None else repr(m.group(0))[1:-1]
+    if isinstance(value, dict):
+        value = [*value.keys(), *value.values()]
+    if isinstance(value, (list, tuple)):
+        for item in value:
+            if isinstance(item, str):
+                found = lone_surrogate(item)
+                if found is not None:
+                    return found
+    return None
 
 
 # --- stories -----------------------------------------------------------------

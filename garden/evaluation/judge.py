@@ -161,9 +161,10 @@ def judge_question(store: Judgments, replay: Replay, items: list[Pooled], n: int
     """Ask what is still unjudged of one question; every answer is saved as it comes."""
     qid, spec, out = replay.question_id, replay.spec, answers.out
     about = {"story": spec.story.story, "query": spec.query, "as_of": spec.as_of.isoformat(), "case": replay.case}
-    out(f"question {n} of {total} ({qid}, {replay.trace} line {replay.line}): {spec.story.story}, as of "
-        f"{spec.as_of.isoformat()}" + (f", from case {replay.case}" if replay.case else ", a free query"))
-    out(f"  {spec.query}")
+    # a trace is text anyone may have written: escape sequences in it are shown, never obeyed
+    out(one_line(f"question {n} of {total} ({qid}, {replay.trace} line {replay.line}): {spec.story.story}, as of "
+                 f"{spec.as_of.isoformat()}" + (f", from case {replay.case}" if replay.case else ", a free query")))
+    out(f"  {one_line(spec.query)}")
     given = 0
     if store.verdict(qid) is None:
         verdict = answers.ask("  what should have happened? [a]nswer, as[k] the user, stay [s]ilent "

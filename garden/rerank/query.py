@@ -4,7 +4,9 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass, field
 
-from garden.models import DEFAULT_BUDGET, Hints, Settings, Story
+from garden.errors import GardenError
+from garden.models import DEFAULT_BUDGET, Hints, Settings, Story, lone_surrogate
+from garden.text import shown
 
 
 @dataclass
@@ -18,6 +20,14 @@ class QuerySpec:
     settings: Settings = field(default_factory=Settings)
     session: list[str] = field(default_factory=list)
     story_path: str | None = None
+
+    def __post_init__(self):
+        # a shell passes a byte that is not UTF-8 as a lone surrogate, which no tokenizer
+        # takes: refused with one line here, whatever door the query came by
+        found = lone_surrogate(self.query)
+        if found is not None:
+            raise GardenError(f"query: holds {found}, which is no Unicode character (a byte that is not UTF-8, "
+                              f"or a surrogate escape without its pair); query {shown(self.query)}")
 
     def earlier(self, query: str) -> "QuerySpec":
         """An earlier query of the same session: same world, no session of its own."""

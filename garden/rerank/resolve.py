@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from garden.text import shown
 from garden.models import Hints, Story
 
 
@@ -48,8 +49,7 @@ def resolve(story: Story, query: str, hints: Hints | None = None, related_decay:
     for tid in hints.topics:
         if tid in story.topics:
             direct.setdefault(tid, f"topic {tid} from a hint")
-        else:
-            res.warnings.append(_unknown_hint("topic", tid, story.topics))
+    res.warnings += _unknown_hints("topic", hints.topics, story.topics)
     for tid, why in sorted(direct.items()):
         res.topics[tid] = 1.0
         res.topic_why[tid] = why
@@ -67,8 +67,7 @@ def resolve(story: Story, query: str, hints: Hints | None = None, related_decay:
     for eid in hints.entities:
         if eid in story.entities:
             res.entities.setdefault(eid, f"entity {eid} from a hint")
-        else:
-            res.warnings.append(_unknown_hint("entity", eid, story.entities))
+    res.warnings += _unknown_hints("entity", hints.entities, story.entities)
     for eid in res.entities:
         spec = story.entities[eid]
         res.projects.add((spec.project if spec and spec.project else story.project))
@@ -107,6 +106,19 @@ def ambiguous_heads(story: Story, query: str, resolved: dict[str, str]) -> dict[
             if len(eids) > 1 and not eids & set(resolved) and mentions(query, head)}
 
 
-def _unknown_hint(noun: str, value: str, canonical: dict) -> str:
-    known = ", ".join(sorted(canonical)) or "none"
-    return f"hint {noun} {value!r} is not a canonical {noun} id (known: {known}); ignored"
+HINTS_LISTED = 5   # unknown hints of a kind warned one by one; the rest are counted in one line
+KNOWN_LISTED = 20  # canonical ids a warning lists
+
+
+def _unknown_hints(noun: str, given, canonical: dict) -> list[str]:
+    """One warning per distinct unknown hint, the first HINTS_LISTED of them, and one line
+    counting the rest: ten thousand bad hints print six lines, not ten thousand."""
+    unknown = list(dict.fromkeys(v for v in given if v not in canonical))
+    ids = sorted(canonical)
+    known = ", ".join(ids[:KNOWN_LISTED]) + (f" and {len(ids) - KNOWN_LISTED} more" if len(ids) > KNOWN_LISTED
+                                             else "") if ids else "none"
+    out = [f"hint {noun} {shown(v)} is not a canonical {noun} id (known: {known}); ignored"
+           for v in unknown[:HINTS_LISTED]]
+    if len(unknown) > HINTS_LISTED:
+        out.append(f"{len(unknown) - HINTS_LISTED} more unknown {noun} hints ignored")
+    return out

@@ -1,0 +1,105 @@
+"""Hostile input, round two: what each class below did before it was fixed, and what it
+does now. A traceback became one located line; terminal escape sequences in a trace are
+shown, never obeyed; a repeated option cannot make output grow without bound."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from garden.cli import main
+from garden.errors import GardenError
+from garden.formats.stories import load_story
+from garden.models import Case, lone_surrogate
+from garden.rerank.query import QuerySpec
+
+LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "conv-26.json"
+ESCAPES = "\x1b[2J\x1b[H\x1b]0;owned\x07"      # clear the screen, home the cursor, retitle the window
+
+
+def _one_error_line(capsys) -> str:
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    return err[0]
+
+
+def test_a_query_with_a_byte_that_is_not_utf8_is_one_line(project, capsys):
+    # a shell hands Python the byte 0xff as the lone surrogate U+DCFF; the tokenizer raised on it
+    assert main(["query", "aurora-ridge", "spare batteries \udcff warm"]) == 2
+    line = _one_error_line(capsys)
+    assert line.startswith("garden: query: holds \\udcff") and "not UTF-8" in line
+
+
+def test_the_api_refuses_it_too(project):
+    story = load_story(project / "fixtures" / "aurora-ridge.yaml")
+    import datetime as dt
+
+    with pytest.raises(GardenError, match=r"query: holds \\ud800"):
+        QuerySpec(story, "why \ud800", dt.date(2030, 1, 12))
+
+
+def test_a_surrogate_escape_in_a_story_is_a_located_problem(tmp_path, capsys):
+    path = tmp_path / "sur.jsonl"
+    path.write_text(json.dumps({"story": "sur", "project": "p"}) + "\n"
+                    + '{"id": "a", "kind": "source", "text": "hi \\ud800 there"}\n', encoding="utf-8")
+    with pytest.raises(GardenError) as err:
+        load_story(path)
+    [message] = err.value.messages
+    assert message.startswith(f"{path}: record a: field text: holds \\ud800")
+    assert main(["check", str(path)]) == 1
+    assert "record a: field text: holds \\ud800" in capsys.readouterr().out
+
+
+def test_a_surrogate_escape_in_a_case_query_is_refused():
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="query"):
+        Case.model_validate({"id": "c", "story": "aurora-ridge", "as_of": "2030-01-12", "query": "why \udfff",
+                             "expect": {}})
+
+
+def test_lone_surrogate_finds_the_first_in_strings_lists_and_dicts():
+    assert lone_surrogate("fine") is None and lone_surrogate(["a", "b"]) is None and lone_surrogate(3) is None
+    assert lone_surrogate("a\ud83db") == "\\ud83d"
+    assert lone_surrogate("a\U0001f600b") is None                     # a whole pair is a character
+    assert lone_surrogate(["ok", "x\udc80"]) == "\\udc80" and lone_surrogate({"k\ud800": 1}) == "\\ud800"
+
+
+@pytest.mark.skipif(not LOCOMO.exists(), reason="the LoCoMo conversations are not beside the project")
+def test_the_locomo_import_refuses_a_surrogate_and_writes_nothing(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    data = json.loads(LOCOMO.read_text(encoding="utf-8"))
+    data["session_1"][0]["text"] = "Hey \ud800 there"
+    path = tmp_path / "conv-bad.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    assert main(["import", "locomo", str(path), "--out", str(tmp_path / "out")]) == 2
+    line = _one_error_line(capsys)
+    assert "conv-bad.json" in line and "text: holds \\ud800" in line
+    assert not (tmp_path / "out").exists()
+
+
+def test_judge_shows_escape_sequences_in_a_traced_query_instead_of_obeying_them(project, capsys):
+    # `garden query` refuses control characters, but a trace is a file anyone may write
+    assert main(["query", "aurora-ridge", "How do we keep spare batteries warm?"]) == 0
+    capsys.readouterr()
+    [trace] = sorted((project / ".garden" / "traces").glob("trace-*.jsonl"))
+    event = json.loads(trace.read_text(encoding="utf-8").splitlines()[0])
+    event["query"] = ESCAPES + event["query"]
+    trace.write_text(json.dumps(event) + "\n", encoding="utf-8")
+    answers = project / "answers.txt"
+    answers.write_text(".\n", encoding="utf-8")                    # skip: just show the question
+    assert main(["judge", str(trace), "--answers", str(answers), "--pipelines", "default"]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\x07" not in out
+    assert "\\x1b[2J\\x1b[H\\x1b]0;owned\\x07How do we keep spare batteries warm?" in out
+
+
+def test_ten_thousand_unknown_hints_print_a_bounded_warning(project, capsys):
+    hints = [a for n in range(10_000) for a in ("--hint", f"topic=nosuch{n}")]
+    assert main(["query", "aurora-ridge", "How do we keep spare batteries warm?", *hints]) == 0
+    captured = capsys.readouterr()
+    text = captured.out + captured.err
+    assert text.count("is not a canonical topic id") == 5
+    assert "9995 more unknown topic hints ignored" in text
+    assert len(text) < 20_000
