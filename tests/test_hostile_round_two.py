@@ -103,3 +103,28 @@ def test_ten_thousand_unknown_hints_print_a_bounded_warning(project, capsys):
     assert text.count("is not a canonical topic id") == 5
     assert "9995 more unknown topic hints ignored" in text
     assert len(text) < 20_000
+
+
+@pytest.fixture
+def judged(project, capsys):
+    """A trace of one question with its verdict, ready to capture."""
+    assert main(["query", "aurora-ridge", "How do we keep spare batteries warm?"]) == 0
+    [trace] = sorted((project / ".garden" / "traces").glob("trace-*.jsonl"))
+    answers = project / "answers.txt"
+    answers.write_text("a\nn\nnote.battery=l\n", encoding="utf-8")   # verdict, chat.1201, the missed note
+    assert main(["judge", str(trace), "--answers", str(answers), "--pipelines", "default"]) == 0
+    capsys.readouterr()
+    return trace
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--name", "a" * 300], "a case id is at most 120 characters"),
+    (["--out", "a-file"], "--out 'a-file': must be a folder (it is a file)"),
+    (["--out", "a-file/below"], "cannot make the folder"),
+])
+def test_capture_refuses_what_it_cannot_write_with_one_line(project, judged, capsys, args, needle):
+    (project / "a-file").write_text("not a folder\n", encoding="utf-8")
+    assert main(["capture", str(judged), "--query", "1", *args]) == 2
+    line = _one_error_line(capsys)
+    assert needle in line
+    assert not list(project.glob("challenge/*battery*"))

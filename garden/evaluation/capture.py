@@ -32,6 +32,7 @@ from garden.formats.stories import resolve_story_path
 from garden.text import shown
 
 ID_LIMIT = 48
+NAME_LIMIT = 120   # a case id names its file: well under the 255 bytes a file name may have
 
 
 def find_question(questions: list[Replay], which: str, trace: Path) -> tuple[int, Replay]:
@@ -140,8 +141,16 @@ def capture(trace: str | Path, which: str, judgments: str | Path, name: str | No
     cid = name if name is not None else case_id(replay.spec.query)
     if not re.fullmatch(r"[a-z0-9_.-]+", cid):
         raise GardenError(f"--name {shown(cid)}: a case id is lower-case letters, digits, '.', '_' and '-'")
+    if len(cid) > NAME_LIMIT:
+        raise GardenError(f"--name {shown(cid)}: a case id is at most {NAME_LIMIT} characters (it names the file; "
+                          f"this one has {len(cid)})")
+    if folder.exists() and not folder.is_dir():
+        raise GardenError(f"--out {shown(str(folder))}: must be a folder (it is a file)")
     target = folder / f"{cid}.yaml"
-    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise GardenError(f"--out {shown(str(folder))}: cannot make the folder: {exc.strerror or exc}") from None
     text = yaml.safe_dump(case_data(replay, store, cid, folder), sort_keys=False, allow_unicode=True,
                           width=100)
     # run from where it will live, so its story resolves as it will; created exclusively
@@ -151,6 +160,8 @@ def capture(trace: str | Path, which: str, judgments: str | Path, name: str | No
             f.write(text)
     except FileExistsError:
         raise GardenError(f"{target}: exists; choose another --name") from None
+    except OSError as exc:
+        raise GardenError(f"{target}: cannot write: {exc.strerror or exc}") from None
     kept = False
     try:
         result = run_case(load_case(target), "default", trace=False)
