@@ -128,3 +128,49 @@ def test_capture_refuses_what_it_cannot_write_with_one_line(project, judged, cap
     line = _one_error_line(capsys)
     assert needle in line
     assert not list(project.glob("challenge/*battery*"))
+
+
+# --- what is not a regular file ----------------------------------------------------------
+# Each runs the command in a child process with a timeout: a reader that waits on a FIFO
+# fails the test instead of hanging the suite.
+
+def _garden(cwd: Path, *args: str, timeout: float = 120) -> tuple[int, str]:
+    import os
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", "import sys; from garden.cli import main; sys.exit(main())", *args],
+                          cwd=cwd, capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, "GARDEN_HOME": str(cwd / ".garden")})
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def test_a_fifo_named_like_a_story_is_refused_not_waited_on(project):
+    import os
+
+    os.mkfifo(project / "fixtures" / "pipe.yaml")
+    code, out = _garden(project, "check", "fixtures/pipe.yaml")
+    assert code != 0 and "pipe.yaml: is a FIFO, not a regular file; refused" in out
+    code, out = _garden(project, "doctor")
+    assert "pipe.yaml" in out
+    code, out = _garden(project, "backup", "--out", str(project / "b.tar.gz"))
+    assert code != 0 and "pipe.yaml" in out and not (project / "b.tar.gz").exists()
+
+
+def test_a_trace_that_is_a_fifo_or_a_device_is_refused(project):
+    import os
+
+    os.mkfifo(project / "trace-2030-01-12.jsonl")
+    code, out = _garden(project, "compare", "trace-2030-01-12.jsonl", "--pipelines", "bm25")
+    assert code == 2 and "is a FIFO, not a regular trace file; refused" in out
+    (project / "zero.jsonl").symlink_to("/dev/zero")
+    code, out = _garden(project, "judge", "zero.jsonl", "--pipelines", "bm25")
+    assert code == 2 and "is a character device, not a regular trace file; refused" in out
+
+
+def test_a_longmemeval_file_that_is_a_fifo_is_refused(tmp_path):
+    import os
+
+    os.mkfifo(tmp_path / "longmemeval_s.json")
+    code, out = _garden(tmp_path, "import", "longmemeval", "longmemeval_s.json", "--out", "out")
+    assert code == 2 and "longmemeval_s.json: not a file" in out and not (tmp_path / "out").exists()

@@ -245,12 +245,12 @@ def test_an_oversized_file_is_refused_before_it_is_read(tmp_path, monkeypatch):
     assert refusal(path) == f"{path}: file is 2,001 bytes; a YAML file may have at most 1,000 bytes"
 
 
-def test_an_endless_file_is_read_only_up_to_the_bound(monkeypatch):
+def test_an_endless_device_is_refused_before_a_byte_is_read(monkeypatch):
     zero = Path("/dev/zero")
     if not zero.exists():
         pytest.skip("no /dev/zero here")
     monkeypatch.setattr(yaml_mod, "MAX_FILE_BYTES", 1000)
-    assert refusal(zero) == f"{zero}: file is more than that; a YAML file may have at most 1,000 bytes"
+    assert refusal(zero) == f"{zero}: is a character device, not a regular file; refused"
 
 
 def test_a_control_character_is_located_by_line_and_column(tmp_path):

@@ -401,7 +401,7 @@ def test_read_yaml_leaves_timestamps_as_text(tmp_path):
 def test_read_yaml_missing_file_and_directory(tmp_path):
     with pytest.raises(GardenError, match="no such file"):
         read_yaml(tmp_path / "absent.yaml")
-    with pytest.raises(GardenError, match="cannot read"):
+    with pytest.raises(GardenError, match="is a folder, not a regular file"):
         read_yaml(tmp_path)
 
 

@@ -118,7 +118,7 @@ def test_a_line_with_a_bad_field_names_file_line_and_field(tmp_path):
 def test_a_missing_trace_file(tmp_path):
     with pytest.raises(GardenError) as info:
         read_trace(tmp_path / "absent.jsonl")
-    assert str(tmp_path / "absent.jsonl") in str(info.value) and "cannot read trace" in str(info.value)
+    assert str(tmp_path / "absent.jsonl") in str(info.value) and "no such trace file" in str(info.value)
 
 
 # --- names --------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from garden._notice import warn
+from garden._files import read_regular
 from garden.errors import GardenError
 from garden.models import TraceEvent
 from garden.derived.home import (FILE_MODE, LINK_REFUSAL, MAX_RETENTION_DAYS, derived_dir, derived_folder,
@@ -33,6 +34,8 @@ TRACE_VERSION = 1
 # ASCII digits only, matched in full: `$` alone would also accept a trailing newline
 TRACE_NAME = re.compile(r"trace-(\d{4})-(\d{2})-(\d{2})\.jsonl", re.ASCII)
 DEFAULT_RETENTION_DAYS = 14
+
+MAX_TRACE_BYTES = 1 << 30   # a trace is a day's log; past a gibibyte it is not one this reads whole
 
 
 def trace_dir() -> Path:
@@ -101,10 +104,7 @@ def read_trace_lines(path: str | Path, strict: bool = False) -> list[tuple[int, 
     event (a line torn by a killed writer, one from another version) is skipped with one
     warning naming file:line; with `strict` it is a GardenError instead."""
     path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise GardenError(f"{path}: cannot read trace: {exc.strerror or exc}") from None
+    raw = read_regular(path, MAX_TRACE_BYTES, "trace file")
     events = []
     # split on b"\n" alone: a torn line may end inside a multi-byte character, and the
     # lines after it must still decode

@@ -9,12 +9,14 @@ stays bounded by one element. Errors are GardenErrors located `file:line:column`
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import re
 import zlib
 from pathlib import Path
 from typing import Any, Iterator
 
+from garden._files import open_regular
 from garden.errors import GardenError
 from garden.text import shown
 
@@ -194,17 +196,17 @@ def iter_json_list(fh, where: str, chunk_chars: int = CHUNK_CHARS,
 def open_text(path: Path):
     """The file as UTF-8 text, decompressed when it is gzip. The first two bytes decide,
     not the name, so a misnamed file is read all the same."""
+    if Path(path).is_dir():
+        raise GardenError(f"{path}: is a folder; give the LongMemEval .json or .json.gz file")
+    raw = open_regular(path)   # a FIFO or a device is refused, never waited on or read
     try:
-        with open(path, "rb") as fh:
-            magic = fh.read(2)
+        magic = raw.read(2)
+        raw.seek(0)
         if magic == b"\x1f\x8b":
-            return gzip.open(path, "rt", encoding="utf-8", newline="")
-        return open(path, "r", encoding="utf-8", newline="")
-    except FileNotFoundError:
-        raise GardenError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise GardenError(f"{path}: is a folder; give the LongMemEval .json or .json.gz file") from None
+            return io.TextIOWrapper(gzip.GzipFile(fileobj=raw, mode="rb"), encoding="utf-8", newline="")
+        return io.TextIOWrapper(raw, encoding="utf-8", newline="")
     except OSError as exc:
+        raw.close()
         raise GardenError(f"{path}: cannot read: {exc.strerror or exc}") from None
 
 

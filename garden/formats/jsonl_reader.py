@@ -19,6 +19,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from garden._files import open_regular
 from garden.errors import GardenError
 from garden.text import shown
 
@@ -71,12 +72,7 @@ def read_story_lines(path: Path) -> tuple[dict, str]:
     """The story's data, as `read_yaml` would give it for the same story in YAML, and the
     sha256 of the exact bytes it was read from (the story's content key: hashing the
     validated story again costs as much as reading it, at a hundred thousand records)."""
-    try:
-        fh = path.open("rb")
-    except FileNotFoundError:
-        raise GardenError(f"{path}: no such file") from None
-    except OSError as exc:
-        raise GardenError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    fh = open_regular(path)   # a FIFO or a device is refused, never waited on or read
     lines: list[tuple[int, bytes]] = []
     digest = hashlib.sha256(b"garden story, json lines\n")
     with fh:

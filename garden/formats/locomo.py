@@ -51,6 +51,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from garden._files import read_regular
 from garden.errors import GardenError
 from garden.formats.stories import semantic_errors
 from garden.formats.yaml_reader import MAX_FILE_BYTES, describe_pydantic_error
@@ -217,11 +218,7 @@ def read_conversations(path: Path) -> list[Conversation]:
 
 def _read_json(file: Path) -> Any:
     try:
-        if file.stat().st_size > MAX_JSON_BYTES:
-            raise GardenError(f"{file}: file is {file.stat().st_size:,} bytes; at most {MAX_JSON_BYTES:,} are read")
-        text = file.read_bytes().decode("utf-8")
-    except OSError as exc:
-        raise GardenError(f"{file}: cannot read: {exc.strerror or exc}") from None
+        text = read_regular(file, MAX_JSON_BYTES).decode("utf-8")
     except UnicodeDecodeError as exc:
         raise GardenError(f"{file}: cannot read: not UTF-8 text (byte {exc.start + 1})") from None
     try:

@@ -7,6 +7,8 @@ value the parser cannot convert must become a located message, not a traceback.
 """
 from __future__ import annotations
 
+import os
+
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +16,7 @@ import yaml
 from yaml.events import AliasEvent, CollectionStartEvent, NodeEvent
 
 from garden.text import one_line, shown, shown_id
+from garden._files import open_regular
 from garden.errors import GardenError
 
 # The pure-Python parser reads roughly 0.2-1 MB a second, and a story is written by hand
@@ -164,14 +167,11 @@ def read_yaml(path: Path) -> Any:
 
 def _read_bounded(path: Path) -> str:
     try:
-        size = path.stat().st_size
-        if size > MAX_FILE_BYTES:
-            raise GardenError(_too_big(path, f"{size:,} bytes"))
-        with path.open("rb") as fh:
-            # a pipe or a device has no size to check beforehand: never read past the bound
-            data = fh.read(MAX_FILE_BYTES + 1)
-    except FileNotFoundError:
-        raise GardenError(f"{path}: no such file") from None
+        with open_regular(path) as fh:   # a FIFO or a device is refused, never waited on or read
+            size = os.fstat(fh.fileno()).st_size
+            if size > MAX_FILE_BYTES:
+                raise GardenError(_too_big(path, f"{size:,} bytes"))
+            data = fh.read(MAX_FILE_BYTES + 1)   # it may have grown: never read past the bound
     except OSError as exc:
         raise GardenError(f"{path}: cannot read: {exc.strerror or exc}") from None
     if len(data) > MAX_FILE_BYTES:
