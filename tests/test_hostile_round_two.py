@@ -174,3 +174,27 @@ def test_a_longmemeval_file_that_is_a_fifo_is_refused(tmp_path):
     os.mkfifo(tmp_path / "longmemeval_s.json")
     code, out = _garden(tmp_path, "import", "longmemeval", "longmemeval_s.json", "--out", "out")
     assert code == 2 and "longmemeval_s.json: not a file" in out and not (tmp_path / "out").exists()
+
+
+# --- no write through a planted link -------------------------------------------------------
+
+
+def test_explore_never_writes_through_a_link_planted_at_its_temporary_name(project, capsys):
+    import os
+
+    outside = project / "outside.txt"
+    outside.write_text("precious\n", encoding="utf-8")
+    # the name the page used to be written under first, predictable from the process id
+    (project / f".page.html.{os.getpid()}.tmp").symlink_to(outside)
+    assert main(["explore", "aurora-ridge", "Who sleeps in the afternoon?", "--out", "page.html"]) == 0
+    assert outside.read_text(encoding="utf-8") == "precious\n"
+    assert "<html" in (project / "page.html").read_text(encoding="utf-8").lower()
+
+
+def test_explore_refuses_an_out_that_is_a_link(project, capsys):
+    outside = project / "outside.txt"
+    outside.write_text("precious\n", encoding="utf-8")
+    (project / "page.html").symlink_to(outside)
+    assert main(["explore", "aurora-ridge", "Who sleeps in the afternoon?", "--out", "page.html"]) == 2
+    assert "page.html: is a symbolic link; refused" in _one_error_line(capsys)
+    assert outside.read_text(encoding="utf-8") == "precious\n" and (project / "page.html").is_symlink()

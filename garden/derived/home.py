@@ -123,9 +123,17 @@ def temp_prefix(label: str) -> str:
 def write_whole(path: Path, data: bytes, prefix: str | None = None) -> None:
     """Write `data` to `path` whole or not at all: a temporary file in the same folder,
     flushed to disk, then renamed over the old one (atomic on POSIX). A writer killed
-    before the rename leaves only its temporary file, which the rule above removes."""
+    before the rename leaves only its temporary file, which the rule above removes. The
+    temporary file is created exclusively under a name no one can guess (mkstemp), so a
+    link planted beside the target is never written through; a link at the target itself
+    is refused rather than replaced (GardenError), so nothing is written where it points
+    or in its place."""
     import tempfile
 
+    if path.is_symlink():
+        from garden.errors import GardenError
+
+        raise GardenError(f"{path}: is a symbolic link; refused (the garden writes files, not through or over links)")
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=prefix or temp_prefix(path.name), suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as fh:

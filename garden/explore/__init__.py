@@ -29,13 +29,12 @@ def explore(story: str | None = None, query: str | None = None, *, as_of: dt.dat
 def write_explorer(out, story: str | None = None, query: str | None = None, *, as_of=None,
                    pipeline: str = "default", baseline: str = "bm25s", case: str | None = None) -> str:
     """Write the explorer's page to `out`; one line saying what was written."""
-    import os
     from pathlib import Path
 
     from garden.errors import GardenError
     from garden.explore.page import render as _render
 
-    from garden.derived.home import check_environment
+    from garden.derived.home import check_environment, write_whole
 
     check_environment()
     path = Path(out)
@@ -44,12 +43,9 @@ def write_explorer(out, story: str | None = None, query: str | None = None, *, a
     if not path.parent.is_dir():
         raise GardenError(f"--out {path}: folder {path.parent} does not exist")
     scene = build_scene(story, query, as_of=as_of, pipeline=pipeline, baseline=baseline, case=case)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(_render(scene), encoding="utf-8")
-        os.replace(tmp, path)
+    try:   # a temporary file made exclusively: a link planted beside --out is never written through
+        write_whole(path, _render(scene).encode("utf-8"))
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
         raise GardenError(f"--out {path}: cannot write: {exc.strerror or exc}") from None
     d, lo = scene["drawn"], scene["left_out"]
     return (f"wrote {path}: {len(scene['steps'])} steps; drew {d['records']} of {scene['store']['records']} records, "
