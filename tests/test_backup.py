@@ -241,3 +241,26 @@ def test_matching_hashes_do_not_prove_the_store_answers_the_same(archive, tmp_pa
     assert "MISMATCH regression/ferry-dawn.yaml: passed in the original, failed restored" in out
     assert "match challenge/shed-only.yaml: failed, same answers" in out
     assert out.splitlines()[-1].endswith("1 match the original, 1 differ; exit 1")
+
+
+def test_a_manifest_with_a_bad_mode_and_size_names_each_field(archive, tmp_path, capsys):
+    """Consistent with its hash but not a manifest: every field at fault is named, with its
+    value, not pydantic's bare "1 validation error for Manifest"."""
+    def change(info, data):
+        if info.name == MANIFEST:
+            manifest = json.loads(data)
+            manifest["files"][0]["mode"] = "rwx"
+            manifest["files"][1]["size"] = -5
+            return json.dumps(manifest).encode()
+        if info.name == MANIFEST_HASH:
+            return b""       # replaced below, once the manifest's new bytes are known
+        return data
+
+    first = rewrite(archive, tmp_path / "first.tar.gz", change)
+    text = dict((i.name, d) for i, d in members(first))[MANIFEST]
+    crafted = rewrite(first, tmp_path / "crafted.tar.gz", lambda info, data: (
+        (hashlib.sha256(text).hexdigest() + "\n").encode() if info.name == MANIFEST_HASH else data))
+    code, _, err = cli(capsys, "restore", str(crafted), "--into", str(tmp_path / "r"))
+    assert code == 2 and "validation error for" not in err
+    assert "field files.0.mode" in err and "'rwx'" in err and "field files.1.size" in err
+    assert not (tmp_path / "r").exists()

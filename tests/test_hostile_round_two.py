@@ -198,3 +198,9 @@ def test_explore_refuses_an_out_that_is_a_link(project, capsys):
     assert main(["explore", "aurora-ridge", "Who sleeps in the afternoon?", "--out", "page.html"]) == 2
     assert "page.html: is a symbolic link; refused" in _one_error_line(capsys)
     assert outside.read_text(encoding="utf-8") == "precious\n" and (project / "page.html").is_symlink()
+
+
+def test_a_seed_past_the_bound_is_refused_with_the_bound_it_breaks(project, capsys):
+    assert main(["generate", "big", "--records", "200", "--seed", str(10 ** 30)]) == 2
+    line = _one_error_line(capsys)
+    assert "--seed" in line and "a whole number from 0 to 999,999,999,999" in line

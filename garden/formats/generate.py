@@ -645,13 +645,17 @@ class Generated:
                 f"wrote {self.cases} ({len(self.case_ids)} cases: {', '.join(self.case_ids)})"]
 
 
+WHOLE_DIGITS = 12            # a typed number longer than this is not read (its digits are unbounded)
+MAX_SEED = 10 ** WHOLE_DIGITS - 1
+
+
 def _whole(value) -> int | None:
     """An int, or a string of ASCII digits as typed on the command line; None otherwise."""
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
         return value
-    if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= 12:
+    if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= WHOLE_DIGITS:
         return int(value)
     return None
 
@@ -666,8 +670,8 @@ def check_request(name, records, seed) -> tuple[int, int]:
     if count is None or not MIN_RECORDS <= count <= MAX_RECORDS:
         problems.append(f"--records {shown(records)}: a whole number from {MIN_RECORDS} (the planted scenarios "
                         f"and the filler around them) to {MAX_RECORDS:,}")
-    if number is None or number < 0:
-        problems.append(f"--seed {shown(seed)}: a whole number, 0 or more")
+    if number is None or not 0 <= number <= MAX_SEED:
+        problems.append(f"--seed {shown(seed)}: a whole number from 0 to {MAX_SEED:,}")
     if problems:
         raise GardenError(problems)
     return count, number

@@ -73,9 +73,16 @@ def _read_manifest(tar: tarfile.TarFile) -> Manifest:
     if hashlib.sha256(text).hexdigest() != recorded:
         raise Refused(MANIFEST, "its bytes do not match MANIFEST.sha256: the manifest was altered or damaged")
     try:
-        return Manifest.model_validate(json.loads(text.decode("utf-8")))
-    except (ValueError, ValidationError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        data = json.loads(text.decode("utf-8"))
+    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
         raise Refused(MANIFEST, f"not a garden backup manifest: {str(exc).splitlines()[0]}") from None
+    try:
+        return Manifest.model_validate(data)
+    except ValidationError as exc:   # every field at fault, each named with its value
+        from garden.formats.yaml_reader import describe_pydantic_error
+
+        problems = ["field %s: %s" % describe_pydantic_error(e) for e in exc.errors()]
+        raise Refused(MANIFEST, "not a garden backup manifest: " + "; ".join(problems)) from None
 
 
 def _extract(tar: tarfile.TarFile, info: tarfile.TarInfo, expected, target: Path) -> None:
