@@ -204,3 +204,18 @@ def test_a_seed_past_the_bound_is_refused_with_the_bound_it_breaks(project, caps
     assert main(["generate", "big", "--records", "200", "--seed", str(10 ** 30)]) == 2
     line = _one_error_line(capsys)
     assert "--seed" in line and "a whole number from 0 to 999,999,999,999" in line
+
+
+@pytest.mark.skipif(not LOCOMO.exists(), reason="the LoCoMo conversations are not beside the project")
+def test_a_locomo_folder_reports_every_kind_of_problem_in_one_run(tmp_path, capsys):
+    folder = tmp_path / "convs"
+    folder.mkdir()
+    (folder / "a-broken.json").write_text("{not json", encoding="utf-8")          # a reading problem
+    data = json.loads(LOCOMO.read_text(encoding="utf-8"))
+    data["session_1_date_time"] = "someday"                                         # a building problem
+    (folder / "b-undated.json").write_text(json.dumps(data), encoding="utf-8")
+    assert main(["import", "locomo", str(folder), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "a-broken.json:1:2: not JSON" in err
+    assert "b-undated.json" in err and "field session_1_date_time: not a date" in err
+    assert not (tmp_path / "out").exists()

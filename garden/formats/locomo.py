@@ -169,7 +169,14 @@ def _conversation_key(name: str) -> str:
 def read_conversations(path: Path) -> list[Conversation]:
     """Every conversation under `path` (a file of either layout, or a folder of them),
     or GardenError listing every problem found, each located."""
-    path = Path(path)
+    conversations, problems = _read_all(Path(path))
+    if problems:
+        raise GardenError(problems)
+    return conversations
+
+
+def _read_all(path: Path) -> tuple[list[Conversation], list[str]]:
+    """(the conversations that read, every located problem of the ones that did not)."""
     if path.is_dir():
         files = sorted(p for p in path.glob("*.json") if p.is_file())
         if not files:
@@ -211,9 +218,7 @@ def read_conversations(path: Path) -> list[Conversation]:
             problems.append(f"{conv.where}: story id locomo-{conv.key} already taken by {seen[conv.key]}")
         else:
             seen[conv.key] = conv.where
-    if problems:
-        raise GardenError(problems)
-    return conversations
+    return conversations, problems
 
 
 def _read_json(file: Path) -> Any:
@@ -543,8 +548,9 @@ def import_locomo(path: str | Path, out: str | Path = ".") -> ImportReport:
     A conversation's earlier case folder is replaced whole, so a question removed from
     the data leaves no stale case behind."""
     out = Path(out)
-    conversations = read_conversations(Path(path))
-    problems: list[str] = []
+    # every file read and every conversation that reads built before anything is refused,
+    # so one run lists every problem of every kind, not the first kind found
+    conversations, problems = _read_all(Path(path))
     built: list[Imported] = []
     for conv in conversations:
         try:
