@@ -264,3 +264,63 @@ def test_a_manifest_with_a_bad_mode_and_size_names_each_field(archive, tmp_path,
     assert code == 2 and "validation error for" not in err
     assert "field files.0.mode" in err and "'rwx'" in err and "field files.1.size" in err
     assert not (tmp_path / "r").exists()
+
+
+def test_a_folder_that_cannot_be_listed_fails_backup_and_doctor_naming_it(store, tmp_path, capsys, monkeypatch):
+    """As the user who cannot read it would meet it (the tests run as a user who can read
+    anything, so the listing's refusal is simulated where the walk asks for it)."""
+    import garden.store.doctor as doctor_mod
+
+    real = os.listdir
+    hidden = store / "regression"
+
+    def listdir(path):
+        if Path(path) == hidden:
+            raise PermissionError(13, "Permission denied")
+        return real(path)
+
+    monkeypatch.setattr(doctor_mod.os, "listdir", listdir)
+    out = tmp_path / "b.tar.gz"
+    code, _, err = cli(capsys, "backup", "--out", str(out), "--pipeline", "bm25")
+    assert code == 2 and "regression" in err and "cannot be listed (Permission denied)" in err
+    assert not out.exists()
+    code, text, _ = cli(capsys, "doctor")
+    assert code != 0 and "folder-readable" in text and "Permission denied" in text
+
+
+def test_a_file_rewritten_while_it_is_read_fails_backup(store, tmp_path, capsys, monkeypatch):
+    import garden._files as files_mod
+
+    real = files_mod.open_regular
+    victim = store / "regression" / "ferry-dawn.yaml"
+
+    class WrittenWhileRead:
+        """The file as the backup reads it, with a writer appending to it mid-read."""
+
+        def __init__(self, fh):
+            self.fh = fh
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.fh.close()
+
+        def fileno(self):
+            return self.fh.fileno()
+
+        def read(self, *args):
+            data = self.fh.read(*args)
+            with open(victim, "a", encoding="utf-8") as w:
+                w.write("# more\n")
+            return data
+
+    def writer_between(path, what="file"):
+        fh = real(path, what)
+        return WrittenWhileRead(fh) if Path(path) == victim else fh
+
+    monkeypatch.setattr(files_mod, "open_regular", writer_between)
+    out = tmp_path / "b.tar.gz"
+    code, _, err = cli(capsys, "backup", "--out", str(out), "--pipeline", "bm25")
+    assert code == 2 and "ferry-dawn.yaml: changed while it was read (3 tries)" in err
+    assert not out.exists()

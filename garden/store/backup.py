@@ -43,13 +43,44 @@ class BackupReport:
                 "verdicts": len(self.manifest.verdicts)}
 
 
+READ_TRIES = 3
+
+
+def stable_read(path: Path, shown: str) -> tuple[bytes, int]:
+    """(the bytes, the permission bits) of a durable file read while nothing changed it:
+    its size, modification time and inode the same before and after the read, or the
+    read is tried again, READ_TRIES times in all; then the backup is refused. A file
+    rewritten while it was read would otherwise be archived torn, its hash agreeing with
+    the torn bytes."""
+    from garden._files import open_regular
+
+    for _ in range(READ_TRIES):
+        try:
+            with open_regular(path) as fh:
+                before = os.fstat(fh.fileno())
+                data = fh.read()
+            after = os.stat(path, follow_symlinks=False)
+        except GardenError as exc:
+            raise GardenError(f"backup refused: {exc.messages[0]}; nothing written") from None
+        except OSError as exc:
+            raise GardenError(f"backup refused: {shown}: cannot read: {exc.strerror or exc}; nothing written") from None
+        same = (before.st_size, before.st_mtime_ns, before.st_ino) == (after.st_size, after.st_mtime_ns, after.st_ino)
+        if same and len(data) == after.st_size:
+            return data, stat.S_IMODE(after.st_mode)
+    raise GardenError(f"backup refused: {shown}: changed while it was read ({READ_TRIES} tries); run the backup "
+                      "again when nothing is writing to the store; nothing written")
+
+
 def durable_files(layout: StoreLayout) -> list[Path]:
     """Every regular file of the durable part, sorted. A link or a special file there is
     refused, naming it: the archive stores bytes, and a link is not the store's to follow."""
     files, problems = [], []
     for folder in layout.durable_folders():
         for entry in walk(folder, "durable", layout.root):
-            if entry.kind == "link":
+            if entry.unreadable is not None:
+                problems.append(f"{layout.shown(entry.path)}: a folder of the durable part that cannot be listed "
+                                f"({entry.unreadable}); the archive would lack what is below it")
+            elif entry.kind == "link":
                 problems.append(f"{layout.shown(entry.path)}: a symbolic link in the durable part; a backup holds "
                                 "files, not links (`garden doctor` reports it)")
             elif entry.kind == "file" and not stat.S_ISREG(entry.mode):
@@ -88,8 +119,7 @@ def write_backup(root: str | Path | None, out: str | Path, pipeline: str = "defa
                               "a backup would then hold itself")
     contents = []
     for path in durable_files(layout):
-        data = path.read_bytes()
-        mode = stat.S_IMODE(os.stat(path).st_mode)
+        data, mode = stable_read(path, layout.shown(path))
         contents.append((ManifestFile(path=path.relative_to(layout.root).as_posix(), size=len(data),
                                       sha256=hashlib.sha256(data).hexdigest(), mode=mode), data))
     manifest = Manifest(pipeline=pipeline, files=[f for f, _ in contents],

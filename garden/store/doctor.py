@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import stat
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace, field
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -38,6 +38,7 @@ class Entry:
     ino: tuple[int, int] = (0, 0)
     resolved: Path | None = None  # a link's target, resolved but never opened
     boundary: Path | None = None  # the folder a link must stay within
+    unreadable: str | None = None  # a folder that could not be listed: why (what is below it is unknown)
 
 
 @dataclass(frozen=True)
@@ -117,7 +118,17 @@ def story_readable(problem: str | None, shown: str) -> Finding | None:
                    "none (fix the story: `garden check` names the field)")
 
 
-ENTRY_RULES = {"derived-owner-only": derived_owner_only, "link-contained": link_contained}
+def folder_readable(entry: Entry, shown: str) -> Finding | None:
+    """Enforced: every folder of the store can be listed; what is below one that cannot is
+    neither checked nor backed up."""
+    if entry.unreadable is None:
+        return None
+    return Finding("folder-readable", True, shown, f"folder cannot be listed: {entry.unreadable}; nothing below "
+                   "it was checked", "none (give the user who runs the garden read and search access to it)")
+
+
+ENTRY_RULES = {"derived-owner-only": derived_owner_only, "link-contained": link_contained,
+               "folder-readable": folder_readable}
 ATTACHMENT_RULES = {"attachment-hash": attachment_hash, "attachment-read-only": attachment_read_only}
 RULES = {**ENTRY_RULES, **ATTACHMENT_RULES, "story-readable": story_readable}
 ENFORCEMENT = {name: "report-only" if name == "attachment-read-only" else "enforced" for name in RULES}
@@ -151,7 +162,8 @@ def walk(top: Path, part: str, boundary: Path) -> list[Entry]:
             continue
         try:
             names = sorted(os.listdir(entry.path))
-        except OSError:
+        except OSError as exc:   # never skipped in silence: a backup would lack it, doctor would miss it
+            entries[entries.index(entry)] = replace(entry, unreadable=exc.strerror or str(exc))
             continue
         for name in names:
             child = _entry(entry.path / name, part, boundary)
