@@ -84,6 +84,26 @@ def test_a_damaged_save_is_removed_and_rebuilt(project, capsys):
     assert retriever.top("camp stove", 1) and path.stat().st_size > 40
 
 
+@pytest.mark.parametrize("kind, wrong", [("retriever:bm25s", 42), ("retriever:bm25", {"idf": {}}),
+                                         ("phrase", ["not", "an", "index"])])
+def test_a_save_that_loads_as_the_wrong_type_is_removed_and_rebuilt(project, capsys, kind, wrong):
+    """It used to fail every query that read it, and stay."""
+    import pickle
+
+    story = load_story("fixtures/aurora-ridge.yaml")
+    cache = IndexCache()
+    cache.retriever(story, "bm25s"), cache.retriever(story, "bm25"), cache.phrase_index(story)
+    path = saved_path(story, kind)
+    path.write_bytes(pickle.dumps(wrong))
+    built = COUNTS[f"{kind}:built"]
+    fresh = IndexCache()
+    value = fresh.phrase_index(story) if kind == "phrase" else fresh.retriever(story, kind.split(":")[1])
+    assert COUNTS[f"{kind}:built"] == built + 1
+    assert f"loads as {type(wrong).__name__}, not" in capsys.readouterr().err
+    assert type(value).__name__ != type(wrong).__name__
+    assert type(pickle.loads(path.read_bytes())) is type(value)      # the rebuilt index took its place
+
+
 def test_an_interrupted_save_leaves_the_previous_index_in_place(project, monkeypatch):
     story = load_story("fixtures/aurora-ridge.yaml")
     IndexCache().retriever(story, "bm25s")

@@ -92,18 +92,26 @@ def _stem(story: Story, kind: str) -> str:
     return f"{story.story}.{re.sub(r'[^A-Za-z0-9_.=-]', '_', kind)}"
 
 
-def load_saved(path: Path):
-    """The object saved at `path`, or None when there is none or it does not load."""
+def load_saved(path: Path, expected: type | None = None):
+    """The object saved at `path`, or None when there is none, it does not load, or it
+    loads as something other than an `expected` (a file that unpickles to an int or a dict
+    would fail every query that reads it): such a file is removed with one warning, and the
+    index is rebuilt."""
     refuse_link(path)
     try:
         with open(path, "rb") as fh:
-            return pickle.load(fh)
+            value = pickle.load(fh)
     except FileNotFoundError:
         return None
     except Exception as exc:  # a damaged file: whatever unpickling raised, rebuild
         warn(f"{path}: saved index does not load ({type(exc).__name__}); removed, rebuilding")
         path.unlink(missing_ok=True)
         return None
+    if expected is not None and type(value) is not expected:
+        warn(f"{path}: saved index loads as {type(value).__name__}, not {expected.__name__}; removed, rebuilding")
+        path.unlink(missing_ok=True)
+        return None
+    return value
 
 
 def save(path: Path, value, story: Story, kind: str) -> None:
@@ -129,17 +137,22 @@ class IndexCache:
         self._entries: ProcessCache = ProcessCache(bound)
         self.read_saved = read_saved  # False: build afresh (and save) rather than load a save
 
-    def _saved_or_built(self, story: Story, kind: str, build, restore=None):
+    def _saved_or_built(self, story: Story, kind: str, build, restore=None, expected: type | None = None):
         with collector_paused():  # see garden._bulk: an index is a few hundred thousand objects
-            return self._saved_or_built_now(story, kind, build, restore)
+            return self._saved_or_built_now(story, kind, build, restore, expected)
 
-    def _saved_or_built_now(self, story: Story, kind: str, build, restore=None):
+    def _saved_or_built_now(self, story: Story, kind: str, build, restore=None, expected: type | None = None):
         path = saved_path(story, kind)
         if self.read_saved:
-            value = load_saved(path)
-            if value is not None:
-                if restore is not None:
+            value = load_saved(path, expected)
+            if value is not None and restore is not None:
+                try:
                     restore(value)
+                except Exception as exc:   # the right type with the wrong insides: as damaged
+                    warn(f"{path}: saved index does not restore ({type(exc).__name__}); removed, rebuilding")
+                    path.unlink(missing_ok=True)
+                    value = None
+            if value is not None:
                 COUNTS[f"{kind}:loaded"] += 1
                 return value
         value = build()
@@ -158,14 +171,16 @@ class IndexCache:
 
             if not getattr(retriever, "persist", False):
                 return build()
-            return self._saved_or_built(story, f"retriever:{name}", build, lambda r: r.restore(docs))
+            return self._saved_or_built(story, f"retriever:{name}", build, lambda r: r.restore(docs),
+                                        type(retriever))
 
         return self._entries.get(("retriever", story_key(story), name, str(derived_dir())), make)
 
     def phrase_index(self, story: Story) -> PhraseIndex:
         def make():
             return self._saved_or_built(story, "phrase",
-                                        lambda: PhraseIndex({d.id: d.text for d in documents(story)}))
+                                        lambda: PhraseIndex({d.id: d.text for d in documents(story)}),
+                                        expected=PhraseIndex)
 
         return self._entries.get(("phrase", story_key(story), str(derived_dir())), make)
 
