@@ -256,3 +256,21 @@ def test_a_story_that_cannot_be_read_is_an_enforced_finding(store, capsys):
     assert code == 1
     [line] = [line for line in out.splitlines() if "story-readable" in line]
     assert line.startswith("ENFORCED story-readable fixtures/torn.yaml: its attachments cannot be listed: ")
+
+
+def test_doctor_reports_derived_data_another_user_owns(tmp_path, monkeypatch, capsys):
+    """The tests run as one user, so the other owner is simulated where the rule asks who
+    runs the garden."""
+    import garden.store.doctor as doctor_mod
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("GARDEN_HOME", str(tmp_path / ".garden"))
+    (tmp_path / ".garden" / "index").mkdir(parents=True, mode=0o700)
+    os.chmod(tmp_path / ".garden", 0o700)
+    saved = tmp_path / ".garden" / "index" / "planted.pkl"
+    saved.write_bytes(b"x")
+    os.chmod(saved, 0o600)
+    monkeypatch.setattr(doctor_mod.os, "geteuid", lambda: os.stat(saved).st_uid + 1)
+    code = main(["doctor"])
+    out = capsys.readouterr().out
+    assert code != 0 and "derived-owner" in out and "planted.pkl" in out and "owned by uid" in out

@@ -142,3 +142,34 @@ def test_fresh_builds_read_no_save_and_a_link_is_refused(project):
     with pytest.raises(GardenError, match="link"):
         IndexCache().retriever(story, "tfidf")
     assert target.read_bytes() == b"not an index"
+
+
+class _RunsOnLoad:
+    """A pickle that writes a marker file as it is loaded: what a planted index could do."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (Path.write_text, (self.marker, "ran"))
+
+
+@pytest.mark.parametrize("how", ["group-readable", "another owner"])
+def test_a_save_not_private_to_this_user_is_never_unpickled(project, capsys, monkeypatch, how):
+    import pickle
+
+    story = load_story("fixtures/aurora-ridge.yaml")
+    IndexCache().retriever(story, "bm25s")
+    path = saved_path(story, "retriever:bm25s")
+    marker = project / "ran.txt"
+    path.write_bytes(pickle.dumps(_RunsOnLoad(marker)))
+    if how == "group-readable":
+        os.chmod(path, 0o640)
+    else:
+        monkeypatch.setattr(indexes.os, "geteuid", lambda: os.stat(path).st_uid + 1)
+    retriever = IndexCache().retriever(story, "bm25s")
+    assert not marker.exists(), "the planted pickle ran"
+    assert "saved index not loaded: owned by uid" in capsys.readouterr().err
+    assert retriever.top("camp stove", 1)
+    monkeypatch.undo()
+    assert os.stat(path).st_mode & 0o077 == 0      # the rebuilt save replaced it, private again

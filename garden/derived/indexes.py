@@ -30,6 +30,7 @@ import json
 import os
 import pickle
 import re
+import stat
 import sys
 from collections import Counter
 from contextlib import contextmanager
@@ -100,6 +101,15 @@ def load_saved(path: Path, expected: type | None = None):
     refuse_link(path)
     try:
         with open(path, "rb") as fh:
+            # a pickle runs code as it loads: only a file this user owns and no one else can
+            # read or write is loaded (the garden writes its saves 0600); anything else may
+            # have been put there by someone else, and is rebuilt over, never loaded
+            st = os.fstat(fh.fileno())
+            if st.st_uid != os.geteuid() or st.st_mode & 0o077 or not stat.S_ISREG(st.st_mode):
+                warn(f"{path}: saved index not loaded: owned by uid {st.st_uid} with mode "
+                     f"{stat.S_IMODE(st.st_mode):04o} (a save is this user's, 0600); rebuilding")
+                _drop(path)
+                return None
             value = pickle.load(fh)
     except FileNotFoundError:
         return None
@@ -112,6 +122,13 @@ def load_saved(path: Path, expected: type | None = None):
         path.unlink(missing_ok=True)
         return None
     return value
+
+
+def _drop(path: Path) -> None:
+    try:
+        path.unlink(missing_ok=True)
+    except OSError:   # another user's file in a folder we cannot change: the rebuild's save replaces it
+        pass
 
 
 def save(path: Path, value, story: Story, kind: str) -> None:

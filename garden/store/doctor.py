@@ -39,6 +39,7 @@ class Entry:
     resolved: Path | None = None  # a link's target, resolved but never opened
     boundary: Path | None = None  # the folder a link must stay within
     unreadable: str | None = None  # a folder that could not be listed: why (what is below it is unknown)
+    uid: int = -1                  # its owner
 
 
 @dataclass(frozen=True)
@@ -118,6 +119,18 @@ def story_readable(problem: str | None, shown: str) -> Finding | None:
                    "none (fix the story: `garden check` names the field)")
 
 
+def derived_owner(entry: Entry, shown: str) -> Finding | None:
+    """Enforced: everything under the garden home is owned by the user who runs the garden.
+    A saved index is read back as code (a pickle): one another user put there could run as
+    this one (the index cache refuses to load it, and this says so)."""
+    me = os.geteuid()
+    if entry.part != "derived" or entry.uid in (-1, me):
+        return None
+    return Finding("derived-owner", True, shown, f"{entry.kind} owned by uid {entry.uid}, not uid {me} who runs "
+                   "the garden; another user could have written what the garden reads back",
+                   "none (remove it: derived data is rebuilt; or chown it back)")
+
+
 def folder_readable(entry: Entry, shown: str) -> Finding | None:
     """Enforced: every folder of the store can be listed; what is below one that cannot is
     neither checked nor backed up."""
@@ -127,8 +140,8 @@ def folder_readable(entry: Entry, shown: str) -> Finding | None:
                    "it was checked", "none (give the user who runs the garden read and search access to it)")
 
 
-ENTRY_RULES = {"derived-owner-only": derived_owner_only, "link-contained": link_contained,
-               "folder-readable": folder_readable}
+ENTRY_RULES = {"derived-owner-only": derived_owner_only, "derived-owner": derived_owner,
+               "link-contained": link_contained, "folder-readable": folder_readable}
 ATTACHMENT_RULES = {"attachment-hash": attachment_hash, "attachment-read-only": attachment_read_only}
 RULES = {**ENTRY_RULES, **ATTACHMENT_RULES, "story-readable": story_readable}
 ENFORCEMENT = {name: "report-only" if name == "attachment-read-only" else "enforced" for name in RULES}
@@ -145,9 +158,9 @@ def _entry(path: Path, part: str, boundary: Path) -> Entry | None:
     ino = (st.st_dev, st.st_ino)
     if stat.S_ISLNK(st.st_mode):
         # resolved as a path only: realpath reads the link, it opens nothing at its end
-        return Entry(path, part, "link", st.st_mode, ino, Path(os.path.realpath(path)), boundary)
+        return Entry(path, part, "link", st.st_mode, ino, Path(os.path.realpath(path)), boundary, uid=st.st_uid)
     kind = "folder" if stat.S_ISDIR(st.st_mode) else "file"
-    return Entry(path, part, kind, st.st_mode, ino)
+    return Entry(path, part, kind, st.st_mode, ino, uid=st.st_uid)
 
 
 def walk(top: Path, part: str, boundary: Path) -> list[Entry]:
