@@ -219,3 +219,23 @@ def test_a_locomo_folder_reports_every_kind_of_problem_in_one_run(tmp_path, caps
     assert "a-broken.json:1:2: not JSON" in err
     assert "b-undated.json" in err and "field session_1_date_time: not a date" in err
     assert not (tmp_path / "out").exists()
+
+
+def test_generate_force_replaces_all_or_nothing(project, capsys):
+    assert main(["generate", "twin", "--records", "200", "--seed", "1"]) == 0
+    story = project / "fixtures" / "twin.yaml"
+    before = story.read_bytes()
+    cases = project / "cases"
+    import shutil
+
+    shutil.rmtree(cases)
+    cases.write_text("a file where the cases folder goes\n", encoding="utf-8")
+    assert main(["generate", "twin", "--records", "200", "--seed", "2", "--force"]) == 2
+    line = _one_error_line(capsys)
+    assert "cases" in line and "nothing replaced" in line
+    assert story.read_bytes() == before                     # the story was not replaced alone
+    assert not [p for p in (project / "fixtures").iterdir() if p.name.startswith(".twin")]
+    cases.unlink()
+    assert main(["generate", "twin", "--records", "200", "--seed", "2", "--force"]) == 0
+    assert story.read_bytes() != before and (cases / "twin").is_dir()
+    assert not [p for p in cases.iterdir() if p.name.startswith(".")]

@@ -754,22 +754,57 @@ def generate(name: str, records: int, seed: int = 0, out: str | Path | None = No
     plan = plan_story(name, records, seed)
     try:
         story_path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{name}-{os.getpid()}-", suffix=".tmp", dir=story_path.parent)
-        try:
-            os.chmod(tmp, 0o666 & ~_umask())   # a story is durable source: the mode any new file gets
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                written = write_story(plan, fh, "jsonl" if story_path.suffix == JSONL else "yaml")
-            os.replace(tmp, story_path)
-            for path in other_forms:
-                if path.is_file() or path.is_symlink():
-                    path.unlink()
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        _write_cases(plan, story_path, cases_dir)
+        cases_dir.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise GardenError(f"{story_path}: cannot write: {exc.strerror or exc}") from None
+        raise GardenError(f"{exc.filename or story_path}: cannot make the folder: {exc.strerror or exc}; "
+                          "nothing replaced") from None
+    # everything is written aside first; only then is anything replaced, cases and story
+    # together, and a failure on the way puts back what was there: all or nothing
+    tmp, staging = None, None
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{name}-{os.getpid()}-", suffix=".tmp", dir=story_path.parent)
+        os.chmod(tmp, 0o666 & ~_umask())   # a story is durable source: the mode any new file gets
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            written = write_story(plan, fh, "jsonl" if story_path.suffix == JSONL else "yaml")
+        staging = _stage_cases(plan, story_path, cases_dir)
+        _swap(Path(tmp), story_path, staging, cases_dir)
+        tmp = staging = None
+        for path in other_forms:
+            if path.is_file() or path.is_symlink():
+                path.unlink()
+    except OSError as exc:
+        raise GardenError(f"{exc.filename or story_path}: cannot write: {exc.strerror or exc}; "
+                          "nothing replaced") from None
+    finally:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)
     return Generated(story_path, cases_dir, written, [c["id"] for c in plan.cases])
+
+
+def _swap(story_tmp: Path, story_path: Path, staging: Path, cases_dir: Path) -> None:
+    """Put the new cases and story in place, or, if either move fails, leave the old ones."""
+    aside = None
+    if cases_dir.is_symlink() or cases_dir.exists():
+        aside = cases_dir.with_name(f".{cases_dir.name}-{os.getpid()}-old")
+        os.replace(cases_dir, aside)
+    try:
+        os.replace(staging, cases_dir)
+        try:
+            os.replace(story_tmp, story_path)
+        except BaseException:
+            shutil.rmtree(cases_dir, ignore_errors=True)
+            raise
+    except BaseException:
+        if aside is not None:
+            os.replace(aside, cases_dir)
+        raise
+    if aside is not None:
+        if aside.is_dir() and not aside.is_symlink():
+            shutil.rmtree(aside, ignore_errors=True)
+        else:
+            aside.unlink(missing_ok=True)
 
 
 def _umask() -> int:
@@ -778,18 +813,15 @@ def _umask() -> int:
     return mask
 
 
-def _write_cases(plan: Plan, story_path: Path, cases_dir: Path) -> None:
-    cases_dir.parent.mkdir(parents=True, exist_ok=True)
+def _stage_cases(plan: Plan, story_path: Path, cases_dir: Path) -> Path:
+    """The cases written to a new folder beside `cases_dir`, not yet in place."""
     staging = Path(tempfile.mkdtemp(prefix=f".{plan.name}-{os.getpid()}-", dir=cases_dir.parent))
     try:
         os.chmod(staging, 0o777 & ~_umask())
         ref = os.path.relpath(story_path.resolve(), cases_dir.resolve())
         for case in plan.cases:
             (staging / f"{case['id']}.yaml").write_text(dump_yaml({**case, "story": ref}), encoding="utf-8")
-        if cases_dir.is_symlink() or cases_dir.is_file():
-            cases_dir.unlink()
-        elif cases_dir.exists():
-            shutil.rmtree(cases_dir)
-        os.replace(staging, cases_dir)
-    finally:
+    except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return staging
