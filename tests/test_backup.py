@@ -324,3 +324,14 @@ def test_a_file_rewritten_while_it_is_read_fails_backup(store, tmp_path, capsys,
     code, _, err = cli(capsys, "backup", "--out", str(out), "--pipeline", "bm25")
     assert code == 2 and "ferry-dawn.yaml: changed while it was read (3 tries)" in err
     assert not out.exists()
+
+
+def test_a_sparse_member_is_refused_before_a_byte_is_written(archive, tmp_path, capsys):
+    """A sparse member's holes are zeros the archive does not hold: a few kilobytes could
+    declare gigabytes. Refused by its header."""
+    sparse = tarfile.TarInfo("fixtures/tidewell.yaml")
+    sparse.type = tarfile.GNUTYPE_SPARSE
+    crafted = _crafted(tmp_path, archive, sparse, b"holes")
+    code, _, err = cli(capsys, "restore", str(crafted), "--into", str(tmp_path / "r"))
+    assert code == 2 and "a sparse member; a garden backup holds none" in err
+    assert not (tmp_path / "r").exists()

@@ -52,6 +52,10 @@ def _next_member(tar: tarfile.TarFile, expected: str | None = None) -> tarfile.T
     problem = None
     if not info.isreg():
         problem = "not a regular file (a link, folder or device); a garden backup holds only files"
+    elif info.issparse():
+        # its holes are written out as zeros the archive does not hold: a few kilobytes could
+        # declare gigabytes to write; `garden backup` never writes one
+        problem = "a sparse member; a garden backup holds none, and its holes would be written as zeros"
     elif info.name not in (MANIFEST, MANIFEST_HASH):
         problem = member_problem(info.name)
     if problem:
@@ -93,8 +97,12 @@ def _extract(tar: tarfile.TarFile, info: tarfile.TarInfo, expected, target: Path
     path.parent.mkdir(parents=True, exist_ok=True)
     digest = hashlib.sha256()
     source = tar.extractfile(info)
+    written = 0
     with open(path, "xb") as out:
         while chunk := source.read(CHUNK):
+            written += len(chunk)
+            if written > expected.size:   # never past what the manifest declares
+                raise Refused(info.name, f"holds more than the {expected.size} bytes the manifest records")
             digest.update(chunk)
             out.write(chunk)
     if digest.hexdigest() != expected.sha256:
