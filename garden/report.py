@@ -12,16 +12,27 @@ from garden.evaluation.runner import ContrastReport, RunReport
 console = Console(soft_wrap=False, width=160)
 
 
+def safe(text) -> str:
+    """Stored text made safe for a rich table or line: control characters (escape
+    sequences) shown as text, not sent to the terminal, and `[` kept from reading as
+    markup. Stories, traces and cases are files anyone may have written."""
+    from rich.markup import escape
+
+    from garden.text import one_line
+
+    return escape(one_line(str(text), 100_000))
+
+
 def show_packet(packet: Packet, pipeline: str) -> None:
-    console.print(f"[bold]{packet.decision.upper()}[/bold]  {packet.reason}")
+    console.print(f"[bold]{packet.decision.upper()}[/bold]  {safe(packet.reason)}")
     for w in packet.warnings:
-        console.print(f"[yellow]warning:[/yellow] {w}")
+        console.print(f"[yellow]warning:[/yellow] {safe(w)}")
     table = Table(title=f"packet ({pipeline})", show_lines=False)
     for col in ("#", "id", "date", "kind", "fidelity", "labels", "score", "why"):
         table.add_column(col, overflow="fold")
     for n, item in enumerate(packet.items, 1):
         table.add_row(str(n), item.id, str(item.at or ""), item.kind, item.fidelity, ", ".join(item.labels),
-                      f"{item.score:.3f}", "; ".join(item.why))
+                      f"{item.score:.3f}", safe("; ".join(item.why)))
     if packet.items:
         console.print(table)
     if packet.rejected:
@@ -29,7 +40,7 @@ def show_packet(packet: Packet, pipeline: str) -> None:
         for col in ("id", "reason", "detail"):
             rej.add_column(col, overflow="fold")
         for r in packet.rejected:
-            rej.add_row(r.id, r.reason, r.detail or "")
+            rej.add_row(r.id, r.reason, safe(r.detail or ""))
         console.print(rej)
     console.print(f"{len(packet.items)} items, {len(packet.rejected)} rejected, "
                   f"budget {packet.budget.used}/{packet.budget.limit} characters")
@@ -40,7 +51,7 @@ def show_run(report: RunReport) -> None:
     for col in ("suite", "case", "pipeline", "result", "controls", "failures"):
         table.add_column(col, overflow="fold")
     for r in report.results:
-        fails = r.main.failures + [f"[{c.name}] {f}" for c in r.controls for f in c.failures]
+        fails = [safe(f) for f in r.main.failures] + [safe(f"[{c.name}] {f}") for c in r.controls for f in c.failures]
         status = "[green]pass[/green]" if r.passed else (
             "[red]FAIL[/red]" if r.suite == "regression" else "[yellow]known miss[/yellow]")
         table.add_row(r.suite, r.case, r.pipeline, status,

@@ -239,3 +239,18 @@ def test_generate_force_replaces_all_or_nothing(project, capsys):
     assert main(["generate", "twin", "--records", "200", "--seed", "2", "--force"]) == 0
     assert story.read_bytes() != before and (cases / "twin").is_dir()
     assert not [p for p in cases.iterdir() if p.name.startswith(".")]
+
+
+def test_compare_shows_a_traced_querys_escape_sequences_and_markup_as_text(project, capsys):
+    assert main(["query", "aurora-ridge", "How do we keep spare batteries warm?"]) == 0
+    capsys.readouterr()
+    [trace] = sorted((project / ".garden" / "traces").glob("trace-*.jsonl"))
+    event = json.loads(trace.read_text(encoding="utf-8").splitlines()[0])
+    # words no record holds: bm25 serves nothing, dense its nearest, so the two disagree and
+    # the disagreement line shows the query
+    event["query"] = ESCAPES + "[bold red]quokka[/] zebra?"
+    trace.write_text(json.dumps(event) + "\n", encoding="utf-8")
+    assert main(["compare", str(trace), "--pipelines", "bm25,dense", "--source", "query"]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\x07" not in out
+    assert "\\x1b[2J" in out and "[bold red]quokka[/] zebra?" in out

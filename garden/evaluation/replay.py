@@ -27,6 +27,7 @@ from garden.formats.cases import load_case, spec_for
 from garden.evaluation.compare import (CompareReport, compare_collection, compare_runs, natural_key, parse_measures,
                       plot_per_query, write_trec_run)
 from garden.errors import GardenError
+from garden.text import one_line
 from garden.models import Expect, Hints
 from garden.pipelines import check_pipeline, make_pipeline
 from garden.rerank.query import QuerySpec
@@ -337,7 +338,7 @@ class SourceReport:
         disagreements = [row for row in self.side_by_side if row["disagree"]]
         for row in disagreements[:SHOWN]:
             tops = "  |  ".join(f"{p}: {', '.join(ids) or '(empty)'}" for p, ids in row["top"].items())
-            console.print(f"[yellow]disagree[/yellow] {escape(row['query'])}\n    {tops}")
+            console.print(f"[yellow]disagree[/yellow] {escape(one_line(row['query']))}\n    {escape(one_line(tops))}")
         if len(disagreements) > SHOWN:
             console.print(f"... and {len(disagreements) - SHOWN} more disagreements (all of them in --json)")
         console.print(f"pipelines disagree on the first item for {len(disagreements)} of "
