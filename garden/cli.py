@@ -513,6 +513,13 @@ def main(argv: list[str] | None = None) -> int:
             line = one_line(line, MESSAGE_LIMIT)
             print(f"garden: {line}" if not line.startswith("  ") else line, file=sys.stderr)
         return exc.status
+    except PermissionError as exc:
+        # a garden home or store file this user cannot read or write (made by another user,
+        # or its mode changed): named in one line, not a traceback
+        where = exc.filename or "a file the command needed"
+        print(one_line(f"garden: {where}: {exc.strerror or exc}: the user running the garden cannot read or "
+                       "write it", MESSAGE_LIMIT), file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         return 130
 

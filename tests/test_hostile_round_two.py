@@ -254,3 +254,19 @@ def test_compare_shows_a_traced_querys_escape_sequences_and_markup_as_text(proje
     out = capsys.readouterr().out
     assert "\x1b" not in out and "\x07" not in out
     assert "\\x1b[2J" in out and "[bold red]quokka[/] zebra?" in out
+
+
+def test_a_home_the_user_cannot_write_is_one_line(project, capsys, monkeypatch):
+    """As a user without write access to the garden home meets it (the tests run as a user
+    who can write anywhere, so the refusal is raised where the trace is written)."""
+    import garden.evaluation.runner as runner_mod
+
+    denied = project / ".garden" / "traces" / "trace-2030-01-12.jsonl"
+
+    def refuse(*args, **kwargs):
+        raise PermissionError(13, "Permission denied", str(denied))
+
+    monkeypatch.setattr(runner_mod, "write_trace", refuse)
+    assert main(["query", "aurora-ridge", "Who sleeps in the afternoon?"]) == 2
+    line = _one_error_line(capsys)
+    assert line == (f"garden: {denied}: Permission denied: the user running the garden cannot read or write it")
