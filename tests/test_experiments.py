@@ -25,3 +25,18 @@ def test_the_sweep_takes_any_setting_and_pipeline(tmp_path, monkeypatch):
     assert low["value"] == -10.0 and low["silent_kept"] < shipped["silent_kept"] == shipped["silent_total"]
     old = sweep(case, values=[1.4], pipeline_name="default-decide-fill")[0]
     assert old["pipeline"] == "default-decide-fill" and old["silent_kept"] == old["silent_total"]
+
+
+def test_the_speed_experiments_fictional_file_is_in_the_released_schema(tmp_path):
+    """The S-shaped file the LongMemEval speed run times must be one the importer accepts
+    as released, with shared sessions and abstention questions, or the timing means nothing."""
+    from experiments.longmemeval_speed import write_file
+    from garden.formats.longmemeval import import_longmemeval
+
+    path = tmp_path / "longmemeval_synthetic_s.json"
+    shape = write_file(path, questions=12, sessions=6)
+    assert shape["questions"] == 12 and shape["slots"] == 12 * 6
+    report = import_longmemeval(path, tmp_path / "out")
+    assert report.questions == 12 and report.abstention >= 1
+    assert report.sessions < report.slots            # pool sessions shared between haystacks
+    assert report.evidence_turns == 12 - report.abstention
