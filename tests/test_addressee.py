@@ -2,20 +2,12 @@
 voice said lifts what that voice said, in a story that names it."""
 from __future__ import annotations
 
-import datetime as dt
-from pathlib import Path
-
 import pytest
 
 from garden.errors import GardenError
 from garden.formats.stories import load_story
-from garden.models import Settings
-from garden.pipelines import make_pipeline
 from garden.rerank.addressee import addressed_speech
-from garden.rerank.query import QuerySpec
-
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
-AS_OF = dt.date(2032, 3, 29)
+from kiln_lane import FIXTURES, ask
 
 
 @pytest.mark.parametrize("query, words", [
@@ -36,7 +28,7 @@ def test_what_asks_for_the_addressees_words(query, words):
 
 
 def _run(story, query, pipeline="default", **settings):
-    return make_pipeline(pipeline).run(QuerySpec(story, query, AS_OF, settings=Settings(standout=1, **settings)))
+    return ask(query, pipeline, story, standout=1, **settings)
 
 
 def test_the_addressees_turns_are_lifted_and_only_theirs():

@@ -2,19 +2,11 @@
 speaker's matching statements leads, and the older ride as history."""
 from __future__ import annotations
 
-import datetime as dt
-from pathlib import Path
-
 import pytest
 
 from garden.formats.stories import load_story
-from garden.models import Settings
-from garden.pipelines import make_pipeline
-from garden.rerank.query import QuerySpec
 from garden.rerank.update import asks_now
-
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
-AS_OF = dt.date(2032, 3, 29)
+from kiln_lane import FIXTURES, ask
 
 
 @pytest.mark.parametrize("query, word", [
@@ -34,7 +26,7 @@ def test_what_asks_about_the_present(query, word):
 
 
 def _run(story, query, pipeline="default"):
-    return make_pipeline(pipeline).run(QuerySpec(story, query, AS_OF, settings=Settings(standout=1)))
+    return ask(query, pipeline, story, standout=1)
 
 
 def test_the_newest_leads_and_the_older_rides_labelled():

@@ -3,19 +3,14 @@ own `as_of`, and the lift of what is dated inside it."""
 from __future__ import annotations
 
 import datetime as dt
-from pathlib import Path
 
 import pytest
 from hypothesis import given, strategies as st
 
-from garden.formats.stories import load_story
-from garden.pipelines import make_pipeline
-from garden.rerank.query import QuerySpec
 from garden.rerank.window import named_window
+from kiln_lane import AS_OF, ask
 
 D = dt.date
-AS_OF = D(2032, 3, 29)          # a Monday
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 
 @pytest.mark.parametrize("query, start, end", [
@@ -66,8 +61,7 @@ def test_a_window_lies_before_its_as_of_and_around_its_day(as_of, n, unit):
 
 
 def _run(query: str, pipeline: str = "default"):
-    story = load_story(FIXTURES / "kiln-lane.yaml")
-    return make_pipeline(pipeline).run(QuerySpec(story, query, AS_OF))
+    return ask(query, pipeline)
 
 
 def test_the_stage_takes_the_time_words_out_and_lifts_what_is_dated_inside():
@@ -87,14 +81,9 @@ def test_without_the_stage_the_better_worded_turn_leads():
 
 
 def test_the_lift_is_the_setting():
-    story = load_story(FIXTURES / "kiln-lane.yaml")
-    from garden.models import Settings
-
-    pipeline = make_pipeline("default")
     scores = {}
     for lift in (0.0, 0.5, 1.0):
-        outcome = pipeline.run(QuerySpec(story, "What did I repot into a new planter two weeks ago?", AS_OF,
-                                         settings=Settings(window=lift, standout=1)))
+        outcome = ask("What did I repot into a new planter two weeks ago?", window=lift, standout=1)
         scores[lift] = {i.id: i.score for i in outcome.packet.items}
     # the lift multiplies the score s2.1 has when the structure stage runs (the phrase
     # credit comes after it), so the final score grows in equal steps with the setting
