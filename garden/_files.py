@@ -26,6 +26,14 @@ def kind_of(mode: int) -> str:
     return next((name for test, name in _KINDS if test(mode)), "not a regular file")
 
 
+def refuse_special(path: str | Path) -> None:
+    """GardenError when `path` exists but is not a regular file (a FIFO, a device, a
+    folder): for a reader that looks a name up before opening it."""
+    path = Path(path)
+    if path.exists() and not path.is_file():
+        raise GardenError(f"{path}: is {kind_of(path.stat().st_mode)}, not a regular file; refused")
+
+
 def open_regular(path: str | Path, what: str = "file") -> BinaryIO:
     """`path` opened for binary reading, or GardenError: missing, unreadable, or not a
     regular file (see the module docstring)."""

@@ -77,10 +77,9 @@ def _story_path(name_or_path: PathLike) -> Path:
 
     if isinstance(name_or_path, os.PathLike):
         path = Path(name_or_path)
-        if path.exists() and not path.is_file():
-            from garden._files import kind_of
+        from garden._files import refuse_special
 
-            raise GardenError(f"{path}: is {kind_of(path.stat().st_mode)}, not a regular file; refused")
+        refuse_special(path)
         if not path.is_file():
             raise GardenError(f"story file {path} does not exist")
         return path

@@ -69,7 +69,7 @@ class Strict(BaseModel):
         return value
 
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
+SURROGATE = re.compile("[\ud800-\udfff]")   # a lone surrogate: no character, no file can hold it
 
 
 def lone_surrogate(value: Any) -> str | None:
@@ -77,7 +77,7 @@ def lone_surrogate(value: Any) -> str | None:
     (one level: nested models check their own fields), escaped for a message; None when
     there is none."""
     if isinstance(value, str):
-        m = _SURROGATE.search(value)
+        m = SURROGATE.search(value)
         return None if m is None else repr(m.group(0))[1:-1]
     if isinstance(value, dict):
         value = [*value.keys(), *value.values()]

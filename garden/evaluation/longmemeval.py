@@ -41,6 +41,7 @@ from garden.evaluation.locomo import check_comparison, made_pipelines
 from garden.evaluation.longmemeval_scoring import EVIDENCE_PREFIX, KS, measures, turn_ranking_at_session_level
 from garden.evaluation.packets import plot_decisions
 from garden.evaluation.stores import (TURN_KIND, Conversation, Question, StoresReport, iter_imported,
+                                      summary_block,
                                       judge_runs, run_stores, stores_report)
 from garden.models import DEFAULT_BUDGET, Story
 
@@ -174,12 +175,9 @@ def _session(turn_id: str) -> str:
 
 
 def _authors_json(reports: dict) -> dict:
-    def block(report: CompareReport) -> dict:
-        j = report.to_json()
-        return {"queries": j["queries"], "pipelines": j["pipelines"], "tests": j["tests"]}
-
     return {"judgments": AUTHORS_JUDGMENTS, "ks": list(KS),
-            **{level: {"all": block(by["all"]), "by_type": {c: block(r) for c, r in by.items() if c != "all"}}
+            **{level: {"all": summary_block(by["all"]),
+                       "by_type": {c: summary_block(r) for c, r in by.items() if c != "all"}}
                for level, by in reports.items()}}
 
 

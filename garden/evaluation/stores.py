@@ -289,6 +289,12 @@ def judge_runs(runs: StoreRuns, baseline: str, name: str, permutations: int = PE
     return Judged(turn, session, by_category, all_evidence(turn), all_by_category)
 
 
+def summary_block(report: CompareReport) -> dict:
+    """What a store-set report keeps of one comparison: its questions, means and tests."""
+    j = report.to_json()
+    return {"queries": j["queries"], "pipelines": j["pipelines"], "tests": j["tests"]}
+
+
 @dataclass
 class StoresReport:
     """A comparison over a store set: the garden's measures, the packet, and whatever
@@ -316,10 +322,6 @@ class StoresReport:
     asked: dict[str, Question] = field(default_factory=dict, repr=False)
 
     def to_json(self) -> dict:
-        def block(report: CompareReport) -> dict:
-            j = report.to_json()
-            return {"queries": j["queries"], "pipelines": j["pipelines"], "tests": j["tests"]}
-
         return {
             "source": self.source,
             "judgments": self.judgments,
@@ -327,9 +329,9 @@ class StoresReport:
             "questions": self.questions,
             "baseline": self.baseline,
             "measures": list(TURN_MEASURES),
-            "turn": {**block(self.turn), f"all_evidence@{ALL_AT}": self.all_at},
-            "session": block(self.session),
-            "by_category": {cat: {**block(rep), f"all_evidence@{ALL_AT}": self.all_at_by_category[cat]}
+            "turn": {**summary_block(self.turn), f"all_evidence@{ALL_AT}": self.all_at},
+            "session": summary_block(self.session),
+            "by_category": {cat: {**summary_block(rep), f"all_evidence@{ALL_AT}": self.all_at_by_category[cat]}
                             for cat, rep in self.by_category.items()},
             **self.extra,
             "negatives": self.negatives,

@@ -64,7 +64,7 @@ from garden.formats.jsonl_reader import MAX_LINE_BYTES, SUFFIX
 from garden.formats.locomo import dump_yaml
 from garden.formats.stories import semantic_errors
 from garden.formats.yaml_reader import MAX_FILE_BYTES, describe_pydantic_error
-from garden.models import Case, Story
+from garden.models import SURROGATE, Case, Story
 from garden.text import shown, shown_id
 
 CITATION = ('LongMemEval (Wu et al., ICLR 2025, "LongMemEval: Benchmarking Chat Assistants on Long-Term '
@@ -86,7 +86,6 @@ DATE = re.compile(r"\s*(\d{4})/(\d{1,2})/(\d{1,2})\s*(?:\((Mon|Tue|Wed|Thu|Fri|S
                   r"(?:(\d{1,2}):(\d{2}))?\s*", re.IGNORECASE)
 DATE_EXAMPLE = "2023/05/30 (Tue) 23:40"
 _CLEAN_ID = re.compile(r"[a-z0-9_-]+")
-_SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 
 # --- parsing -------------------------------------------------------------------------
@@ -130,9 +129,9 @@ def session_title(session_id: str) -> str:
 def _clean(text: str) -> tuple[str, bool]:
     """`text` with each lone surrogate (an escape like \\ud83d with no partner, which no
     UTF-8 file can hold) replaced by U+FFFD, and whether any was."""
-    if _SURROGATE.search(text) is None:
+    if SURROGATE.search(text) is None:
         return text, False
-    return _SURROGATE.sub("\ufffd", text), True
+    return SURROGATE.sub("\ufffd", text), True
 
 
 def read_questions(path: str | Path, chunk_chars: int = CHUNK_CHARS) -> Iterator[tuple[int, Any, list[str]]]:

@@ -280,10 +280,9 @@ def resolve_story_path(name: str, relative_to: Path | None = None) -> Path:
             candidate = relative_to / candidate
         if candidate.is_file():
             return candidate
-        if candidate.exists():
-            from garden._files import kind_of
+        from garden._files import refuse_special
 
-            raise GardenError(f"{candidate}: is {kind_of(candidate.stat().st_mode)}, not a regular file; refused")
+        refuse_special(candidate)
         raise GardenError(f"story file {candidate} does not exist")
     if not STORY_NAME.fullmatch(name):
         raise GardenError(f"story {name[:80]!r}: not a story name (lower-case letters, digits, '-', '_' and '.', "
