@@ -8,8 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from garden._state import read_state
 from garden.derived import indexes
 from garden.derived.indexes import COUNTS, IndexCache, fresh_builds, saved_path
 from garden.errors import GardenError
@@ -53,7 +55,7 @@ def test_a_second_process_loads_every_index_instead_of_building_it(project):
                      encoding="utf-8")
     third = in_new_process(project)
     assert all(third["counts"].get(f"{k}:built") == 1 for k in kinds), third
-    saved = sorted(p.name for p in (project / ".garden" / "index").glob("aurora-ridge.*.pkl"))
+    saved = sorted(p.name for p in (project / ".garden" / "index").glob("aurora-ridge.*.npz"))
     assert len(saved) == len(kinds), saved  # one save per kind: the stale ones removed
 
 
@@ -84,24 +86,53 @@ def test_a_damaged_save_is_removed_and_rebuilt(project, capsys):
     assert retriever.top("camp stove", 1) and path.stat().st_size > 40
 
 
-@pytest.mark.parametrize("kind, wrong", [("retriever:bm25s", 42), ("retriever:bm25", {"idf": {}}),
-                                         ("phrase", ["not", "an", "index"])])
-def test_a_save_that_loads_as_the_wrong_type_is_removed_and_rebuilt(project, capsys, kind, wrong):
-    """It used to fail every query that read it, and stay."""
+def _saves(story) -> IndexCache:
+    cache = IndexCache()
+    cache.retriever(story, "bm25s"), cache.retriever(story, "bm25"), cache.phrase_index(story)
+    return cache
+
+
+def _reload(kind: str, story):
+    fresh = IndexCache()
+    return fresh.phrase_index(story) if kind == "phrase" else fresh.retriever(story, kind.split(":")[1])
+
+
+@pytest.mark.parametrize("kind, other", [("retriever:bm25s", "retriever:bm25"), ("retriever:bm25", "phrase"),
+                                         ("phrase", "retriever:bm25s")])
+def test_a_save_of_another_index_is_removed_and_rebuilt(project, capsys, kind, other):
+    """A save of another kind copied to this one's name loads as nothing: its header says
+    what it is (a pickle that unpickled to another type used to fail every query, and stay)."""
+    story = load_story("fixtures/aurora-ridge.yaml")
+    _saves(story)
+    path = saved_path(story, kind)
+    path.write_bytes(saved_path(story, other).read_bytes())
+    built = COUNTS[f"{kind}:built"]
+    value = _reload(kind, story)
+    assert COUNTS[f"{kind}:built"] == built + 1
+    assert f"saved index is not a {kind} of this garden" in capsys.readouterr().err
+    assert read_state(path, kind, type(value).__qualname__).arrays     # the rebuilt index took its place
+
+
+@pytest.mark.parametrize("content", ["pickled int", "pickled dict", "object array", "no header", "empty"])
+def test_a_file_that_is_not_a_save_is_removed_and_rebuilt(project, capsys, content):
+    import io
     import pickle
 
     story = load_story("fixtures/aurora-ridge.yaml")
-    cache = IndexCache()
-    cache.retriever(story, "bm25s"), cache.retriever(story, "bm25"), cache.phrase_index(story)
-    path = saved_path(story, kind)
-    path.write_bytes(pickle.dumps(wrong))
-    built = COUNTS[f"{kind}:built"]
-    fresh = IndexCache()
-    value = fresh.phrase_index(story) if kind == "phrase" else fresh.retriever(story, kind.split(":")[1])
-    assert COUNTS[f"{kind}:built"] == built + 1
-    assert f"loads as {type(wrong).__name__}, not" in capsys.readouterr().err
-    assert type(value).__name__ != type(wrong).__name__
-    assert type(pickle.loads(path.read_bytes())) is type(value)      # the rebuilt index took its place
+    _saves(story)
+    path = saved_path(story, "retriever:bm25")
+    buffer = io.BytesIO()
+    if content == "object array":
+        np.savez(buffer, __header__=np.frombuffer(b"{}", dtype=np.uint8), ids=np.array([{"a": 1}], dtype=object))
+    elif content == "no header":
+        np.savez(buffer, ids=np.arange(3))
+    elif content != "empty":
+        buffer.write(pickle.dumps(42 if content == "pickled int" else {"idf": {}}))
+    path.write_bytes(buffer.getvalue())
+    retriever = _reload("retriever:bm25", story)
+    assert "saved index does not load" in capsys.readouterr().err
+    assert retriever.top("camp stove", 1)
+    assert read_state(path, "retriever:bm25", "RankBM25").arrays
 
 
 def test_an_interrupted_save_leaves_the_previous_index_in_place(project, monkeypatch):
@@ -154,8 +185,10 @@ class _RunsOnLoad:
         return (Path.write_text, (self.marker, "ran"))
 
 
-@pytest.mark.parametrize("how", ["group-readable", "another owner"])
-def test_a_save_not_private_to_this_user_is_never_unpickled(project, capsys, monkeypatch, how):
+@pytest.mark.parametrize("how", ["private to this user", "group-readable", "another owner"])
+def test_a_planted_pickle_never_runs(project, capsys, monkeypatch, how):
+    """A save is arrays read with pickle refused: a pickle at a save's name runs nothing,
+    even one this user owns with mode 0600 (which a pickle-format save used to load)."""
     import pickle
 
     story = load_story("fixtures/aurora-ridge.yaml")
@@ -163,13 +196,29 @@ def test_a_save_not_private_to_this_user_is_never_unpickled(project, capsys, mon
     path = saved_path(story, "retriever:bm25s")
     marker = project / "ran.txt"
     path.write_bytes(pickle.dumps(_RunsOnLoad(marker)))
+    os.chmod(path, 0o600)
     if how == "group-readable":
         os.chmod(path, 0o640)
-    else:
+    elif how == "another owner":
         monkeypatch.setattr(indexes.os, "geteuid", lambda: os.stat(path).st_uid + 1)
     retriever = IndexCache().retriever(story, "bm25s")
     assert not marker.exists(), "the planted pickle ran"
-    assert "saved index not loaded: owned by uid" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    if how == "private to this user":
+        assert "saved index does not load" in err and "pickle" in err
+    else:
+        assert "saved index not loaded: owned by uid" in err
     assert retriever.top("camp stove", 1)
     monkeypatch.undo()
     assert os.stat(path).st_mode & 0o077 == 0      # the rebuilt save replaced it, private again
+    assert read_state(path, "retriever:bm25s", "BM25S").arrays
+
+
+def test_a_save_of_an_earlier_format_is_removed_when_the_new_one_lands(project):
+    story = load_story("fixtures/aurora-ridge.yaml")
+    path = saved_path(story, "retriever:bm25")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    old = path.with_name(path.name.replace(path.name.split(".")[-2], "0" * 32)).with_suffix(".pkl")
+    old.write_bytes(b"an old pickle")
+    IndexCache().retriever(story, "bm25")
+    assert path.exists() and not old.exists()

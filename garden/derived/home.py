@@ -120,8 +120,9 @@ def temp_prefix(label: str) -> str:
     return f".{label}.pid{os.getpid()}."
 
 
-def write_whole(path: Path, data: bytes, prefix: str | None = None) -> None:
-    """Write `data` to `path` whole or not at all: a temporary file in the same folder,
+def write_whole(path: Path, data, prefix: str | None = None) -> None:
+    """Write `data` (bytes, or a function that writes to an open binary file) to `path`
+    whole or not at all: a temporary file in the same folder,
     flushed to disk, then renamed over the old one (atomic on POSIX). A writer killed
     before the rename leaves only its temporary file, which the rule above removes. The
     temporary file is created exclusively under a name no one can guess (mkstemp), so a
@@ -137,7 +138,10 @@ def write_whole(path: Path, data: bytes, prefix: str | None = None) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=prefix or temp_prefix(path.name), suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+            if callable(data):
+                data(fh)
+            else:
+                fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)

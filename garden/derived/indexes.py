@@ -9,26 +9,27 @@ never candidates.
 
 Indexes are also saved under the garden home (`index/`), content-addressed: the file's
 name carries a hash of the story's content, the retriever's name with its options, the
-save format and the versions of the libraries whose objects are saved. A second process on
-an unchanged story loads them instead of building; anything changed gives another name, so
-a stale index is never read. A save is written to a temporary file in the same folder and
-renamed into place: a crash or a concurrent build never leaves a torn index, and the
-previous one stays readable until the new one is complete. Older saves of the same story
-and retriever are removed once the new one is in place. A saved file that does not load
-(damaged on disk) is removed with one warning and rebuilt.
+save format and the versions of the libraries that computed the saved numbers. A second
+process on an unchanged story loads them instead of building; anything changed gives
+another name, so a stale index is never read. A save is written to a temporary file in the
+same folder and renamed into place: a crash or a concurrent build never leaves a torn
+index, and the previous one stays readable until the new one is complete. Older saves of
+the same story and retriever are removed once the new one is in place.
 
-The files are pickles. The garden home is the garden's own, owner-only folder (`garden
-doctor` enforces it), read by nothing else; a file that is a link is refused. A retriever
-that should not be saved sets `persist = False`; one that keeps part of its state
-elsewhere (the dense retriever's embeddings live in their own cache) leaves it out of the
-pickle and takes it back in `restore`.
+A save is data, never code: arrays and a JSON header (`garden._state`), read with pickle
+refused. Its header names its kind and type, and every array is checked as it is read; a
+file that does not load, or holds another kind of index, is removed with one warning and
+rebuilt. Only a file this user owns and no one else can read or write is read at all (the
+garden writes its saves 0600 in an owner-only folder, `garden doctor` checks both); a file
+that is a link is refused. A retriever saves what its `state()` gives (None: not saved); one
+that keeps part of its state elsewhere (`dense`'s embeddings live in their own cache) leaves
+it out and takes it back in `load_state`.
 """
 from __future__ import annotations
 
 import hashlib
 import json
 import os
-import pickle
 import re
 import stat
 import sys
@@ -38,17 +39,19 @@ from importlib import metadata
 from pathlib import Path
 
 from garden._bulk import collector_paused
+from garden._state import State, WrongIndex, read_state, write_state
 from garden._notice import warn
 from garden.derived.home import derived_dir, derived_folder, refuse_link, remove_orphans, write_whole
 from garden.models import Story
 from garden.rerank.phrase import PhraseIndex
 from garden.retrievers import Doc, ProcessCache, Retriever, make_retriever
 
-SAVE_FORMAT = 3  # 2: bm25 keeps postings; 3: retrievers keep their ids as DocIds
-# the libraries whose objects a saved index holds: a new version of any may read an old
-# pickle differently, so it gives the index another name
+SAVE_FORMAT = 4  # 4: arrays and JSON (garden._state); 3 and before: pickles
+# the libraries that compute what a saved index holds: a new version of any may compute
+# other numbers, so it gives the index another name
 SAVED_WITH = ("pinecone-garden", "numpy", "scipy", "bm25s", "rank-bm25", "scikit-learn")
-SUFFIX = ".pkl"
+SUFFIX = ".npz"
+OLD_SUFFIXES = (".pkl",)  # saves of earlier formats, removed when a save replaces them
 
 # what this process did, by kind ("retriever:bm25", "phrase"): built, loaded from a save
 COUNTS: Counter = Counter()
@@ -93,35 +96,32 @@ def _stem(story: Story, kind: str) -> str:
     return f"{story.story}.{re.sub(r'[^A-Za-z0-9_.=-]', '_', kind)}"
 
 
-def load_saved(path: Path, expected: type | None = None):
-    """The object saved at `path`, or None when there is none, it does not load, or it
-    loads as something other than an `expected` (a file that unpickles to an int or a dict
-    would fail every query that reads it): such a file is removed with one warning, and the
-    index is rebuilt."""
+def load_saved(path: Path, kind: str, type_name: str, load):
+    """The index saved at `path`, made by `load(state)` from the state a save of `kind`
+    and `type_name` (the saved object's class) holds; None when there is none, it does not load, or it holds another index. Such a
+    file is removed with one warning, and the index is rebuilt."""
     refuse_link(path)
     try:
         with open(path, "rb") as fh:
-            # a pickle runs code as it loads: only a file this user owns and no one else can
-            # read or write is loaded (the garden writes its saves 0600); anything else may
-            # have been put there by someone else, and is rebuilt over, never loaded
+            # only a file this user owns and no one else can read or write is read: the garden
+            # writes its saves 0600; anything else may have been put there by someone else
             st = os.fstat(fh.fileno())
             if st.st_uid != os.geteuid() or st.st_mode & 0o077 or not stat.S_ISREG(st.st_mode):
                 warn(f"{path}: saved index not loaded: owned by uid {st.st_uid} with mode "
                      f"{stat.S_IMODE(st.st_mode):04o} (a save is this user's, 0600); rebuilding")
                 _drop(path)
                 return None
-            value = pickle.load(fh)
+            state = read_state(fh, kind, type_name)
+        return load(state)
     except FileNotFoundError:
         return None
-    except Exception as exc:  # a damaged file: whatever unpickling raised, rebuild
-        warn(f"{path}: saved index does not load ({type(exc).__name__}); removed, rebuilding")
-        path.unlink(missing_ok=True)
-        return None
-    if expected is not None and type(value) is not expected:
-        warn(f"{path}: saved index loads as {type(value).__name__}, not {expected.__name__}; removed, rebuilding")
-        path.unlink(missing_ok=True)
-        return None
-    return value
+    except WrongIndex as exc:
+        warn(f"{path}: saved index is not a {kind} of this garden ({exc}); removed, rebuilding")
+    except Exception as exc:  # torn, edited or not an index: whatever reading raised, rebuild
+        reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:160]
+        warn(f"{path}: saved index does not load ({reason}); removed, rebuilding")
+    _drop(path)
+    return None
 
 
 def _drop(path: Path) -> None:
@@ -131,19 +131,21 @@ def _drop(path: Path) -> None:
         pass
 
 
-def save(path: Path, value, story: Story, kind: str) -> None:
-    """Write `value` to `path` whole or not at all, then drop older saves of the same
+def save(path: Path, state_of, story: Story, kind: str, type_name: str) -> None:
+    """Write the state `state_of()` gives to `path` whole or not at all, then drop older saves of the same
     story and kind. A save that fails is a warning, never a failed query: the index in
     memory is complete either way."""
     try:
         folder = derived_folder("index")
         refuse_link(path)
         remove_orphans(folder, ".tmp")
-        write_whole(path, pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
-    except (OSError, pickle.PicklingError, TypeError, AttributeError) as exc:
+        state = state_of()
+        write_whole(path, lambda out: write_state(out, kind, type_name, state))
+    except (OSError, ValueError, TypeError) as exc:
         warn(f"{path}: index not saved ({exc}); it is rebuilt in the next process")
         return
-    mine = re.compile(re.escape(_stem(story, kind)) + r"\.[0-9a-f]{32}" + re.escape(SUFFIX))
+    suffixes = "|".join(re.escape(s) for s in (SUFFIX, *OLD_SUFFIXES))
+    mine = re.compile(re.escape(_stem(story, kind)) + r"\.[0-9a-f]{32}(?:" + suffixes + ")")
     for old in folder.iterdir():
         if old.name != path.name and mine.fullmatch(old.name) and not old.is_symlink():
             old.unlink(missing_ok=True)
@@ -154,28 +156,20 @@ class IndexCache:
         self._entries: ProcessCache = ProcessCache(bound)
         self.read_saved = read_saved  # False: build afresh (and save) rather than load a save
 
-    def _saved_or_built(self, story: Story, kind: str, build, restore=None, expected: type | None = None):
+    def _saved_or_built(self, story: Story, kind: str, type_name: str, build, load, state_of):
+        """The index of `kind`: `load(state)` of its save when there is a good one, else
+        `build()`, then saved as `state_of(index)` gives it."""
         with collector_paused():  # see garden._bulk: an index is a few hundred thousand objects
-            return self._saved_or_built_now(story, kind, build, restore, expected)
-
-    def _saved_or_built_now(self, story: Story, kind: str, build, restore=None, expected: type | None = None):
-        path = saved_path(story, kind)
-        if self.read_saved:
-            value = load_saved(path, expected)
-            if value is not None and restore is not None:
-                try:
-                    restore(value)
-                except Exception as exc:   # the right type with the wrong insides: as damaged
-                    warn(f"{path}: saved index does not restore ({type(exc).__name__}); removed, rebuilding")
-                    path.unlink(missing_ok=True)
-                    value = None
-            if value is not None:
-                COUNTS[f"{kind}:loaded"] += 1
-                return value
-        value = build()
-        COUNTS[f"{kind}:built"] += 1
-        save(path, value, story, kind)
-        return value
+            path = saved_path(story, kind)
+            if self.read_saved:
+                value = load_saved(path, kind, type_name, load)
+                if value is not None:
+                    COUNTS[f"{kind}:loaded"] += 1
+                    return value
+            value = build()
+            COUNTS[f"{kind}:built"] += 1
+            save(path, lambda: state_of(value), story, kind, type_name)
+            return value
 
     def retriever(self, story: Story, name: str) -> Retriever:
         def make():
@@ -186,18 +180,24 @@ class IndexCache:
                 retriever.index(docs)
                 return retriever
 
-            if not getattr(retriever, "persist", False):
+            def load(state: State):
+                retriever.load_state(state, docs)
+                return retriever
+
+            if not retriever.persist:
                 return build()
-            return self._saved_or_built(story, f"retriever:{name}", build, lambda r: r.restore(docs),
-                                        type(retriever))
+            return self._saved_or_built(story, f"retriever:{name}", type(retriever).__qualname__, build, load,
+                                        lambda r: r.state())
 
         return self._entries.get(("retriever", story_key(story), name, str(derived_dir())), make)
 
     def phrase_index(self, story: Story) -> PhraseIndex:
         def make():
-            return self._saved_or_built(story, "phrase",
-                                        lambda: PhraseIndex({d.id: d.text for d in documents(story)}),
-                                        expected=PhraseIndex)
+            docs = documents(story)
+            return self._saved_or_built(story, "phrase", "PhraseIndex",
+                                        lambda: PhraseIndex({d.id: d.text for d in docs}),
+                                        lambda state: PhraseIndex.from_state(state, [d.id for d in docs]),
+                                        lambda index: index.state())
 
         return self._entries.get(("phrase", story_key(story), str(derived_dir())), make)
 

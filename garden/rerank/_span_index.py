@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from garden._state import State
 from garden.analyzer import word_runs
 
 MAX_SPAN = 8
@@ -73,6 +74,35 @@ class SpanIndex:
         keep = np.ones(len(hash_all), dtype=bool)
         keep[1:] = (hash_all[1:] != hash_all[:-1]) | (owner_all[1:] != owner_all[:-1])
         self.hashes, self.owners = hash_all[keep], owner_all[keep]
+
+    def state(self) -> State:
+        """Its arrays, the record ids and the vocabulary in id order, for a save."""
+        state = State()
+        state.put_strings("ids", self.ids)
+        state.put_strings("vocab", list(self.vocab))
+        for name in ("words", "run", "starts", "hashes", "owners"):
+            state.put(name, getattr(self, name))
+        return state
+
+    @classmethod
+    def from_state(cls, state: State, ids: list[str]) -> SpanIndex:
+        """The index `state()` saved for the records `ids`; ValueError if it is not one."""
+        index = cls.__new__(cls)
+        index.ids = state.strings("ids")
+        if index.ids != ids:
+            raise ValueError("saved for other records")
+        vocab = state.strings("vocab")
+        index.vocab = {w: i for i, w in enumerate(vocab)}
+        index.words = state.positions("words", len(vocab))
+        index.run = state.array("run", "i", 1, len(index.words))
+        index.starts = state.positions("starts", len(index.words) + 1, len(ids) + 1)
+        index.hashes = state.array("hashes", "u")
+        index.owners = state.positions("owners", len(ids), len(index.hashes))
+        if (len(index.vocab) != len(vocab) or index.starts[0] != 0 or index.starts[-1] != len(index.words)
+                or (np.diff(index.starts) < 0).any() or index.hashes.dtype != np.uint64
+                or (index.hashes[1:] < index.hashes[:-1]).any()):
+            raise ValueError("arrays of the span index do not agree")
+        return index
 
     def _range(self, span: tuple[str, ...]) -> tuple[int, int]:
         ids = [self.vocab.get(w) for w in span]

@@ -36,6 +36,7 @@ from garden.retrievers._protocol import (  # noqa: F401
     as_retriever,
 )
 from garden.retrievers._cache import ProcessCache  # noqa: F401
+from garden._state import State  # noqa: F401  (what a retriever's `state` gives)
 from garden.retrievers._registry import Registered, Registry, builtin, declared_options, describe  # noqa: F401
 from garden.retrievers._relevance import (  # noqa: F401
     LEXICAL_ONLY, SEMANTIC_ONLY, check_floor, evidence_kind, is_semantic, lexical_relevance, relevance,

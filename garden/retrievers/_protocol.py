@@ -32,6 +32,7 @@ from __future__ import annotations
 import abc
 from typing import Any, Mapping, NamedTuple, Protocol, Sequence, runtime_checkable
 
+from garden._state import State
 from garden.errors import GardenError
 from garden.retrievers._scores import check_depth, rank
 
@@ -91,18 +92,28 @@ class RetrieverBase(abc.ABC):
 
     name: str
     kind: str = LEXICAL
-    # Its index is saved under the garden home once built and loaded in place of a rebuild
-    # in a later process (garden.derived.indexes); False for one whose state should not be
-    # pickled.
-    persist: bool = True
 
     @abc.abstractmethod
     def index(self, docs: Sequence[Doc]) -> None:
         """Index `docs`, replacing whatever was indexed before."""
 
-    def restore(self, docs: Sequence[Doc]) -> None:
-        """After a saved index is loaded: take back what the save left out (nothing, unless
-        the retriever keeps part of its state elsewhere, as `dense` keeps its embeddings)."""
+    def state(self) -> State | None:
+        """What a save of this index holds (arrays and JSON-able meta: `garden._state`),
+        or None, the default: not saved, built again in every process. A retriever that
+        gives a state is saved under the garden home once built and taken back with
+        `load_state` in a later process (garden.derived.indexes)."""
+        return None
+
+    def load_state(self, state: State, docs: Sequence[Doc]) -> None:
+        """Become the index `state()` gave, on a retriever made with the same options, for
+        the same `docs` (what the save left out, such as `dense`'s embeddings, is taken
+        back from its own cache). ValueError when `state` is not such an index."""
+        raise NotImplementedError(f"retriever {self.name} saves no state")
+
+    @property
+    def persist(self) -> bool:
+        """Whether its index is saved: it gives a `state`."""
+        return type(self).state is not RetrieverBase.state
 
     @abc.abstractmethod
     def score(self, query: str) -> dict[str, float]:
@@ -154,7 +165,6 @@ class PluginRetriever(RetrieverBase):
     `ceiling` is taken to score on [0, 1] already (`RetrieverBase.ceiling`). The wrapped
     object stays reachable as `plugin`."""
 
-    persist = False  # a plugin's state is its own business: rebuilt in every process
 
     def __init__(self, plugin: Any, name: str, kind: str):
         self.plugin = plugin

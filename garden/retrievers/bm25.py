@@ -10,13 +10,13 @@ Lucene's log(1 + (N - n + 0.5) / (n + 0.5)), which is positive for every term
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 import numpy as np
 from rank_bm25 import BM25L, BM25Okapi, BM25Plus
 
 from garden.analyzer import Analyzer
-from garden.retrievers import (LEXICAL, ArrayScores, Doc, DocIds, RetrieverBase, boolean, choice, number,
+from garden.retrievers import (LEXICAL, ArrayScores, Doc, DocIds, RetrieverBase, State, boolean, choice, number,
                                register)
 
 VARIANTS = {"okapi": BM25Okapi, "l": BM25L, "plus": BM25Plus}
@@ -47,8 +47,40 @@ class Postings:
         start, end = self.span.get(term, (0, 0))
         return self.docs[start:end], self.tfs[start:end]
 
+    def save(self, state: State) -> None:
+        state.put_strings("terms", list(self.span))
+        state.put("starts", np.array([start for start, _ in self.span.values()] + [len(self.docs)], dtype=np.int64))
+        state.put("docs", self.docs)
+        state.put("tfs", self.tfs)
 
-def term_weights(bm25, variant: str, term: str, postings: Postings, doc_len: np.ndarray) -> np.ndarray:
+    @classmethod
+    def load(cls, state: State, n_docs: int) -> Postings:
+        postings = cls([])
+        terms = state.strings("terms")
+        starts = state.positions("starts", len(state.arrays.get("docs", ())) + 1, len(terms) + 1)
+        postings.docs = state.positions("docs", n_docs)
+        postings.tfs = state.array("tfs", "i", 1, len(postings.docs))
+        if (np.diff(starts) < 0).any() or starts[-1] != len(postings.docs) or (postings.tfs < 1).any():
+            raise ValueError("postings do not cut the documents into terms")
+        bounds = starts.tolist()
+        postings.span = {term: (a, b) for term, a, b in zip(terms, bounds, bounds[1:])}
+        return postings
+
+
+class Fitted(NamedTuple):
+    """What scoring reads of a fitted rank-bm25 model: its idf (as the `idf` option made
+    it), parameters and average document length. Kept instead of the model, whose
+    per-document term dictionaries the postings replace."""
+
+    idf: dict[str, float]
+    k1: float
+    b: float
+    avgdl: float
+    delta: float  # BM25L's and BM25+'s; unused under okapi
+    corpus_size: int
+
+
+def term_weights(bm25: Fitted, variant: str, term: str, postings: Postings, doc_len: np.ndarray) -> np.ndarray:
     """One query term's addition to every document's score, exactly as rank-bm25's
     `get_scores` computes it (the same operations in the same order, so the same floats):
     the formula for the documents holding the term, and its value at a term frequency of 0
@@ -100,17 +132,47 @@ class RankBM25(RetrieverBase):
             self._bm25 = None
             return
         corpus = [self.analyzer(d.text) or ["\x00empty"] for d in docs]
-        self._bm25 = VARIANTS[self.variant](corpus, k1=self.k1, b=self.b)
-        self._postings = Postings(self._bm25.doc_freqs)
-        self._doc_len = np.array(self._bm25.doc_len)
+        model = VARIANTS[self.variant](corpus, k1=self.k1, b=self.b)
+        self._postings = Postings(model.doc_freqs)
+        self._doc_len = np.array(model.doc_len)
         self._docs = DocIds(self.ids)
+        idf = model.idf
         if self.idf_rule == "lucene":
-            n = self._bm25.corpus_size
+            n = model.corpus_size
             df: dict[str, int] = {}
             for doc in corpus:
                 for term in set(doc):
                     df[term] = df.get(term, 0) + 1
-            self._bm25.idf = {t: lucene_idf(n, f) for t, f in df.items()}
+            idf = {t: lucene_idf(n, f) for t, f in df.items()}
+        self._bm25 = Fitted(idf, model.k1, model.b, model.avgdl, getattr(model, "delta", 0.0), model.corpus_size)
+
+    def state(self) -> State:
+        state = State(meta={"documents": len(self.ids), "fitted": self._bm25 is not None})
+        state.put_strings("ids", self.ids)
+        if self._bm25 is not None:
+            fitted = self._bm25
+            state.meta.update(avgdl=fitted.avgdl, delta=fitted.delta, corpus_size=fitted.corpus_size)
+            state.put_strings("idf.terms", list(fitted.idf))
+            state.put("idf.values", np.array(list(fitted.idf.values()), dtype=np.float64))
+            state.put("doc_len", self._doc_len)
+            postings = State()
+            self._postings.save(postings)
+            state.nest("postings", postings)
+        return state
+
+    def load_state(self, state: State, docs: Sequence[Doc]) -> None:
+        ids = state.strings("ids")
+        if ids != [d.id for d in docs]:
+            raise ValueError("saved for other documents")
+        self.ids, self._docs, self._bm25 = ids, DocIds(ids), None
+        if not state.meta.get("fitted") or not ids:
+            return
+        terms = state.strings("idf.terms")
+        idf = dict(zip(terms, state.array("idf.values", "f", 1, len(terms)).tolist()))
+        self._doc_len = state.array("doc_len", "if", 1, len(ids))
+        self._postings = Postings.load(state.inner("postings"), len(ids))
+        self._bm25 = Fitted(idf, self.k1, self.b, float(state.number("avgdl", 0)), float(state.number("delta")),
+                            int(state.number("corpus_size", 1)))
 
     def score(self, query: str) -> ArrayScores | dict[str, float]:
         """rank-bm25's `get_scores` (computed from postings: `term_weights`), every

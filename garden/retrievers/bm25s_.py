@@ -24,7 +24,7 @@ import bm25s
 import numpy as np
 
 from garden.analyzer import Analyzer
-from garden.retrievers import LEXICAL, Doc, DocIds, RetrieverBase, boolean, choice, number, register
+from garden.retrievers import LEXICAL, Doc, DocIds, RetrieverBase, State, boolean, choice, number, register
 
 METHODS = ("lucene", "robertson", "atire", "bm25l", "bm25+")
 
@@ -89,6 +89,52 @@ class BM25S(RetrieverBase):
         # bm25s adds "" as the term of empty documents; a query never asks for it.
         self._vocab = {t: i for t, i in self._bm25.vocab_dict.items() if t}
         self._doc_freq = Counter(term for terms in corpus for term in set(terms))
+
+    def state(self) -> State:
+        """bm25s's own saved parts (the sparse score matrix, its vocabulary and the
+        non-occurrence array of bm25l and bm25+), as bm25s itself saves them without
+        pickle, and the document frequencies `ceiling` reads."""
+        state = State(meta={"fitted": self._bm25 is not None})
+        state.put_strings("ids", self.ids)
+        if self._bm25 is not None:  # the vocabulary without bm25s's "" (see `index`)
+            scores = self._bm25.scores
+            state.meta["num_docs"] = int(scores["num_docs"])
+            for part in ("data", "indices", "indptr"):
+                state.put(f"scores.{part}", scores[part])
+            state.put_strings("vocab.terms", list(self._vocab))
+            state.put("vocab.ids", np.array(list(self._vocab.values()), dtype=np.int64))
+            state.put_strings("df.terms", list(self._doc_freq))
+            state.put("df.counts", np.array(list(self._doc_freq.values()), dtype=np.int64))
+            if self._bm25.nonoccurrence_array is not None:
+                state.put("nonoccurrence", self._bm25.nonoccurrence_array)
+        return state
+
+    def load_state(self, state: State, docs: Sequence[Doc]) -> None:
+        ids = state.strings("ids")
+        if ids != [d.id for d in docs]:
+            raise ValueError("saved for other documents")
+        self.ids, self._docs = ids, DocIds(ids)
+        self._bm25, self._vocab, self._doc_freq = None, {}, {}
+        if not state.meta.get("fitted") or not ids:
+            return
+        if state.number("num_docs") != len(ids):
+            raise ValueError("saved for another number of documents")
+        indptr = state.array("scores.indptr", "iu")
+        data = state.array("scores.data", "f", 1, int(indptr[-1]) if len(indptr) else 0)
+        indices = state.positions("scores.indices", len(ids), len(data))
+        if not len(indptr) or indptr[0] != 0 or (np.diff(indptr) < 0).any():
+            raise ValueError("array 'scores.indptr' does not cut the scores into terms")
+        terms = state.strings("vocab.terms")
+        vocab = dict(zip(terms, state.positions("vocab.ids", len(indptr) - 1, len(terms)).tolist()))
+        model = bm25s.BM25(k1=self.k1, b=self.b, method=self.method)
+        model.scores = {"data": data, "indices": indices, "indptr": indptr, "num_docs": len(ids)}
+        model.vocab_dict = vocab
+        model.unique_token_ids_set = set(vocab.values())
+        model.nonoccurrence_array = (state.array("nonoccurrence", "f", 1, len(indptr) - 1)
+                                     if model.method in model.methods_requiring_nonoccurrence else None)
+        df_terms = state.strings("df.terms")
+        self._doc_freq = dict(zip(df_terms, state.array("df.counts", "i", 1, len(df_terms)).tolist()))
+        self._bm25, self._vocab = model, vocab
 
     def _scores(self, terms: list[str]) -> np.ndarray | None:
         """The hot path: no checks beyond what an empty query needs. None when no query

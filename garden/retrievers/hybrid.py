@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Mapping, Sequence
 
 from garden.errors import GardenError
-from garden.retrievers import FUSION, Doc, RetrieverBase, custom, integer, make_retriever, number, rank, register
+from garden.retrievers import FUSION, Doc, RetrieverBase, State, custom, integer, make_retriever, number, rank, register
 
 MEMBER_WORDS = "retriever names joined by + or , (say bm25+dense), at least one"
 
@@ -84,9 +84,19 @@ class HybridRetriever(RetrieverBase):
         for member in self._members.values():
             member.index(docs)
 
-    def restore(self, docs: Sequence[Doc]) -> None:
-        for member in self._members.values():
-            member.restore(docs)
+    def state(self) -> State | None:
+        """Each member's state, by its place among the members (a name may hold a dot);
+        None when a member saves none."""
+        if not self.persist:
+            return None
+        state = State()
+        for place, member in enumerate(self._members.values()):
+            state.nest(f"member{place}", member.state())
+        return state
+
+    def load_state(self, state: State, docs: Sequence[Doc]) -> None:
+        for place, member in enumerate(self._members.values()):
+            member.load_state(state.inner(f"member{place}"), docs)
 
     def fuse(self, components: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
         """RRF of each member's ranking of its scores, to `depth`."""

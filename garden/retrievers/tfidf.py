@@ -15,7 +15,7 @@ import numpy as np
 from sklearn.feature_extraction.text import TfidfVectorizer
 
 from garden.analyzer import Analyzer
-from garden.retrievers import LEXICAL, Doc, DocIds, RetrieverBase, boolean, choice, custom, register
+from garden.retrievers import LEXICAL, Doc, DocIds, RetrieverBase, State, boolean, choice, custom, register
 
 NGRAM_WORDS = "LOW-HIGH whole numbers with 1 <= LOW <= HIGH (say 3-5), or one N for N-N"
 
@@ -69,6 +69,47 @@ class TfidfRetriever(RetrieverBase):
             self._matrix = self._vectorizer.fit_transform([d.text for d in docs]).tocsr()
         except ValueError:  # no document has a single term: nothing can match
             self._vectorizer, self._matrix = None, None
+
+    def state(self) -> State:
+        """The fitted vocabulary and idf (all scikit-learn's `transform` reads of a fitted
+        vectorizer) and the document matrix as its three CSR arrays."""
+        state = State(meta={"fitted": self._vectorizer is not None})
+        state.put_strings("ids", self.ids)
+        if self._vectorizer is not None:
+            vocabulary = self._vectorizer.vocabulary_
+            state.put_strings("vocab.terms", list(vocabulary))
+            state.put("vocab.columns", np.array(list(vocabulary.values()), dtype=np.int64))
+            state.put("idf", self._vectorizer.idf_)
+            for part in ("data", "indices", "indptr"):
+                state.put(f"matrix.{part}", getattr(self._matrix, part))
+        return state
+
+    def load_state(self, state: State, docs: Sequence[Doc]) -> None:
+        from scipy.sparse import csr_matrix
+
+        ids = state.strings("ids")
+        if ids != [d.id for d in docs]:
+            raise ValueError("saved for other documents")
+        self.ids, self._docs = ids, DocIds(ids)
+        self._vectorizer, self._matrix = None, None
+        if not state.meta.get("fitted"):
+            return
+        terms = state.strings("vocab.terms")
+        columns = state.positions("vocab.columns", len(terms), len(terms))
+        if len(set(columns.tolist())) != len(terms):
+            raise ValueError("array 'vocab.columns' names a column twice")
+        idf = state.array("idf", "f", 1, len(terms))
+        indptr = state.positions("matrix.indptr", 1 << 62, len(ids) + 1)
+        data = state.array("matrix.data", "f", 1, int(indptr[-1]))
+        indices = state.positions("matrix.indices", len(terms), len(data))
+        if indptr[0] != 0 or (np.diff(indptr) < 0).any():
+            raise ValueError("array 'matrix.indptr' does not cut the matrix into rows")
+        vectorizer = self._new_vectorizer()
+        vectorizer.vocabulary_ = dict(zip(terms, columns.tolist()))
+        vectorizer.fixed_vocabulary_ = False
+        vectorizer.idf_ = idf
+        self._vectorizer = vectorizer
+        self._matrix = csr_matrix((data, indices, indptr), shape=(len(ids), len(terms)))
 
     def _similarities(self, queries: Sequence[str]):
         """queries x documents cosine, sparse: only documents sharing a term are stored."""

@@ -121,8 +121,9 @@ def story_readable(problem: str | None, shown: str) -> Finding | None:
 
 def derived_owner(entry: Entry, shown: str) -> Finding | None:
     """Enforced: everything under the garden home is owned by the user who runs the garden.
-    A saved index is read back as code (a pickle): one another user put there could run as
-    this one (the index cache refuses to load it, and this says so)."""
+    A saved index is data (arrays read with pickle refused), but one another user put there
+    could still steer every ranking the garden gives (the index cache refuses to load it,
+    and this says so)."""
     me = os.geteuid()
     if entry.part != "derived" or entry.uid in (-1, me):
         return None

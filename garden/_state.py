@@ -1,0 +1,150 @@
+"""What an index keeps of itself when it is saved, and the file that holds it.
+
+A saved index is data, never code: named NumPy arrays of numbers and a JSON header, in one
+NumPy `.npz` archive (the format `numpy.savez` writes), read back with
+``allow_pickle=False``, so an array of Python objects, the one part of the format that
+could run code, is refused as the file is read. This is how bm25s saves its own indexes;
+a pickle, which the garden used before, runs whatever its bytes say as it loads.
+
+A `State` is what one index gives to be saved (`state()`) and takes back (`load_state` or
+`from_state`): arrays by name, and `meta`, JSON-able numbers and strings. Text is kept as
+UTF-8 bytes with offsets (`put_strings`, `strings`): an array of fixed-width strings would
+make every entry as wide as the longest, so one long word could inflate the file a
+thousandfold. Reading checks each array's dtype, shape and, for positions, their range
+(`array`, `positions`): a file edited into different numbers of the right kind fails there,
+with the array named, instead of mid-query.
+
+The header names the format version (`FORMAT`), the index's kind (`retriever:bm25`,
+`phrase`) and its type; a file whose header differs from what the reader expects is not
+loaded (`WrongIndex`), whatever else it holds. It also carries the sha256 of every array
+(`digest`: name, dtype, shape and bytes), so a save damaged on disk or edited after it was
+written is refused as it is read, before a wrong number can reach a score.
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+FORMAT = 4  # 3 and before: pickles
+HEADER = "__header__"
+MAX_HEADER = 1 << 20  # bytes: a header is a few hundred
+
+
+class WrongIndex(ValueError):
+    """The file is a saved index, but not the one asked for (another kind, type or format)."""
+
+
+@dataclass
+class State:
+    arrays: dict[str, np.ndarray] = field(default_factory=dict)
+    meta: dict = field(default_factory=dict)
+
+    # -- writing ---------------------------------------------------------------------
+    def put(self, name: str, array) -> None:
+        self.arrays[name] = np.ascontiguousarray(array)
+
+    def put_strings(self, name: str, strings: Sequence[str]) -> None:
+        encoded = [s.encode("utf-8", "surrogatepass") for s in strings]
+        offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+        np.cumsum([len(b) for b in encoded], out=offsets[1:])
+        self.put(f"{name}.utf8", np.frombuffer(b"".join(encoded), dtype=np.uint8))
+        self.put(f"{name}.offsets", offsets)
+
+    def nest(self, prefix: str, inner: State) -> None:
+        """Keep `inner` inside this state under `prefix` (a fusion keeps its members')."""
+        for name, array in inner.arrays.items():
+            self.arrays[f"{prefix}.{name}"] = array
+        self.meta[prefix] = inner.meta
+
+    # -- reading ---------------------------------------------------------------------
+    def array(self, name: str, kinds: str, ndim: int = 1, length: int | None = None) -> np.ndarray:
+        """The array `name`, checked: its dtype kind one of `kinds` (numpy's letters: i
+        signed, u unsigned, f float), `ndim` dimensions, `length` rows when given.
+        ValueError naming the array otherwise."""
+        if name not in self.arrays:
+            raise ValueError(f"array {name!r} missing")
+        array = self.arrays[name]
+        if array.dtype.kind not in kinds or array.ndim != ndim or (length is not None and len(array) != length):
+            raise ValueError(f"array {name!r} is {array.dtype}{list(array.shape)}, not the saved index's")
+        if array.dtype.kind == "f" and not np.isfinite(array).all():
+            raise ValueError(f"array {name!r} holds a value that is not finite")
+        return array
+
+    def positions(self, name: str, bound: int, length: int | None = None) -> np.ndarray:
+        """Integer array `name` whose every entry is in [0, bound): positions into another."""
+        array = self.array(name, "iu", 1, length)
+        if len(array) and (int(array.min()) < 0 or int(array.max()) >= bound):
+            raise ValueError(f"array {name!r} points outside [0, {bound})")
+        return array
+
+    def strings(self, name: str, length: int | None = None) -> list[str]:
+        data = self.array(f"{name}.utf8", "u", 1)
+        offsets = self.array(f"{name}.offsets", "i", 1, None if length is None else length + 1)
+        if (not len(offsets) or offsets[0] != 0 or offsets[-1] != len(data)
+                or (len(offsets) > 1 and (np.diff(offsets) < 0).any())):
+            raise ValueError(f"array {name!r}: offsets do not cut its text")
+        text = data.tobytes()
+        bounds = offsets.tolist()
+        return [text[a:b].decode("utf-8", "surrogatepass") for a, b in zip(bounds, bounds[1:])]
+
+    def inner(self, prefix: str) -> State:
+        """The state `nest` kept under `prefix`."""
+        meta = self.meta.get(prefix)
+        if not isinstance(meta, dict):
+            raise ValueError(f"no saved state of {prefix!r}")
+        start = f"{prefix}."
+        return State({n[len(start):]: a for n, a in self.arrays.items() if n.startswith(start)}, meta)
+
+    def number(self, key: str, low: float | None = None) -> float:
+        value = self.meta.get(key)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or (low is not None and value < low):
+            raise ValueError(f"meta {key!r} is {value!r}, not a number of the saved index")
+        return value
+
+
+def digest(arrays: dict[str, np.ndarray]) -> str:
+    """sha256 of the arrays: each one's name, dtype, shape and bytes, in name order."""
+    h = hashlib.sha256()
+    for name in sorted(arrays):
+        array = np.ascontiguousarray(arrays[name])
+        h.update(json.dumps([name, array.dtype.str, list(array.shape)]).encode("utf-8"))
+        h.update(memoryview(array).cast("B"))
+    return h.hexdigest()
+
+
+def write_state(out, kind: str, type_name: str, state: State) -> None:
+    """Write `state` to the open binary file `out`, headed by what it is."""
+    header = json.dumps({"format": FORMAT, "kind": kind, "type": type_name, "meta": state.meta,
+                         "sha256": digest(state.arrays)}, sort_keys=True, allow_nan=False).encode("utf-8")
+    if HEADER in state.arrays:
+        raise ValueError(f"an index may not name an array {HEADER}")
+    np.savez(out, **{HEADER: np.frombuffer(header, dtype=np.uint8)}, **state.arrays)
+
+
+def read_state(path: Path | io.IOBase, kind: str, type_name: str) -> State:
+    """The state saved in `path` (a path or an open binary file) for an index of `kind`
+    and `type_name`. WrongIndex when it is another's; ValueError (or whatever numpy raises
+    on a torn archive) when it is not a saved index at all. Nothing in it is executed."""
+    with np.load(path, allow_pickle=False) as archive:
+        if HEADER not in archive.files:
+            raise ValueError("no header: not a saved index")
+        raw = archive[HEADER]
+        if raw.dtype != np.uint8 or raw.ndim != 1 or len(raw) > MAX_HEADER:
+            raise ValueError("header is not JSON text")
+        header = json.loads(raw.tobytes().decode("utf-8"))
+        if not isinstance(header, dict) or not isinstance(header.get("meta"), dict):
+            raise ValueError("header is not an object with a meta object")
+        found = (header.get("format"), header.get("kind"), header.get("type"))
+        if found != (FORMAT, kind, type_name):
+            raise WrongIndex(f"it holds format {found[0]!r}, kind {found[1]!r}, type {found[2]!r}; "
+                             f"wanted format {FORMAT}, kind {kind!r}, type {type_name!r}")
+        arrays = {name: archive[name] for name in archive.files if name != HEADER}
+    if digest(arrays) != header.get("sha256"):
+        raise ValueError("its arrays are not those it was saved with (sha256 differs)")
+    return State(arrays, header["meta"])

@@ -1,0 +1,175 @@
+"""The saved-index file (garden/_state.py): what is written is read back exactly; a file
+damaged or edited in any byte is refused as it is read; a file crafted with consistent
+checksums but hostile arrays either is refused or gives an index that answers queries
+without an error. Nothing in a save runs as it loads."""
+from __future__ import annotations
+
+import io
+import json
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from garden._state import FORMAT, State, WrongIndex, digest, read_state, write_state
+from garden.derived.indexes import documents
+from garden.formats.stories import load_story
+from garden.rerank.phrase import PhraseIndex
+from garden.retrievers import make_retriever
+
+QUERIES = ("Why have I not felt like gaming recently?", "camp stove", "冰川", "")
+LEXICAL = ("bm25", "bm25:variant=plus", "bm25s", "bm25s:method=bm25l", "tfidf", "tfidf:analyzer=char")
+
+
+def _bytes(state: State, kind: str = "k", type_name: str = "T") -> bytes:
+    out = io.BytesIO()
+    write_state(out, kind, type_name, state)
+    return out.getvalue()
+
+
+def _read(data: bytes, kind: str = "k", type_name: str = "T") -> State:
+    return read_state(io.BytesIO(data), kind, type_name)
+
+
+texts = st.text(st.characters(codec="utf-8"), max_size=12)
+
+
+@settings(max_examples=60, deadline=None)
+@given(strings=st.lists(texts, max_size=20), ints=st.lists(st.integers(-2**63, 2**63 - 1), max_size=20),
+       floats=st.lists(st.floats(allow_nan=False, allow_infinity=False), max_size=20))
+def test_a_state_reads_back_exactly(strings, ints, floats):
+    state = State(meta={"n": len(strings), "words": "über"})
+    state.put_strings("s", strings)
+    state.put("i", np.array(ints, dtype=np.int64))
+    state.put("f", np.array(floats, dtype=np.float64))
+    back = _read(_bytes(state))
+    assert back.strings("s", len(strings)) == strings
+    assert back.array("i", "i").tolist() == ints and back.array("f", "f").tolist() == floats
+    assert back.meta == state.meta
+
+
+def test_a_header_of_another_index_or_format_is_refused():
+    data = _bytes(State(meta={"a": 1}), "retriever:bm25", "RankBM25")
+    assert _read(data, "retriever:bm25", "RankBM25").meta == {"a": 1}
+    for kind, type_name in (("retriever:bm25s", "RankBM25"), ("retriever:bm25", "BM25S")):
+        with pytest.raises(WrongIndex):
+            _read(data, kind, type_name)
+    older = io.BytesIO()
+    header = json.dumps({"format": 3, "kind": "retriever:bm25", "type": "RankBM25", "meta": {}, "sha256": digest({})})
+    np.savez(older, __header__=np.frombuffer(header.encode(), dtype=np.uint8))
+    with pytest.raises(WrongIndex, match=f"wanted format {FORMAT}"):
+        _read(older.getvalue(), "retriever:bm25", "RankBM25")
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory):
+    """Each lexical retriever's and the phrase index's state on Aurora Ridge, as written."""
+    import os
+
+    home = tmp_path_factory.mktemp("home")
+    old = os.environ.get("GARDEN_HOME")
+    os.environ["GARDEN_HOME"] = str(home)
+    try:
+        story = load_story("fixtures/aurora-ridge.yaml")
+        docs = documents(story)
+        out = {}
+        for name in LEXICAL:
+            retriever = make_retriever(name)
+            retriever.index(docs)
+            out[name] = (retriever.state(), [r.top(q, 5) for r in [retriever] for q in QUERIES])
+        out["phrase"] = (PhraseIndex({d.id: d.text for d in docs}).state(), None)
+        return docs, out
+    finally:
+        if old is None:
+            os.environ.pop("GARDEN_HOME", None)
+        else:
+            os.environ["GARDEN_HOME"] = old
+
+
+def _load(name: str, state: State, docs):
+    if name == "phrase":
+        return PhraseIndex.from_state(state, [d.id for d in docs])
+    retriever = make_retriever(name)
+    retriever.load_state(state, docs)
+    return retriever
+
+
+@pytest.mark.parametrize("name", LEXICAL + ("phrase",))
+def test_a_saved_index_loads_as_it_was(saved, name):
+    docs, states = saved
+    state, tops = states[name]
+    loaded = _load(name, _read(_bytes(state)), docs)
+    if tops is not None:
+        assert [loaded.top(q, 5) for q in QUERIES] == tops
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(name=st.sampled_from(LEXICAL + ("phrase",)), where=st.floats(0, 1, exclude_max=True),
+       flip=st.integers(1, 255), cut=st.booleans())
+def test_a_save_damaged_in_any_byte_is_refused(saved, name, where, flip, cut):
+    docs, states = saved
+    data = bytearray(_bytes(states[name][0]))
+    at = int(where * len(data))
+    if cut:
+        del data[at:]
+    else:
+        data[at] ^= flip
+    try:
+        state = _read(bytes(data))
+    except Exception:
+        return  # refused: the cache removes it and rebuilds
+    # read despite the change: only where a byte carries no content (zip padding, timestamps)
+    assert {n: a.tobytes() for n, a in state.arrays.items()} == \
+        {n: a.tobytes() for n, a in states[name][0].arrays.items()}
+
+
+def _hostile(array: np.ndarray, how: str, value: int) -> np.ndarray:
+    if how == "shorter":
+        return array[: len(array) // 2]
+    if how == "longer":
+        return np.concatenate([array, array[:1] if len(array) else np.zeros(1, array.dtype)])
+    if how == "dtype":
+        return array.astype(np.float64) if array.dtype.kind != "f" else array.astype(np.int64)
+    if how == "2d":
+        return array.reshape(1, -1)
+    if how == "negative" and array.dtype.kind in "iuf" and len(array):
+        out = array.copy()
+        out[value % len(out)] = -out[value % len(out)] - 1 if out.dtype.kind != "u" else out.max() + 1
+        return out
+    if how == "huge" and array.dtype.kind in "iuf" and len(array):
+        out = array.copy()
+        out[value % len(out)] = np.iinfo(out.dtype).max if out.dtype.kind in "iu" else 1e308
+        return out
+    if how == "reversed":
+        return array[::-1].copy()
+    return array
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(name=st.sampled_from(LEXICAL + ("phrase",)), pick=st.integers(0, 10**6),
+       how=st.sampled_from(["shorter", "longer", "dtype", "2d", "negative", "huge", "reversed", "missing"]),
+       value=st.integers(0, 10**6))
+def test_a_crafted_save_with_hostile_arrays_is_refused_or_answers(saved, name, pick, how, value):
+    """A file written with the right checksums around wrong arrays (what someone who can
+    write the garden home could make): refused as it loads, or an index whose queries run."""
+    docs, states = saved
+    good = states[name][0]
+    names = sorted(good.arrays)
+    target = names[pick % len(names)]
+    arrays = dict(good.arrays)
+    if how == "missing":
+        del arrays[target]
+    else:
+        arrays[target] = _hostile(arrays[target], how, value)
+    crafted = _read(_bytes(State(arrays, good.meta)))
+    try:
+        index = _load(name, crafted, docs)
+    except (ValueError, KeyError, IndexError, TypeError):
+        return  # refused as it loads: load_saved warns, removes it and rebuilds
+    for query in QUERIES:
+        if name == "phrase":
+            words = tuple(query.lower().split()[:2])
+            index.count(words), index.confirmed(words)
+        else:
+            index.top(query, 5), index.ceiling(query)
