@@ -340,8 +340,18 @@ def _command(sub, name: str, func, help: str, json: str | None = None) -> argpar
     return p
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with its usage errors made one safe line: they quote what was typed (an
+    unknown argument, an invalid choice), which may hold escape sequences."""
+
+    def error(self, message: str):
+        from garden.text import one_line
+
+        super().error(one_line(message))
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="garden", description="Contrast cases and pluggable retrievers for "
+    parser = _Parser(prog="garden", description="Contrast cases and pluggable retrievers for "
                                      "experiments in memory retrieval.", epilog=EPILOG)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 

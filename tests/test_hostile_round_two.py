@@ -270,3 +270,50 @@ def test_a_home_the_user_cannot_write_is_one_line(project, capsys, monkeypatch):
     assert main(["query", "aurora-ridge", "Who sleeps in the afternoon?"]) == 2
     line = _one_error_line(capsys)
     assert line == (f"garden: {denied}: Permission denied: the user running the garden cannot read or write it")
+
+
+TYPED = "\x1b[2J\x1b]0;owned\x07\x1b[31m"  # what a careless paste or a hostile script types
+
+
+@pytest.mark.parametrize("argv", [["query", "aurora-ridge", "camp", "stove" + TYPED],
+                                  [TYPED], ["run", "--pipeline", "bm25", "--no-such" + TYPED]])
+def test_a_usage_error_shows_what_was_typed_as_text(project, capsys, argv):
+    """argparse quotes an unknown argument or an invalid choice as it was typed."""
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "\x07" not in err and "\\x1b[2J" in err
+
+
+STORY_WITH_ESCAPES = """story: esc-marsh
+project: esc-marsh
+topics: {{tide: {{}}}}
+records:
+  - id: log.tide
+    kind: note
+    at: 2031-05-02
+    text: "The spring tide {e}reached the second marker of the boardwalk."
+    topics: [tide]
+"""
+
+
+@pytest.mark.parametrize("argv", [["query", "esc-marsh", "spring tide", "--pipeline", "bm25"],
+                                  ["query", "esc-marsh", "spring tide", "--pipeline", "bm25", "--json"],
+                                  ["run", "regression/esc-tide.yaml", "--pipeline", "bm25"],
+                                  ["contrast", "regression/esc-tide.yaml"],
+                                  ["ablate", "regression/esc-tide.yaml"],
+                                  ["compare", "regression/esc-tide.yaml", "--pipelines", "bm25,bm25s"]])
+def test_record_text_holding_escape_sequences_is_shown_as_text(home, capsys, argv):
+    """A story is a file anyone may have written: what a command prints of its records
+    shows their control characters, never sends them to the terminal."""
+    (home / "fixtures").mkdir()
+    (home / "regression").mkdir()
+    escaped = TYPED.encode("unicode_escape").decode()
+    (home / "fixtures" / "esc-marsh.yaml").write_text(STORY_WITH_ESCAPES.format(e=escaped), encoding="utf-8")
+    (home / "regression" / "esc-tide.yaml").write_text(
+        "id: esc-tide\nstory: esc-marsh\nas_of: 2031-05-03\nquery: How high did the spring tide reach?\n"
+        "expect: {include: [log.tide]}\n", encoding="utf-8")
+    assert main(argv) == 0
+    out, err = capsys.readouterr()
+    assert "\x1b" not in out + err and "\x07" not in out + err
