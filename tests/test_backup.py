@@ -335,3 +335,43 @@ def test_a_sparse_member_is_refused_before_a_byte_is_written(archive, tmp_path, 
     code, _, err = cli(capsys, "restore", str(crafted), "--into", str(tmp_path / "r"))
     assert code == 2 and "a sparse member; a garden backup holds none" in err
     assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("layer", ["compressed", "tar"])
+def test_restore_of_an_archive_damaged_anywhere_refuses_or_restores_it_whole(store, archive, tmp_path, capsys, layer):
+    """Property: any byte of the archive (or of the tar inside its gzip layer) flipped, or
+    the archive cut short, gives a refusal in one line with nothing left behind, or a
+    restore whose every file is the original's."""
+    import gzip
+
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    original = archive.read_bytes()
+    plain = gzip.decompress(original)
+    expected = {info.name: data for info, data in members(archive) if info.name not in (MANIFEST, MANIFEST_HASH)}
+    runs = iter(range(10**6))
+
+    @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(where=st.floats(0, 1, exclude_max=True), flip=st.integers(1, 255), cut=st.booleans())
+    def damaged(where, flip, cut):
+        data = bytearray(original if layer == "compressed" else plain)
+        at = int(where * len(data))
+        if cut:
+            del data[at:]
+        else:
+            data[at] ^= flip
+        n = next(runs)
+        path = tmp_path / f"damaged-{n}.tar.gz"
+        path.write_bytes(bytes(data) if layer == "compressed" else gzip.compress(bytes(data), mtime=0))
+        into = tmp_path / f"into-{n}"
+        code, _, err = cli(capsys, "restore", str(path), "--into", str(into))
+        assert "Traceback" not in err
+        if code == 0:
+            got = {str(p.relative_to(into)): p.read_bytes() for p in into.rglob("*") if p.is_file()}
+            assert {k: v for k, v in got.items() if k in expected} == expected
+        else:
+            assert code == 2 and len(err.strip().splitlines()) == 1, err
+            assert not into.exists() and not leftovers(tmp_path)
+
+    damaged()
