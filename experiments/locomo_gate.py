@@ -269,7 +269,8 @@ def main(argv=None) -> int:
     for f in folds:
         print(f"  {f['held_out']}: weights {f['weights']} bias {f['bias']} answer_at {f['answer_at']} "
               f"(rule {f['answer_at by the rule']}, cases allow {f['case bounds']}) "
-              f"min_share {f['min_share']} (cases allow {f['shares the cases allow']})  answered {f['answered (categories 1-4)']:.3f} / "
+              f"min_share {f['min_share']} (cases allow {f['shares the cases allow']})  "
+              f"answered {f['answered (categories 1-4)']:.3f} / "
               f"negatives {f['answered (negatives)']:.3f}  covered {f['evidence covered']:.3f}  "
               f"precision {f['precision']:.3f} (bm25s {f['bm25s precision']:.3f})")
     print("  held-out, all questions: " + ", ".join(f"{k} {v:.3f}" for k, v in held_out.items() if v is not None))

@@ -26,7 +26,8 @@ from pathlib import Path
 import numpy as np
 
 from garden.evaluation.compare import evaluate
-from garden.evaluation.locomo import DEPTH, TURN_MEASURES, _as_run, _prepare, _rank_conversation, load_conversations, turn_ranking
+from garden.evaluation.locomo import (DEPTH, TURN_MEASURES, _as_run, _prepare, _rank_conversation, load_conversations,
+                                      turn_ranking)
 from garden.models import SETTING_DEFAULTS, Settings
 from garden.pipelines import make_pipeline
 

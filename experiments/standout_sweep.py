@@ -60,7 +60,8 @@ def sweep(paths, values=VALUES, setting: str = "standout", pipeline_name: str = 
                 silent_total += 1
                 silent_ok += not ids
             sizes.append(len(ids))
-        rows.append({"setting": setting, "pipeline": pipeline_name, "value": value, "kept": kept, "expected": expected, "forbidden": forbidden,
+        rows.append({"setting": setting, "pipeline": pipeline_name, "value": value, "kept": kept, "expected": expected,
+                     "forbidden": forbidden,
                      "silent_kept": silent_ok, "silent_total": silent_total,
                      "items_per_packet": float(np.mean(sizes)) if sizes else 0.0, "queries": len(work)})
     return rows

@@ -435,8 +435,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="challenge", help="folder to write the case into (default challenge/)")
     p.add_argument("--force", action="store_true", help="capture even if default already passes it")
 
-    p = _command(sub, "ablate", cmd_ablate, "the full pipeline and each one-stage-removed variant: what each stage decides",
-                 json="print JSON")
+    p = _command(sub, "ablate", cmd_ablate,
+                 "the full pipeline and each one-stage-removed variant: what each stage decides", json="print JSON")
     p.add_argument("source", help="case files or a folder of them, a trace file, a collection folder, or LoCoMo")
     p.add_argument("--stages", help="comma-separated stages to remove one at a time (default: every removable one)")
     p.add_argument("--metrics", help="comma-separated ir-measures names")

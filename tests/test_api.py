@@ -16,7 +16,6 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-import garden
 from garden import GardenError, api
 from garden.cli import main as cli_main
 

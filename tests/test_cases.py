@@ -426,7 +426,8 @@ def test_warnings(story):
     assert run(story, {"warnings": ["feild_test"]}, pkt) == []
     assert run(story, {"warnings": ["gamez"]}, pkt) == [
         "warnings: no warning mentions 'gamez' (warnings: [\"hint topic 'feild_test' is not a canonical topic id\"])"]
-    assert run(story, {"warnings": ["gamez"]}, packet(["a"])) == ["warnings: no warning mentions 'gamez' (warnings: none)"]
+    assert run(story, {"warnings": ["gamez"]}, packet(["a"])) == [
+        "warnings: no warning mentions 'gamez' (warnings: none)"]
 
 
 def test_build_error_expected_but_the_story_built(story):

@@ -119,7 +119,8 @@ def test_repeated_runs_change_no_figure_and_no_significance(project, capsys):
         assert main(["run", "regression/similar-wording.yaml", "regression/current-state.yaml"]) == 0
     again = _compare_json(capsys, str(_trace(project)), "--pipelines", "bm25,default")
     assert again["trace"]["events"] == 4 * once["trace"]["events"]
-    assert again["trace"]["folded"] == 3 * once["trace"]["events"] and again["trace"]["distinct"] == once["trace"]["distinct"]
+    assert again["trace"]["folded"] == 3 * once["trace"]["events"]
+    assert again["trace"]["distinct"] == once["trace"]["distinct"]
     assert again["queries"] == once["queries"] > 0
     for name in ("bm25", "default"):
         for metric in once["measures"]:

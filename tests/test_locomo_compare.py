@@ -268,7 +268,8 @@ def test_default_leads_bm25s_and_the_five_list_fusion_significantly(tmp_path, mo
     tests = report["turn"]["tests"]["vs_baseline"]
     assert tests["default"]["Success@5"]["significant"] and tests["default"]["nDCG@10"]["significant"]
     assert tests["default"]["Success@5"]["delta"] > 0 and tests["default"]["nDCG@10"]["delta"] > 0
-    lead = significance(full.turn.evaluation, "locomo-fusion", permutations=2000)["default"]  # Holm over bm25s and default
+    # Holm over bm25s and default
+    lead = significance(full.turn.evaluation, "locomo-fusion", permutations=2000)["default"]
     for metric in ("Success@5", "nDCG@10"):
         assert lead[metric].delta > 0 and lead[metric].p_adjusted < 0.05, metric
     # what the user gets, on the stores' own questions and on 735 foreign negatives (judged:

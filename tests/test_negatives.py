@@ -15,11 +15,12 @@ from garden.models import Story
 
 def store(name: str, speakers: list[tuple[str, str]], questions: list[str]) -> Conversation:
     """A story whose turns are spoken by `speakers` (id, name) in turn, with one question each."""
-    records = [{"id": f"t{i}", "kind": "source", "text": f"{who}: turn {i}", "speaker": sid, "at": "2031-01-0" + str(i + 1)}
-               for i, (sid, who) in enumerate(speakers)]
-    story = Story.model_validate({"story": name, "project": name, "entities": {sid: {"name": who, "aliases": [who]} for sid, who in speakers},
-                                  "records": records})
-    asked = [Question(f"{name}/q{n}", text, "4 single-hop", ["t0"], dt.date(2031, 2, 1)) for n, text in enumerate(questions)]
+    records = [{"id": f"t{i}", "kind": "source", "text": f"{who}: turn {i}", "speaker": sid,
+                "at": "2031-01-0" + str(i + 1)} for i, (sid, who) in enumerate(speakers)]
+    entities = {sid: {"name": who, "aliases": [who]} for sid, who in speakers}
+    story = Story.model_validate({"story": name, "project": name, "entities": entities, "records": records})
+    asked = [Question(f"{name}/q{n}", text, "4 single-hop", ["t0"], dt.date(2031, 2, 1))
+             for n, text in enumerate(questions)]
     return Conversation(story, asked)
 
 

@@ -75,7 +75,8 @@ def test_the_first_rejection_sticks():
 
 
 def test_attach_predecessors_puts_each_right_behind_its_successor():
-    new, old, other = cand("decision.new", 10, "decision"), cand("decision.old", 10, "decision"), cand("state.x", 10, "state")
+    new, old = cand("decision.new", 10, "decision"), cand("decision.old", 10, "decision")
+    other = cand("state.x", 10, "state")
     link(new, old)
     assert ids(attach_predecessors([new, other])) == ["decision.new", "decision.old", "state.x"]
 

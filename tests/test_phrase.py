@@ -70,7 +70,8 @@ def test_a_span_opening_or_closing_with_a_function_word_earns_nothing():
 
 def test_an_interior_function_word_is_allowed():
     credit = credit_for({"r1": "a tale of night of stars", "r2": "stars at night"}, "night of stars")
-    assert spanned(credit, "night of stars") == {"span": "night of stars", "records": 1, "credited": True, "refused": None}
+    assert spanned(credit, "night of stars") == {"span": "night of stars", "records": 1, "credited": True,
+                                                 "refused": None}
     assert credit.bonus == {"r1": 1.0}
 
 
@@ -215,8 +216,6 @@ def test_chinese_between_two_latin_words_is_not_a_span():
 # --- the span index against a reference: a dictionary of every span's holders ---------------
 
 from hypothesis import given, settings, strategies as st  # noqa: E402
-
-from garden.analyzer import word_runs  # noqa: E402
 
 WORDS = st.sampled_from(["glacier", "custard", "the", "ice", "tea", "of", "stove", "冰川"])
 TEXTS = st.lists(st.lists(st.one_of(WORDS, st.sampled_from([",", "-", "。"])), max_size=14)

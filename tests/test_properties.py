@@ -162,7 +162,8 @@ def case_data(draw):
         st.sampled_from(["standout", "lane_cap", "candidates", "phrase_ceiling", "phrase_weight", "min_share",
                          "semantic_floor", "related_decay", "view_fraction", "nonsense"]),
         st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-5, 100), WORDY), max_size=3))
-    case = {"id": "gen", "story": draw(st.one_of(st.just("aurora-ridge"), WORDY, st.just("../fixtures/aurora-ridge.yaml"))),
+    story = draw(st.one_of(st.just("aurora-ridge"), WORDY, st.just("../fixtures/aurora-ridge.yaml")))
+    case = {"id": "gen", "story": story,
             "as_of": draw(st.one_of(st.just("2030-01-06"), DATES)),
             "query": draw(st.one_of(st.sampled_from(["Why have I not felt like gaming recently?",
                                                      "remember our glacier custard incident?", "the captain"]),

@@ -65,7 +65,8 @@ def test_checkpoint_changes_neither_presence_nor_rank(as_of):
 
 
 def test_every_rejected_candidate_has_exactly_one_known_reason():
-    for query in (GAMING, "Why did the expedition originally choose paper?", "还记得我们那次 glacier custard incident 吗？"):
+    for query in (GAMING, "Why did the expedition originally choose paper?",
+                  "还记得我们那次 glacier custard incident 吗？"):
         packet = run(query).packet
         ids = [r.id for r in packet.rejected]
         assert len(ids) == len(set(ids))
@@ -134,8 +135,8 @@ def test_trace_records_ratio_rival_decision_and_spans():
     assert not tested["glacier custard"]["credited"] or tested["glacier custard"]["records"] <= 2
     # every stage is timed under its own name, in pipeline order
     assert list(outcome.timings_ms) == outcome.stages["stages"] == [s.name for s in STAGES] == [
-        "triage", "window", "addressee", "retrieve", "structure", "cited", "neighbours", "phrase", "update", "supersession", "session", "standout",
-        "decide", "fill", "lanes", "provenance", "pack", "premise"]
+        "triage", "window", "addressee", "retrieve", "structure", "cited", "neighbours", "phrase", "update",
+        "supersession", "session", "standout", "decide", "fill", "lanes", "provenance", "pack", "premise"]
 
 
 def test_standout_one_lets_leftovers_ride_that_the_floor_stops():

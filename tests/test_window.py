@@ -88,5 +88,6 @@ def test_the_lift_is_the_setting():
     # the lift multiplies the score s2.1 has when the structure stage runs (the phrase
     # credit comes after it), so the final score grows in equal steps with the setting
     step = scores[0.5]["s2.1"] - scores[0.0]["s2.1"]
-    assert step > 0.1 and scores[1.0]["s2.1"] - scores[0.5]["s2.1"] == pytest.approx(step, abs=1e-5)  # items round to 6 places
+    # items round to 6 places
+    assert step > 0.1 and scores[1.0]["s2.1"] - scores[0.5]["s2.1"] == pytest.approx(step, abs=1e-5)
     assert scores[1.0]["s1.1"] == pytest.approx(scores[0.0]["s1.1"])    # dated outside: untouched

@@ -98,8 +98,9 @@ def _stem(story: Story, kind: str) -> str:
 
 def load_saved(path: Path, kind: str, type_name: str, load):
     """The index saved at `path`, made by `load(state)` from the state a save of `kind`
-    and `type_name` (the saved object's class) holds; None when there is none, it does not load, or it holds another index. Such a
-    file is removed with one warning, and the index is rebuilt."""
+    and `type_name` (the saved object's class) holds; None when there is none, it does not
+    load, or it holds another index. Such a file is removed with one warning, and the index
+    is rebuilt."""
     refuse_link(path)
     try:
         with open(path, "rb") as fh:

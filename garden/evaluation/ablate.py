@@ -37,8 +37,9 @@ class Ablation:
         for stage, name in self.variants.items():
             by_metric = tests.get(name, {})
             rows[stage] = {"pipeline": name, "decides": self.decides.get(stage, []), "hurts": self.hurts.get(stage, []),
-                           "metrics": {m: {"without": t.mean, "with": t.baseline_mean, "delta": t.baseline_mean - t.mean,
-                                           "p_adjusted": t.p_adjusted, "significant": t.significant}
+                           "metrics": {m: {"without": t.mean, "with": t.baseline_mean,
+                                           "delta": t.baseline_mean - t.mean, "p_adjusted": t.p_adjusted,
+                                           "significant": t.significant}
                                        for m, t in by_metric.items()}}
         return {"full": self.full, "source": report.collection, "queries": len(report.evaluation.qids),
                 "cases": self.cases, "measures": report.measures,

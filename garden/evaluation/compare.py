@@ -207,7 +207,8 @@ def write_trec_run(path: str | Path, run: Run, tag: str) -> Path:
     for qid in sorted(run, key=natural_key):
         for position, (doc, score) in enumerate(sorted(run[qid], key=lambda ds: (-ds[1], ds[0])), 1):
             if not doc or any(c.isspace() for c in doc + qid):
-                raise GardenError(f"{path}: query {qid!r}, document {doc!r}: a run file cannot hold an empty id or one with spaces")
+                raise GardenError(f"{path}: query {qid!r}, document {doc!r}: a run file cannot hold an empty id "
+                                  "or one with spaces")
             lines.append(f"{qid} Q0 {doc} {position} {float(score)!r} {tag}\n")
     path.write_text("".join(lines), encoding="utf-8")
     return path
@@ -349,7 +350,8 @@ class CompareReport:
                 "seed": SEED,
                 "alpha": self.alpha,
                 "correction": self.correction,
-                "vs_baseline": {p: {m: t.to_json() for m, t in by_metric.items()} for p, by_metric in self.tests.items()},
+                "vs_baseline": {p: {m: t.to_json() for m, t in by_metric.items()}
+                                for p, by_metric in self.tests.items()},
             },
         }
 

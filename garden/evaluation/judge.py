@@ -136,7 +136,7 @@ def judge(trace: str | Path, judgments: str | Path, answers: Answers, pipelines:
         pipelines = sorted({p for r in questions for p in r.traced})
     for p in pipelines:
         check_pipeline(p)
-    out, given, complete = answers.out, 0, 0
+    given, complete = 0, 0
     try:
         for n, replay in enumerate(questions, start=1):
             items = pool(replay, pipelines)
@@ -179,7 +179,8 @@ def judge_question(store: Judgments, replay: Replay, items: list[Pooled], n: int
         served = ", ".join(f"{p} #{pos}" for p, pos in sorted(item.served.items()))
         out(f"  {item.id} [{record.kind if record else '?'}] served by {served}; labels: "
             f"{', '.join(item.labels) or 'none'}")
-        out(f"    {one_line((record.title + ': ' if record and record.title else '') + (record.text or '' if record else ''), TEXT_SHOWN)}")
+        shown = (record.title + ": " if record and record.title else "") + (record.text or "" if record else "")
+        out(f"    {one_line(shown, TEXT_SHOWN)}")
         grade = answers.ask("    grade: [l]ead (the answer), [r]elevant, [n]ot relevant, [f]orbidden "
                             f"({SKIP} skip, {QUIT} quit)", parse_choice(ITEM_KEYS))
         if grade is not None:

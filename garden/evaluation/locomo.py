@@ -33,8 +33,8 @@ from garden.evaluation.compare import ALPHA, PERMUTATIONS
 from garden.evaluation.negatives import FOREIGN_HOW, NEGATIVE_KINDS, SEED as NEGATIVES_SEED, foreign_negatives
 from garden.evaluation.packets import plot_decisions
 from garden.evaluation.stores import (ALL_AT, DEPTH, TURN_KIND, TURN_MEASURES, Conversation, Question, Reference,
-                                      StoresReport, as_run, iter_imported, judge_runs, prepare, questions_of, rank_questions, run_stores,
-                                      stores_report, turn_ranking)
+                                      StoresReport, as_run, iter_imported, judge_runs, prepare, questions_of,
+                                      rank_questions, run_stores, stores_report, turn_ranking)
 from garden.models import DEFAULT_BUDGET, Story
 
 # the names experiments and older callers know these by

@@ -243,6 +243,7 @@ def compare_longmemeval(path: str | Path, pipelines: Sequence[str], baseline: st
     report = stores_report(runs, judged, name, baseline, JUDGMENTS, negatives=note, extra=extra,
                            extra_tables=tables, stores_word="haystacks")
     if report.packets is not None and note is not None:
-        report.plot = plot_decisions(report.packets, plot or derived_folder("reports") / "longmemeval-risk-coverage.png",
+        target = plot or derived_folder("reports") / "longmemeval-risk-coverage.png"
+        report.plot = plot_decisions(report.packets, target,
                                      f"{path.name}: answer or stay silent ({len(negatives)} abstention questions)")
     return report

@@ -292,8 +292,9 @@ class SourceReport:
             data["agreement"] = self.agreement
         if self.verdicts:
             data["question_verdicts"] = self.verdicts
-            data["judgments"]["question_verdicts"] = (f"{next(iter(self.verdicts.values()))['questions']} "
-                                                      f"questions with a person's verdict in {self.trace.adjudications}")
+            count = next(iter(self.verdicts.values()))["questions"]
+            data["judgments"]["question_verdicts"] = (f"{count} questions with a person's verdict in "
+                                                      f"{self.trace.adjudications}")
         if self.trace is not None:
             data["trace"] = self.trace.to_json()
         if self.side_by_side:

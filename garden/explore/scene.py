@@ -571,7 +571,8 @@ def stage_step(st: Story, spec, trace: dict, snap: Snapshot, previous: Snapshot 
     elif name == "phrase":
         ph = trace.get("phrase", {})
         spans = ph.get("tested", [])
-        summary.append(f"{ph.get('tested_total', 0)} spans of two or more words tested, {ph.get('credited', 0)} credited"
+        summary.append(f"{ph.get('tested_total', 0)} spans of two or more words tested, "
+                       f"{ph.get('credited', 0)} credited"
                        + (f", {ph.get('omitted', 0)} refused ones not listed" if ph.get("omitted") else "") + ".")
         if not spans:
             summary.append("No span tested: the query holds no two adjacent words in one run.")

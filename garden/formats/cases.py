@@ -161,7 +161,8 @@ def check(expect: Expect, packet: Packet, story: Story, include_private: bool) -
         seq = expect.sequence
         missing = [rid for rid in seq if rid not in items]
         if missing:
-            failures.append(f"sequence: {', '.join(missing)} not in the packet ({'; '.join(where(m) for m in missing)})")
+            places = "; ".join(where(m) for m in missing)
+            failures.append(f"sequence: {', '.join(missing)} not in the packet ({places})")
         else:
             start = ids.index(seq[0])
             if ids[start:start + len(seq)] != seq:
@@ -171,7 +172,8 @@ def check(expect: Expect, packet: Packet, story: Story, include_private: bool) -
             absent = [x for x in (a, b) if x not in items]
             failures.append(f"before: {', '.join(absent)} not in the packet, so {a} cannot be ahead of {b}")
         elif ids.index(a) > ids.index(b):
-            failures.append(f"before: expected {a} ahead of {b}, got {b} at {ids.index(b) + 1} and {a} at {ids.index(a) + 1}")
+            failures.append(f"before: expected {a} ahead of {b}, "
+                            f"got {b} at {ids.index(b) + 1} and {a} at {ids.index(a) + 1}")
     for rid, labels in expect.labels.items():
         if rid not in items:
             failures.append(f"labels: {rid} is not in the packet ({where(rid)}), so it carries no labels")

@@ -246,7 +246,6 @@ def _case(plan: Plan, cid: str, category: str, about: str, query: str, expect: d
 
 
 def _plant_changed_choice(plan: Plan, rng: random.Random) -> None:
-    pid = plan.projects[0][0]
     old, new = rng.choice(OLD_WAYS), rng.choice(NEW_WAYS)
     subject = rng.choice(LOG_SUBJECTS)
     topic = f"{subject}_log"
@@ -347,7 +346,7 @@ def _plant_person(plan: Plan, rng: random.Random, first: str, last: str) -> None
                      topics=[t_food], entities=[person], stability="stable", status="active",
                      observed_at=plan.day(40), valid_from=plan.day(40)))
     P.append(_record(plan, chat, "source", f"{first}: after three night shifts in a row I just sit with my tea; "
-                     f"the {act} set stays in its case.", title=f"Evening check-in, day 100",
+                     f"the {act} set stays in its case.", title="Evening check-in, day 100",
                      at=plan.day(100), topics=[t_act], entities=[person]))
     P.append(_record(plan, cook_state, "state", f"The {role} sleeps {sleep} to stay awake for the night bake.",
                      title=f"Sleep schedule of the {role}", entities=[cook], stability="temporary",
@@ -377,7 +376,7 @@ def _plant_person(plan: Plan, rng: random.Random, first: str, last: str) -> None
 
 
 def _plant_scoped(plan: Plan, rng: random.Random) -> None:
-    (p1, t1), (p2, t2) = plan.projects[0], plan.projects[1]
+    (p1, _), (p2, t2) = plan.projects[0], plan.projects[1]
     role = rng.choice(ROLES)
     q1, q2 = rng.sample(ROLE_QUALIFIERS, 2)
     r1, r2 = f"{q1} {role}", f"{q2} {role}"
@@ -446,7 +445,8 @@ def _plant_phrases(plan: Plan, rng: random.Random, count: int, friend: str) -> N
                          title="营地笑话索引", at=plan.day(130 + i), topics=[topic], sources=[log]))
         P.append(_record(plan, chatty, "source",
                          "篝火旁的长聊天：还记得我们那次在冰川边上搭雪堡吗？还记得我们那次把茶煮糊了吗？还记得我们那次半夜看极光，"
-                         f"大家都裹着睡袋说个不停？哈哈，还记得我们那次 {c} 吗，其实也没什么，就是 {friend} 把手套落在 {a} "
+                         "大家都裹着睡袋说个不停？"
+                         f"哈哈，还记得我们那次 {c} 吗，其实也没什么，就是 {friend} 把手套落在 {a} "
                          "上面了。还记得我们那次唱歌唱到天亮吗？还记得我们那次吗？我们那次真的很开心，还记得吗，还记得吗。",
                          title="篝火闲聊", at=plan.day(115 + i), topics=[life]))
         P.append(_record(plan, sticker, "note", f"冰箱上的贴纸写着 {a}-{b}-{c}，是营地纪念品。",

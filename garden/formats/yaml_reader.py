@@ -56,8 +56,8 @@ class _Loader(yaml.SafeLoader):
     by keeping the last value.
 
     While composing, before any value is built, it also refuses: nesting deeper than
-    MAX_DEPTH, as written or once aliases are expanded; aliases whose expansion would add more than MAX_ALIAS_EXPANSION (see
-    there), and an alias inside the node it names, which would make a value contain
+    MAX_DEPTH, as written or once aliases are expanded; aliases whose expansion would add
+    more than MAX_ALIAS_EXPANSION (see there), and an alias inside the node it names, which would make a value contain
     itself; and every explicit tag (`!!timestamp`, `!!float`, `!custom`, a bare `!`),
     since stories and cases need only plain YAML and an explicit tag is what turns a bad
     value into a converter's traceback (`!!float hi`). Values it still cannot convert

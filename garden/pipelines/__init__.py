@@ -13,7 +13,7 @@ from typing import Protocol
 from garden.errors import GardenError
 from garden.models import Settings
 from garden.pipelines.bare import BarePipeline
-from garden.pipelines.scoring import Outcome, scored
+from garden.pipelines.scoring import Outcome, scored  # noqa: F401  (public here)
 from garden.rerank.query import QuerySpec
 from garden.retrievers import make_retriever, parse_spec, registered
 

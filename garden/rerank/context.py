@@ -60,7 +60,7 @@ class QueryContext:
     cutoff: float = 1.0                              # the standout ratio; 1 until the standout stage arms it
     answers: bool | None = None                      # the decide stage's verdict; None: the lanes' ratio decides
     decisive: float = math.inf                       # with a verdict, a lane whose ratio reaches this answers anyway
-    fill: bool = False                               # armed by the fill stage: what rides follows the scores, not a count
+    fill: bool = False                               # armed by the fill stage: the scores, not a count, say what rides
     floor: dict[str, float] = field(default_factory=lambda: {"curated": 0.0, "evidence": 0.0})
     curated: list[Candidate] = field(default_factory=list)
     evidence: list[Candidate] = field(default_factory=list)

@@ -2,10 +2,11 @@
 
 A question that names one person ("When did Melanie go to the support group?") assumes
 the thing is theirs. When the store's best evidence is about another person (a note
-about someone else only), the premise may be wrong: the other person did it, or nobody said it (LoCoMo's adversarial questions are
-built this way). The item is labelled `premise_mismatch` and the packet carries a warning
-naming both people, so a reader (or an agent) can answer "that was Caroline, not Melanie"
-instead of repeating the wrong premise. Nothing is dropped and no score changes: the
+about someone else only), the premise may be wrong: the other person did it, or nobody
+said it (LoCoMo's adversarial questions are built this way). The item is labelled
+`premise_mismatch` and the packet carries a warning naming both people, so a reader (or
+an agent) can answer "that was Caroline, not Melanie" instead of repeating the wrong
+premise. Nothing is dropped and no score changes: the
 evidence is still the best the store holds, and a question that names the wrong person
 by a slip deserves its answer. The stage acts only when the query names exactly one
 person who speaks somewhere in the story.

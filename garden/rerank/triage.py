@@ -5,8 +5,9 @@ Rules, in order, each deterministic:
    carries no marker of shared history: it needs no memory at all.
 2. ASK which one is meant when the only anchor is a word that heads the aliases of two or
    more entities ("the captain": observatory or ship). ASK too when history is clearly
-   needed (we, our, I, my, remember, change...) but nothing anchors it: no topic, entity, hint or record id resolved and no distinctive word left
-   once function words and vague verbs are gone. The question names the missing anchor.
+   needed (we, our, I, my, remember, change...) but nothing anchors it: no topic, entity,
+   hint or record id resolved and no distinctive word left once function words and vague
+   verbs are gone. The question names the missing anchor.
 3. RETRIEVE when anything anchors the query, keeping its distinctive words verbatim.
 4. Otherwise RETRIEVE as a fallback, flagged, so `garden run` can count how often no rule
    decided.
