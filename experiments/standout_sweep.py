@@ -9,7 +9,7 @@ scored on its own expectations:
 - silent kept: queries expected to be silent (max_items 0, or unanswerable) that stayed silent;
 - items per packet: the mean packet length.
 
-It prints a table and writes a PNG. The README quotes the table and explains the default.
+It prints a table and writes a PNG. docs/figures.md quotes the table and explains the default.
 `--setting answer_at --values -2,-1,0,0.45,1` sweeps the decide stage's threshold the same
 way, and `--pipeline default-decide-fill` the rule as it was before that stage.
 

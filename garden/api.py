@@ -354,7 +354,7 @@ def compare(source: PathLike, pipelines: str | Iterable[str], baseline: str | No
     `source` is a case file or folder (judged by each case's expectations), a trace file
     (judged by its cases, else by the packet served), a collection folder, or LoCoMo (a
     file, a folder of them, or `garden import locomo` output; judged by the evidence turns,
-    reported at turn and session level, by category, with the packet: see the README). `pipelines`
+    reported at turn and session level, by category, with the packet: see docs/figures.md). `pipelines`
     and `metrics` are lists or comma-separated strings; the baseline defaults to the first
     pipeline. On LoCoMo, `negatives="foreign"` adds unanswerable questions built from the
     stores (`negatives_per_store` of them each, seeded by `negatives_seed`), and the report's

@@ -1,4 +1,4 @@
-"""The experiments run; their figures are the README's, not assertions here."""
+"""The experiments run; their figures are the docs', not assertions here."""
 from __future__ import annotations
 
 from pathlib import Path

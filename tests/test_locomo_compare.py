@@ -3,7 +3,7 @@ records to turns, both input layouts, bad input, and `default`'s significant lea
 seven conversations of ../shared/data/locomo (read there, never copied).
 
 The judgments are LoCoMo's evidence turns, never a pipeline's own output. The figures
-asserted below are those the README reports; they are compared with a tolerance of 0.005,
+asserted below are those docs/figures.md reports; they are compared with a tolerance of 0.005,
 since a dense score from another BLAS kernel can swap two near-equal turns.
 """
 from __future__ import annotations
@@ -247,7 +247,7 @@ def test_the_reference_fusion_is_refused_outside_locomo(home):
 
 @needs_data
 def test_default_leads_bm25s_and_the_five_list_fusion_significantly(tmp_path, monkeypatch):
-    """The README's LoCoMo table: `default` beats the best bare retriever (bm25s over the
+    """The LoCoMo table of docs/figures.md: `default` beats the best bare retriever (bm25s over the
     whole story) and the five-list fusion of ABOUT.md on nDCG@10 and Success@5, p < 0.05
     after Holm's correction, on 1,426 questions judged by their evidence turns."""
     monkeypatch.setenv("GARDEN_TRACE", "0")
@@ -273,7 +273,7 @@ def test_default_leads_bm25s_and_the_five_list_fusion_significantly(tmp_path, mo
     for metric in ("Success@5", "nDCG@10"):
         assert lead[metric].delta > 0 and lead[metric].p_adjusted < 0.05, metric
     # what the user gets, on the stores' own questions and on 735 foreign negatives (judged:
-    # nothing in the store answers them): the README's packet and decision tables
+    # nothing in the store answers them): the packet and decision tables of docs/packet.md
     assert report["negatives"]["negatives"] == 735 and set(report["negatives"]["per_store"].values()) == {105}
     groups = report["packet"]["groups"]
     default, bm25s = groups["default"], groups["bm25s"]
@@ -283,7 +283,7 @@ def test_default_leads_bm25s_and_the_five_list_fusion_significantly(tmp_path, mo
     assert bm25s["negatives"]["answered"] == 1.0
     assert default["answerable"]["precision"] > bm25s["answerable"]["precision"]
     # when it answers, default's packet holds more of the evidence than bm25s's always-full one;
-    # counting its silences as 0 it does not yet (0.675 against 0.721: the README's open target)
+    # counting its silences as 0 it does not yet (0.675 against 0.721: the open target of docs/packet.md)
     assert default["answerable"]["evidence_covered_answered"] > bm25s["answerable"]["evidence_covered"]
     auroc = report["packet"]["auroc"]["default"]
     assert auroc["gate"] >= 0.90 and auroc["gate"] > max(v for k, v in auroc.items() if k != "gate")

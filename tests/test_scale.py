@@ -1,6 +1,6 @@
 """The cost curve's small points (1,000 and 10,000 records), as CI runs them: every figure
 is there and every generated case is a contrast at both sizes. Timings are printed by the
-benchmark and quoted in the README, never asserted."""
+benchmark and quoted in docs/scale.md, never asserted."""
 from __future__ import annotations
 
 import math

@@ -25,8 +25,8 @@ scenarios is planted, each the generated twin of a hand-written Aurora Ridge con
 
 Every expectation of a generated case follows from what was planted (which record
 answers, which one is history, which one is out of scope or private), and every case is
-a contrast: `default` passes it, and the bare retrievers fall into it (see the README's
-"Generated stories").
+a contrast: `default` passes it, and the bare retrievers fall into it (see
+docs/generated-stories.md).
 
 Everything is drawn from one `random.Random(seed)`: the same name, size and seed give the
 same bytes. No wall clock: dates are counted from a fixed base date, shifted by the seed.

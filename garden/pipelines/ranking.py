@@ -40,7 +40,7 @@ collection. A rule that let text evidence reorder could promise that on no colle
 without being judged on each one.
 
 The text evidence the reranker has of its own was measured on Vaswani and not let in (the
-figures are in the README, "Figures"): its relevance score (normalized lexical scores plus
+figures are in docs/figures.md): its relevance score (normalized lexical scores plus
 the cosine above the floor) ranks worse than the base's reciprocal-rank fusion, and the
 phrase stage's bonus lowers AP whether it moves the base order or the reranker's. Both stay
 measurable from the same run of the stages: `Ranked.by_relevance` is the reranker's own

@@ -5,7 +5,7 @@ A candidate's rank score starts as its relevance: each lexical member's score on
 query's content words as a fraction of the best score possible for them (the member's
 ceiling), plus each semantic member's cosine above `semantic_floor`, rescaled to [0, 1]
 and weighed by `semantic_weight` (0.5: on LoCoMo the embedding member is the weaker
-evidence, and counting it in full lowers every figure; see the README, "LoCoMo").
+evidence, and counting it in full lowers every figure; see docs/figures.md, "LoCoMo").
 """
 from __future__ import annotations
 

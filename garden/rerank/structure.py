@@ -6,7 +6,7 @@ that n of the store's N records carry (1 for an entity on one record, 0 for one 
 record): an inverse document frequency (Sparck Jones 1972) for entities. A person whom
 half of a conversation's notes are about says little about which of its turns a question wants, and
 an unscaled bonus let every note about them outrank the turn that answers (LoCoMo, 1,426
-questions: Success@5 0.701 unscaled against 0.762 scaled; README, "LoCoMo"). Both label the item
+questions: Success@5 0.701 unscaled against 0.762 scaled; docs/figures.md, "LoCoMo"). Both label the item
 `structured_context`. Eligibility (scope, off-topic, time,
 privacy) is the gate's, not this stage's: removing this stage removes the bonus only.
 """

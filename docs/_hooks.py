@@ -1,0 +1,49 @@
+"""MkDocs hooks: the site's front page is the README (its links to `docs/` made links
+between pages), and the command reference is the parser's own help, generated at build
+time, so a flag added to the command line is in the docs without an edit here."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+MARKER = "<!-- garden-cli-reference -->"
+README_MARKER = "<!-- garden-readme -->"
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def front_page() -> str:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    return text.replace("](docs/", "](")
+
+
+def _help_of(parser: argparse.ArgumentParser) -> str:
+    # a fixed width: the page is the same on every machine and terminal
+    formatter = parser.formatter_class
+    parser.formatter_class = lambda prog: formatter(prog, width=88)
+    try:
+        return parser.format_help()
+    finally:
+        parser.formatter_class = formatter
+
+
+def cli_reference() -> str:
+    from garden.cli import build_parser
+
+    parser = build_parser()
+    sections = ["## garden\n\n```text\n" + _help_of(parser) + "```\n"]
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    for name, command in sub.choices.items():
+        sections.append(f"## garden {name}\n\n```text\n{_help_of(command)}```\n")
+        inner = [a for a in command._actions if isinstance(a, argparse._SubParsersAction)]
+        for action in inner:
+            for child_name, child in action.choices.items():
+                sections.append(f"### garden {name} {child_name}\n\n```text\n{_help_of(child)}```\n")
+    return "\n".join(sections)
+
+
+def on_page_markdown(markdown: str, page, config, files) -> str:
+    if README_MARKER in markdown:
+        markdown = markdown.replace(README_MARKER, front_page())
+    if MARKER in markdown:
+        markdown = markdown.replace(MARKER, cli_reference())
+    return markdown
