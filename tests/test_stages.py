@@ -132,3 +132,61 @@ def test_adding_a_stage_is_one_class_and_one_line():
     packet = pipeline.run(QuerySpec(STORY, PHRASE_QUERY, dt.date(2030, 1, 12))).packet
     assert (packet.decision, packet.items) == ("skip", [])
     assert Silence.uses == () and Silence.essential is False
+
+
+def _at(name):
+    return next(s for s in STAGES if s.name == name)
+
+
+def test_a_misordered_stage_list_is_refused_in_one_line():
+    """`standout` after `lanes` once ran and silently did nothing: lanes read the cutoff
+    before it was armed."""
+    order = [s for s in STAGES if s.name != "standout"]
+    order.insert(order.index(_at("lanes")) + 1, _at("standout"))
+    with pytest.raises(GardenError) as refused:
+        StructuredPipeline("mine", stages=order)
+    assert str(refused.value) == ("pipeline mine: stage lanes reads cutoff, which stage standout writes after it; "
+                                  "put standout before lanes")
+
+
+def test_a_stage_twice_or_a_need_unmet_is_refused():
+    with pytest.raises(GardenError, match="stage phrase is listed 2 times"):
+        StructuredPipeline(stages=[*STAGES, _at("phrase")])
+    with pytest.raises(GardenError, match="stage premise needs packed, which no stage before it writes"):
+        StructuredPipeline(stages=[_at("premise"), *[s for s in STAGES if s.name != "premise"]])
+
+
+def test_what_a_ranking_reads_is_the_stages_declared_modes():
+    from garden.pipelines.ranking import MOVED_BY, PACKET_STAGES
+
+    assert PACKET_STAGES == {"standout", "decide", "fill", "lanes", "provenance", "pack", "premise"}
+    assert MOVED_BY == ("structure",)
+    first_selecting = next(i for i, s in enumerate(STAGES) if s.mode == "selects")
+    assert all(s.mode != "selects" for s in STAGES[:first_selecting])
+    assert all(s.mode == "selects" for s in STAGES[first_selecting:]), "a ranking stops before the first"
+
+
+def test_every_label_and_reason_a_stage_declares_is_known_and_every_known_one_has_a_source():
+    from garden.models import LABELS, REASONS
+    from garden.pipelines.structured import PIPELINE_LABELS, PIPELINE_REASONS
+    from garden.rerank.gate import GATE_LABELS, GATE_REASONS
+    from garden.rerank.stages import declared_labels, declared_reasons
+
+    assert declared_labels() | GATE_LABELS | PIPELINE_LABELS == set(LABELS)
+    assert declared_reasons() | GATE_REASONS | PIPELINE_REASONS == set(REASONS)
+
+
+def test_no_stage_hands_another_a_callback_through_the_context():
+    """What a stage writes is data a later stage reads; the provenance stage once left a
+    function in the context for the pack stage to call."""
+    written: list[tuple[str, str]] = []
+
+    def check(stage, ctx) -> None:
+        for field in stage.writes:
+            value = getattr(ctx, field)
+            if callable(value):
+                written.append((stage.name, field))
+
+    spec = QuerySpec(STORY, "Why did we move the observation log to the tablet?", dt.date(2030, 1, 12))
+    outcome = StructuredPipeline().run(spec, after=check)
+    assert outcome.packet.items and written == []

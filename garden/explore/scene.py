@@ -24,6 +24,7 @@ from typing import Any
 
 from garden.errors import GardenError
 from garden.models import DEFAULT_BUDGET, Expect, Story
+from garden.rerank.stages import titles
 
 MAX_NODES = 150          # nodes drawn: records, topics, people and the query
 RANKED = 10              # candidates listed in a step's ranking
@@ -48,33 +49,23 @@ class Snapshot:
     packed: list[str]
 
 
-class _Observed:
-    """A stage run as it always runs, then its context copied. The session stage reruns
-    the pipeline for the session's earlier queries; only the outer query is recorded."""
-
-    def __init__(self, stage, log: list):
-        self.stage, self.log = stage, log
-        self.name, self.uses, self.essential = stage.name, stage.uses, stage.essential
-
-    def run(self, ctx) -> None:
-        self.stage.run(ctx)
-        self.log.append((ctx, Snapshot(
-            self.name,
-            {c.id: (c.score, c.reason, c.detail, tuple(c.labels), tuple(c.why), c.door, c.lane)
-             for c in ctx.candidates.values()},
-            ctx.cutoff, ctx.used, [c.id for c in ctx.packed])))
-
-
 def run_observed(pipeline_name: str, spec):
-    """(outcome, snapshots of the outer query, one per stage that ran)."""
+    """(outcome, what each stage left in the query's context, one snapshot per stage that
+    ran). The session stage reruns the pipeline for the session's earlier queries; those
+    runs are not observed, only the outer query."""
     from garden.pipelines import make_pipeline
 
-    pipe = make_pipeline(pipeline_name)
-    log: list = []
-    pipe.stages = [_Observed(s, log) for s in pipe.stages]
-    outcome = pipe.run(spec)
-    outer = log[0][0] if log else None
-    return outcome, [snap for ctx, snap in log if ctx is outer]
+    snaps: list[Snapshot] = []
+
+    def observe(stage, ctx) -> None:
+        snaps.append(Snapshot(
+            stage.name,
+            {c.id: (c.score, c.reason, c.detail, tuple(c.labels), tuple(c.why), c.door, c.lane)
+             for c in ctx.candidates.values()},
+            ctx.cutoff, ctx.used, [c.id for c in ctx.packed]))
+
+    outcome = make_pipeline(pipeline_name).run(spec, after=observe)
+    return outcome, snaps
 
 
 # --- inputs --------------------------------------------------------------------------
@@ -472,18 +463,7 @@ def _listed(changes: list[dict]) -> tuple[list[dict], dict[str, int]]:
     return kept, {k: v - LISTED for k, v in sorted(counts.items()) if v > LISTED}
 
 
-STAGE_TITLES = {
-    "retrieve": "Retrieve: the base retriever's candidates",
-    "structure": "Structure: resolved topics and people",
-    "cited": "Cited: notes and views credit what they cite",
-    "neighbours": "Neighbours: a record shares in its neighbour's score",
-    "phrase": "Phrase: rare in-order spans of the query",
-    "supersession": "Supersession: history rides behind its successor",
-    "session": "Session: what was delivered is not served again",
-    "lanes": "Standout: the gate per lane",
-    "pack": "Pack: fitting the budget",
-    "premise": "Premise: whose evidence is it?",
-}
+STAGE_TITLES = titles()  # each stage's declared title (garden/rerank/stages.py)
 # stages drawn with the step that acts on them
 FOLDED = {"standout": "lanes", "decide": "lanes", "fill": "lanes", "provenance": "pack"}
 

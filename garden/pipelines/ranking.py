@@ -59,11 +59,12 @@ from garden.pipelines.scoring import scored
 from garden.rerank.context import QueryContext
 from garden.rerank.query import QuerySpec
 from garden.rerank.resolve import resolve
+from garden.rerank.stages import moved_by, packet_stages
 from garden.retrievers import Doc, as_retriever, rank
 
 COLLECTION_AS_OF = dt.date.max
-PACKET_STAGES = frozenset({"standout", "decide", "fill", "lanes", "provenance", "pack", "premise"})
-MOVED_BY = ("structure",)
+PACKET_STAGES = packet_stages()  # read off the stages' declared modes (garden/rerank/stages.py)
+MOVED_BY = moved_by()
 
 Ranking = list[tuple[str, float]]  # (id, score), best first
 
@@ -141,44 +142,44 @@ def _scores(ctx: QueryContext) -> dict[str, float]:
 
 
 def rank_query(pipeline, spec: QuerySpec, depth: int, base: Ranking | None = None) -> Ranked:
-    """Run `pipeline`'s stages on `spec` up to the first packet stage and gather what a
-    ranking to `depth` needs (see the module docstring for each departure from `run`).
-    `base` is the base retriever's ranking of the query when the caller has it (a batch
-    of queries ranked at once, as the bare pipeline ranks them); else it is ranked here."""
-    settings = spec.settings.resolved()
+    """Run `pipeline`'s stages on `spec` as a ranking (its one runner, stopped before the
+    first stage that selects a packet) and gather what a ranking to `depth` needs (see the
+    module docstring for each departure from a packet's run). `base` is the base
+    retriever's ranking of the query when the caller has it (a batch of queries ranked at
+    once, as the bare pipeline ranks them); else it is ranked here."""
     story = spec.story
     shell = Story(story=story.story, project=story.project, topics=story.topics, entities=story.entities,
                   records=[])
-    res = resolve(shell, spec.query, spec.hints or Hints(), settings.related_decay)
-    retriever = as_retriever(pipeline.indexes.retriever(story, pipeline.retriever_name))
-    ctx = QueryContext(spec=spec, settings=settings, resolution=res, retriever=retriever,
-                       rerun=pipeline.run, indexes=pipeline.indexes)
+    res = resolve(shell, spec.query, spec.hints or Hints(), spec.settings.resolved().related_decay)
+    ctx = pipeline.context(spec, res)
+    retriever = ctx.retriever
     if base is None:
         base = rank(scored(retriever, spec.query)[0], depth)
     scale = base_scale(retriever, spec.query)
     top = base[:depth]
     bonus: dict[str, dict[str, float]] = {}
-    verdict = None
-    for stage in pipeline.stages:
-        if stage.name in PACKET_STAGES:
-            break
-        before = _scores(ctx)
-        stage.run(ctx)
-        if ctx.stopped is not None:
-            verdict, ctx.stopped = ctx.stopped[0], None
-        elif stage.name == "triage":
-            verdict = "retrieve"
-        if stage.name == "retrieve":
+    verdict: list[str | None] = [None]
+    before: dict[str, float] = {}
+
+    def gather(stage, ctx) -> None:
+        nonlocal before
+        if ctx.stopped is not None:  # an ASK or a SKIP is kept, but does not silence a ranking
+            verdict[0], ctx.stopped = ctx.stopped[0], None
+        elif stage.mode == "decides":
+            verdict[0] = "retrieve"
+        if stage.mode == "retrieves":
             for position, (rid, _) in enumerate(top, 1):
                 if rid not in ctx.candidates:
-                    ctx.admit(story.by_id[rid], "retriever").why.append(
-                        f"{retriever.name} ranks it {position}")
-            continue
-        added = {rid: score - before.get(rid, 0.0) for rid, score in _scores(ctx).items()}
-        bonus[stage.name] = {rid: v for rid, v in added.items() if v != 0}
+                    ctx.admit(story.by_id[rid], "retriever").why.append(f"{retriever.name} ranks it {position}")
+        else:
+            added = {rid: score - before.get(rid, 0.0) for rid, score in _scores(ctx).items()}
+            bonus[stage.name] = {rid: v for rid, v in added.items() if v != 0}
+        before = _scores(ctx)
+
+    pipeline.run_stages(ctx, ranking=True, after=gather)
     live = {rid for rid, c in ctx.candidates.items() if c.reason is None}
     relevance = {rid: c.score for rid, c in ctx.candidates.items() if rid in live}
-    return Ranked({rid: s * scale for rid, s in top}, relevance, bonus, live, verdict, ctx.candidates)
+    return Ranked({rid: s * scale for rid, s in top}, relevance, bonus, live, verdict[0], ctx.candidates)
 
 
 def prepare(pipeline, story: Story) -> None:

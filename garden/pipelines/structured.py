@@ -21,55 +21,22 @@ without those stages, wherever a pipeline name goes.
 from __future__ import annotations
 
 import time
+from typing import Sequence
 
 from garden.derived.indexes import PROCESS_INDEXES, IndexCache
 from garden.models import Budget, Packet, Rejection
 from garden.pipelines.scoring import Outcome
 from garden.rerank.candidates import by_score
-from garden.rerank.addressee import Addressee
-from garden.rerank.cited import Cited
 from garden.rerank.context import QueryContext, Stage
-from garden.rerank.decide import Decide
-from garden.rerank.fill import Fill
-from garden.rerank.lanes import Lanes
-from garden.rerank.neighbours import Neighbours
-from garden.rerank.pack import Pack
-from garden.rerank.phrase import Phrase
-from garden.rerank.premise import Premise
-from garden.rerank.provenance import Provenance
 from garden.rerank.query import QuerySpec
-from garden.rerank.resolve import resolve
-from garden.rerank.retrieve import Retrieve
-from garden.rerank.session import Session
-from garden.rerank.standout import Standout
-from garden.rerank.structure import Structure
-from garden.rerank.supersession import Supersession
-from garden.rerank.triage import TriageStage
-from garden.rerank.update import Update
-from garden.rerank.window import TimeWindow
+from garden.rerank.resolve import Resolution, resolve
+from garden.rerank.stages import STAGES, check_order, packet_stages
 from garden.retrievers import as_retriever, evidence_kind
 
-STAGES: list[Stage] = [
-    TriageStage(),
-    TimeWindow(),
-    Addressee(),
-    Retrieve(),
-    Structure(),
-    Cited(),
-    Neighbours(),
-    Phrase(),
-    Update(),
-    Supersession(),
-    Session(),
-    Standout(),
-    Decide(),
-    Fill(),
-    Lanes(),
-    Provenance(),
-    Pack(),
-    Premise(),
-]
 STRONG_LABELS = {"structured_context", "phrase_match", "provenance_supported"}
+# what the pipeline itself gives once the stages are done (`_packet`)
+PIPELINE_LABELS = frozenset({"lexical_only", "semantic_only"})
+PIPELINE_REASONS = frozenset({"predecessor_without_successor", "rank_cut"})
 
 
 def label_weak_support(cands, members) -> None:
@@ -81,34 +48,63 @@ def label_weak_support(cands, members) -> None:
 
 class StructuredPipeline:
     def __init__(self, name: str = "default", retriever: str = "hybrid", without: frozenset[str] = frozenset(),
-                 indexes: IndexCache = PROCESS_INDEXES):
+                 indexes: IndexCache = PROCESS_INDEXES, stages: Sequence[Stage] | None = None):
+        """`stages`: the stage list (STAGES when None), less those named in `without`;
+        refused in one line per problem when its order cannot run (`check_order`)."""
         self.name, self.retriever_name, self.indexes = name, retriever, indexes
-        self.stages = [s for s in STAGES if s.name not in without]
+        self.stages = [s for s in (STAGES if stages is None else stages) if s.name not in without]
+        check_order(self.stages, name)
         # a setting is used by this pipeline when one of its stages reads it; resolution
         # (topics one hop out) reads related_decay before the stages run
         self.uses = frozenset(u for s in self.stages for u in s.uses)
 
-    def run(self, spec: QuerySpec) -> Outcome:
+    def context(self, spec: QuerySpec, resolution: Resolution | None = None) -> QueryContext:
+        """A fresh context for `spec`: its settings resolved, its topics and entities
+        resolved against the story (or `resolution`, when the caller resolved them), the
+        base retriever indexed."""
         settings = spec.settings.resolved()
-        clock = time.perf_counter()
-        res = resolve(spec.story, spec.query, spec.hints, settings.related_decay)
-        ctx = QueryContext(spec=spec, settings=settings, resolution=res,
-                           retriever=as_retriever(self.indexes.retriever(spec.story, self.retriever_name)),
-                           rerun=self.run, indexes=self.indexes)
-        ctx.trace["stages"] = [s.name for s in self.stages]
-        ctx.trace["resolution"] = {"topics": res.topics, "entities": res.entities,
-                                   "projects": sorted(res.projects), "explicit_ids": res.explicit_ids}
+        res = resolution or resolve(spec.story, spec.query, spec.hints, settings.related_decay)
+        return QueryContext(spec=spec, settings=settings, resolution=res,
+                            retriever=as_retriever(self.indexes.retriever(spec.story, self.retriever_name)),
+                            rerun=self.run, indexes=self.indexes)
+
+    def run_stages(self, ctx: QueryContext, ranking: bool = False, after=None,
+                   clock: float | None = None) -> dict[str, float]:
+        """The one runner: each stage in order on `ctx`, timed (ms, each stage's own; the
+        first also holds what ran since `clock`), `after(stage, ctx)` called after each,
+        until a stage stops the query (ASK or SKIP: `ctx.stopped`). A ranking (`ranking`)
+        is the same run stopped before the first stage that selects a packet."""
+        stop_at = packet_stages(self.stages) if ranking else frozenset()
         timings: dict[str, float] = {}
+        clock = time.perf_counter() if clock is None else clock
         for stage in self.stages:
+            if stage.name in stop_at:
+                break
             stage.run(ctx)
             now = time.perf_counter()
             timings[stage.name] = round((now - clock) * 1e3, 3)
             clock = now
+            if after is not None:
+                after(stage, ctx)
             if ctx.stopped:
-                decision, reason, fallback, question = ctx.stopped
-                packet = Packet(decision=decision, reason=reason + (f" Question: {question}" if question else ""),
-                                warnings=res.warnings, budget=Budget(limit=spec.budget, used=0), fallback=fallback)
-                return Outcome(packet, ctx.trace, timings)
+                break
+        return timings
+
+    def run(self, spec: QuerySpec, after=None) -> Outcome:
+        """The packet for `spec`, with its trace and each stage's time. `after(stage, ctx)`
+        is called after each stage (the explorer records what each one left)."""
+        clock = time.perf_counter()
+        ctx = self.context(spec)
+        res = ctx.resolution
+        ctx.trace["stages"] = [s.name for s in self.stages]
+        ctx.trace["resolution"] = {"topics": res.topics, "entities": res.entities,
+                                   "projects": sorted(res.projects), "explicit_ids": res.explicit_ids}
+        timings = self.run_stages(ctx, after=after, clock=clock)
+        if ctx.stopped:
+            decision, reason, fallback, question = ctx.stopped
+            packet = Packet(decision=decision, reason=reason + (f" Question: {question}" if question else ""),
+                            warnings=res.warnings, budget=Budget(limit=spec.budget, used=0), fallback=fallback)
+            return Outcome(packet, ctx.trace, timings)
         return Outcome(self._packet(ctx), ctx.trace, timings)
 
     def ranking(self, spec: QuerySpec, depth: int, base=None):

@@ -58,7 +58,8 @@ def lift(ctx: QueryContext, candidates) -> list[str]:
     return lifted
 
 
-class Addressee(StageBase, name="addressee"):
+class Addressee(StageBase, name="addressee", mode="arms", writes=("addressee", "addressed_by"),
+                title="Addressee: whose words the query asks for"):
     def run(self, ctx: QueryContext) -> None:
         addressee = ctx.spec.story.addressee
         if addressee is None:

@@ -33,7 +33,9 @@ def citation_credit(score: float, cited: int, share: float, spread: float) -> fl
     return share * score / cited ** spread if cited else 0.0
 
 
-class Cited(StageBase, name="cited", uses=("cited_share", "cited_spread")):
+class Cited(StageBase, name="cited", uses=("cited_share", "cited_spread"), needs=("candidates",),
+            writes=("candidates",), labels=("provenance_supported",),
+            title="Cited: notes and views credit what they cite"):
     def run(self, ctx: QueryContext) -> None:
         share, spread = ctx.settings.cited_share, ctx.settings.cited_spread
         if share <= 0:

@@ -19,29 +19,78 @@ from garden.rerank.query import QuerySpec
 from garden.rerank.resolve import Resolution
 
 
+MODES = {
+    "decides": "may answer without retrieving (ASK or SKIP)",
+    "arms": "sets what a later stage reads; changes no score",
+    "retrieves": "brings the base retriever's candidates",
+    "moves": "adds score; in a ranking its bonus moves the base order",
+    "scores": "adds score, labels, admits or rejects candidates; in a ranking it moves nothing",
+    "selects": "chooses the packet from the ranking; a ranking stops before the first one",
+}
+# what every stage finds in the context before any stage runs
+GIVEN = frozenset({"spec", "settings", "resolution", "retriever", "rerun", "indexes", "trace"})
+
+
 class Stage(Protocol):
-    """One step of the structured pipeline. `name` is what ablation removes (`default-NAME`);
-    `uses` names the settings the stage reads, so a setting no stage of a pipeline uses is
-    refused rather than ignored; `essential` stages cannot be removed."""
+    """One step of the structured pipeline, declared in its class line (`StageBase`).
+    `name` is what ablation removes (`default-NAME`); `uses` names the settings it reads
+    (a setting no stage of a pipeline uses is refused rather than ignored); `essential`
+    stages cannot be removed; `mode` says what it does in a ranking (`MODES`); `reads`,
+    `needs` and `writes` name the context fields it reads, needs filled and writes, which
+    the pipeline checks against the stage order; `labels` and `reasons` are those it may
+    give; `title` is its heading where a query is drawn."""
 
     name: ClassVar[str]
     uses: ClassVar[tuple[str, ...]]
     essential: ClassVar[bool]
+    mode: ClassVar[str]
+    reads: ClassVar[tuple[str, ...]]
+    needs: ClassVar[tuple[str, ...]]
+    writes: ClassVar[tuple[str, ...]]
+    labels: ClassVar[tuple[str, ...]]
+    reasons: ClassVar[tuple[str, ...]]
+    title: ClassVar[str]
 
     def run(self, ctx: "QueryContext") -> None: ...
 
 
 class StageBase:
-    """Declares a stage in its class line: ``class Phrase(StageBase, name="phrase",
-    uses=("phrase_ceiling",))``; `essential` stages cannot be removed."""
+    """Declares a stage in its class line::
+
+        class Phrase(StageBase, name="phrase", mode="scores", uses=("phrase_ceiling",),
+                     needs=("candidates",), writes=("candidates",), labels=("phrase_match",),
+                     title="Phrase: rare in-order spans of the query"):
+
+    `reads` are values an earlier stage arms (every stage that writes one must come
+    before); `needs` are what an earlier stage must have filled (the candidates, the
+    lanes), which later stages may add to. See `Stage` for the rest."""
 
     name: ClassVar[str]
     uses: ClassVar[tuple[str, ...]]
     essential: ClassVar[bool]
+    mode: ClassVar[str]
+    reads: ClassVar[tuple[str, ...]]
+    needs: ClassVar[tuple[str, ...]]
+    writes: ClassVar[tuple[str, ...]]
+    labels: ClassVar[tuple[str, ...]]
+    reasons: ClassVar[tuple[str, ...]]
+    title: ClassVar[str]
 
-    def __init_subclass__(cls, name: str, uses: tuple[str, ...] = (), essential: bool = False, **kwargs):
+    def __init_subclass__(cls, name: str, uses: tuple[str, ...] = (), essential: bool = False,
+                          mode: str = "scores", reads: tuple[str, ...] = (), needs: tuple[str, ...] = (),
+                          writes: tuple[str, ...] = (), labels: tuple[str, ...] = (),
+                          reasons: tuple[str, ...] = (), title: str | None = None, **kwargs):
         super().__init_subclass__(**kwargs)
-        cls.name, cls.uses, cls.essential = name, tuple(uses), essential
+        if mode not in MODES:
+            raise TypeError(f"stage {name}: mode must be one of {', '.join(MODES)} (got {mode!r})")
+        fields = set(QueryContext.__dataclass_fields__)
+        unknown = sorted(f for f in (*reads, *needs, *writes) if f not in fields)
+        if unknown:
+            raise TypeError(f"stage {name}: {', '.join(unknown)} is not a field of the query context")
+        cls.name, cls.uses, cls.essential, cls.mode = name, tuple(uses), essential, mode
+        cls.reads, cls.needs, cls.writes = tuple(reads), tuple(needs), tuple(writes)
+        cls.labels, cls.reasons = tuple(labels), tuple(reasons)
+        cls.title = title or name.capitalize()
 
 
 @dataclass
@@ -64,7 +113,7 @@ class QueryContext:
     floor: dict[str, float] = field(default_factory=lambda: {"curated": 0.0, "evidence": 0.0})
     curated: list[Candidate] = field(default_factory=list)
     evidence: list[Candidate] = field(default_factory=list)
-    follow_sources: Any = None                       # armed by the provenance stage
+    follow_sources: bool = False                     # armed by the provenance stage: pack follows sources
     packed: list[Candidate] = field(default_factory=list)
     used: int = 0
     window: Any = None                               # the time the query names (window.py), counted from as_of

@@ -96,7 +96,8 @@ def gate_score(stages: dict) -> float | None:
     return None if not decided else decided["support"]
 
 
-class Decide(StageBase, name="decide", uses=("answer_at", "decisive")):
+class Decide(StageBase, name="decide", uses=("answer_at", "decisive"), mode="selects", needs=("candidates",),
+             reads=("window",), writes=("answers", "decisive"), title="Decide: answer, or stay silent"):
     """Answers the query or keeps it silent, by the store-calibrated support above."""
 
     def run(self, ctx: QueryContext) -> None:

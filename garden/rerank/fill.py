@@ -14,6 +14,6 @@ from __future__ import annotations
 from garden.rerank.context import QueryContext, StageBase
 
 
-class Fill(StageBase, name="fill"):
+class Fill(StageBase, name="fill", mode="selects", writes=("fill",), title="Fill: the scores say what rides"):
     def run(self, ctx: QueryContext) -> None:
         ctx.fill = True

@@ -19,6 +19,9 @@ from garden.rerank.resolve import Resolution
 from garden.rerank.timeline import checkpoint_note, not_yet_observed, state_reason
 
 HARD_REASONS = ("control_plane", "private", "not_yet_observed", "superseded_state", "not_current")
+# what the gate may give, whichever stage admits the candidate (`describe` labels)
+GATE_REASONS = frozenset({*HARD_REASONS, "out_of_scope", "off_topic"})
+GATE_LABELS = frozenset({"checkpoint_passed", "derived_view"})
 
 
 def eligibility(record: Record, spec: QuerySpec, res: Resolution, certain: bool) -> tuple[str, str] | None:

@@ -24,7 +24,10 @@ def _silent(ctx: QueryContext, lane: dict, standout: float) -> str:
     return f"the lane's ratio {lane['ratio']} is below standout {standout:g}"
 
 
-class Lanes(StageBase, name="lanes", uses=("lane_cap", "min_share"), essential=True):
+class Lanes(StageBase, name="lanes", uses=("lane_cap", "min_share"), essential=True, mode="selects",
+            needs=("candidates",), reads=("cutoff", "floor", "answers", "decisive", "fill"),
+            writes=("curated", "evidence"), reasons=("below_standout", "rank_cut"),
+            title="Standout: the gate per lane"):
     def run(self, ctx: QueryContext) -> None:
         settings, cands, standout = ctx.settings, ctx.candidates, ctx.cutoff
         trace = []

@@ -40,7 +40,9 @@ def _adjacent(story: Story) -> dict[str, tuple[str, ...]]:
     return {rid: tuple(ids) for rid, ids in found.items()}
 
 
-class Neighbours(StageBase, name="neighbours", uses=("context_share",)):
+class Neighbours(StageBase, name="neighbours", uses=("context_share",), needs=("candidates",),
+                 writes=("candidates",), labels=("structured_context",),
+                 title="Neighbours: a record shares in its neighbour's score"):
     def run(self, ctx: QueryContext) -> None:
         share = ctx.settings.context_share
         if share <= 0:

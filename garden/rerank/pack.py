@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from garden.rerank.candidates import Candidate
 from garden.rerank.context import StageBase
+from garden.rerank.provenance import follow_sources
 
 
 def attach_predecessors(curated: list[Candidate]) -> list[Candidate]:
@@ -67,7 +68,10 @@ def pack(order: list[Candidate], budget: int, used: int = 0,
     return packed, used
 
 
-class Pack(StageBase, name="pack", essential=True):
+class Pack(StageBase, name="pack", essential=True, mode="selects", needs=("curated", "evidence"),
+           reads=("fill", "follow_sources"), writes=("packed", "used"),
+           reasons=("over_budget", "already_shown", "predecessor_without_successor"),
+           title="Pack: fitting the budget"):
     """The pack stage: the curated lane first, each predecessor right behind its successor,
     then the evidence lane (with the sources of packed items, when the provenance stage
     armed it), all within the budget."""
@@ -75,8 +79,8 @@ class Pack(StageBase, name="pack", essential=True):
     def run(self, ctx) -> None:
         packed, used = pack(attach_predecessors(ctx.curated), ctx.spec.budget)
         evidence = ctx.evidence
-        if ctx.follow_sources is not None:
-            evidence = ctx.follow_sources(ctx, packed, evidence)
+        if ctx.follow_sources:
+            evidence = follow_sources(ctx, packed, evidence)
         # with fill the evidence lane runs deep, so what restates the packet is skipped
         shown = {i for c in packed for i in (c.id, *c.record.sources)} if ctx.fill else None
         more, used = pack(evidence, ctx.spec.budget, used, shown)

@@ -108,7 +108,9 @@ def phrase_credit(index: PhraseIndex, query: str, kinds: dict[str, str],
     return credit
 
 
-class Phrase(StageBase, name="phrase", uses=("phrase_ceiling", "phrase_weight", "view_fraction")):
+class Phrase(StageBase, name="phrase", uses=("phrase_ceiling", "phrase_weight", "view_fraction"),
+             needs=("candidates",), writes=("candidates",), labels=("phrase_match",),
+             title="Phrase: rare in-order spans of the query"):
     """The phrase stage: each record holding a rare in-order span of the query gains the
     bounded bonus; a record the retriever did not bring enters through the gate."""
 

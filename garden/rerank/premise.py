@@ -78,7 +78,8 @@ def best_by_owner(ctx: QueryContext, people: frozenset[str], person: str) -> dic
     return best
 
 
-class Premise(StageBase, name="premise", uses=("premise_ratio",)):
+class Premise(StageBase, name="premise", uses=("premise_ratio",), mode="selects", needs=("packed",),
+              labels=("premise_mismatch",), title="Premise: whose evidence is it?"):
     def run(self, ctx: QueryContext) -> None:
         story = ctx.spec.story
         people = speakers(story)

@@ -15,23 +15,28 @@ from garden.rerank.context import QueryContext, StageBase
 from garden.rerank.gate import HARD_REASONS
 
 
-class Provenance(StageBase, name="provenance"):
-    def run(self, ctx: QueryContext) -> None:
-        ctx.follow_sources = self.follow  # the pack stage calls it once the curated lane is packed
+class Provenance(StageBase, name="provenance", mode="selects", writes=("follow_sources",),
+                 labels=("provenance_supported",), title="Provenance: sources follow what cites them"):
+    """Arms the pack stage to follow sources: which items are packed is known only once the
+    curated lane is packed, so the pack stage calls `follow_sources` then."""
 
-    @staticmethod
-    def follow(ctx: QueryContext, packed: list[Candidate], evidence: list[Candidate]) -> list[Candidate]:
-        chosen = {c.id: c for c in evidence}
-        story = ctx.spec.story
-        for item in packed:
-            for sid in item.record.sources:
-                src = ctx.candidates.get(sid)
-                if src is not None and src.reason is not None and src.reason not in HARD_REASONS:
-                    src.reason, src.detail = None, None
-                src = ctx.admit(story.by_id[sid], "provenance", certain=True)
-                if src.reason is not None:
-                    continue
-                src.labels = [x for x in src.labels if x not in ("lexical_only", "semantic_only")]
-                src.label("provenance_supported", f"source of {item.id}")
-                chosen[sid] = src
-        return by_score(list(chosen.values()))
+    def run(self, ctx: QueryContext) -> None:
+        ctx.follow_sources = True
+
+
+def follow_sources(ctx: QueryContext, packed: list[Candidate], evidence: list[Candidate]) -> list[Candidate]:
+    """The evidence lane with the sources each packed item names, best first."""
+    chosen = {c.id: c for c in evidence}
+    story = ctx.spec.story
+    for item in packed:
+        for sid in item.record.sources:
+            src = ctx.candidates.get(sid)
+            if src is not None and src.reason is not None and src.reason not in HARD_REASONS:
+                src.reason, src.detail = None, None
+            src = ctx.admit(story.by_id[sid], "provenance", certain=True)
+            if src.reason is not None:
+                continue
+            src.labels = [x for x in src.labels if x not in ("lexical_only", "semantic_only")]
+            src.label("provenance_supported", f"source of {item.id}")
+            chosen[sid] = src
+    return by_score(list(chosen.values()))

@@ -17,7 +17,8 @@ from garden.rerank.context import QueryContext, StageBase
 from garden.retrievers import is_semantic, rank, relevance
 
 
-class Retrieve(StageBase, name="retrieve", uses=("candidates", "semantic_floor", "semantic_weight"), essential=True):
+class Retrieve(StageBase, name="retrieve", uses=("candidates", "semantic_floor", "semantic_weight"), essential=True,
+               mode="retrieves", writes=("candidates",), title="Retrieve: the base retriever's candidates"):
     def run(self, ctx: QueryContext) -> None:
         spec, res, settings = ctx.spec, ctx.resolution, ctx.settings
         story, retriever = spec.story, ctx.retriever

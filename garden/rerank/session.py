@@ -11,7 +11,8 @@ from __future__ import annotations
 from garden.rerank.context import QueryContext, StageBase
 
 
-class Session(StageBase, name="session"):
+class Session(StageBase, name="session", needs=("candidates",), writes=("floor",), reasons=("already_delivered",),
+              title="Session: what was delivered is not served again"):
     def run(self, ctx: QueryContext) -> None:
         delivered: set[str] = set()
         for earlier in ctx.spec.session:

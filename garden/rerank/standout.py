@@ -113,7 +113,8 @@ def gate_lane(lane: str, ranked: list[tuple[str, float]], standout: float = DEFA
     return LaneDecision(riding, below, cut, trace)
 
 
-class Standout(StageBase, name="standout", uses=("standout",)):
+class Standout(StageBase, name="standout", uses=("standout",), mode="selects", writes=("cutoff",),
+               title="Standout: the ratio an item must beat its rival by"):
     """The standout stage: arms the lanes' cutoff at the `standout` ratio. Without it the
     lanes run with the ratio off (1), keeping their cap and share rule."""
 

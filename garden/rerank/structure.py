@@ -36,7 +36,9 @@ def _selectivity(story: Story) -> dict[str, float]:
     return {e: (math.log(total / n) / math.log(total) if total > 1 else 1.0) for e, n in counts.items()}
 
 
-class Structure(StageBase, name="structure", uses=("topic", "entity", "related_decay", "window", "addressed")):
+class Structure(StageBase, name="structure", uses=("topic", "entity", "related_decay", "window", "addressed"),
+                mode="moves", needs=("candidates",), reads=("window", "addressee", "addressed_by"),
+                labels=("structured_context",), title="Structure: resolved topics and people"):
     def run(self, ctx: QueryContext) -> None:
         res, settings = ctx.resolution, ctx.settings
         for c in ctx.candidates.values():

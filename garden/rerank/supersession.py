@@ -22,7 +22,10 @@ def chain(head: Candidate) -> list[Candidate]:
     return out
 
 
-class Supersession(StageBase, name="supersession"):
+class Supersession(StageBase, name="supersession", needs=("candidates",), writes=("candidates",),
+                   labels=("conflicting_or_superseded", "structured_context"),
+                   reasons=("predecessor_without_successor",),
+                   title="Supersession: history rides behind its successor"):
     def run(self, ctx: QueryContext) -> None:
         story, as_of, cands = ctx.spec.story, ctx.spec.as_of, ctx.candidates
         queue = sorted((c for c in cands.values() if c.reason is None and c.record.kind == "decision"),

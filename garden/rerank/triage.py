@@ -106,7 +106,8 @@ def triage(query: str, resolution: Resolution) -> Triage:
                   + (f" ({'; '.join(anchors)})" if anchors else ""), fallback=True)
 
 
-class TriageStage(StageBase, name="triage"):
+class TriageStage(StageBase, name="triage", mode="decides", writes=("reason", "fallback"),
+                  title="Triage: retrieve, ask or skip"):
     """The triage stage: RETRIEVE, ASK (with the question) or SKIP, with the reason. Without
     it every query retrieves."""
 

@@ -38,7 +38,9 @@ def asks_now(query: str) -> str | None:
     return m.group(0) if m else None
 
 
-class Update(StageBase, name="update"):
+class Update(StageBase, name="update", needs=("candidates",),
+             labels=("conflicting_or_superseded", "structured_context"),
+             title="Update: the newest of one speaker's statements leads"):
     def run(self, ctx: QueryContext) -> None:
         now = asks_now(ctx.spec.query)
         if now is None:

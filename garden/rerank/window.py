@@ -133,7 +133,8 @@ def lift(ctx: QueryContext, candidates) -> list[str]:
     return lifted
 
 
-class TimeWindow(StageBase, name="window"):
+class TimeWindow(StageBase, name="window", mode="arms", writes=("window",),
+                 title="Window: the time the query names"):
     def run(self, ctx: QueryContext) -> None:
         window = named_window(ctx.spec.query, ctx.spec.as_of)
         if window is None:
