@@ -13,16 +13,53 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from bm25s.stopwords import STOPWORDS_EN
-from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
-
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
 _TOKEN = re.compile(rf"[{_CJK}]+|(?:(?![{_CJK}])\w)+")
 _CJK_RUN = re.compile(rf"^[{_CJK}]+$")
 
-RETRIEVAL_STOPWORDS = frozenset(STOPWORDS_EN)
-# Function words for phrase anchors: a span may not open or close with one.
-FUNCTION_WORDS = frozenset(ENGLISH_STOP_WORDS) | RETRIEVAL_STOPWORDS
+
+
+def _word_list(package: str, path: str, name: str) -> frozenset[str]:
+    """A word list a library keeps in a module of its own that imports nothing (bm25s's
+    `stopwords.py`, scikit-learn's `feature_extraction/_stop_words.py`), read from that
+    file without importing the library: importing scikit-learn for 318 words costs over a
+    second, on every command that reads a story. Falls back to importing it."""
+    import importlib
+    import importlib.util
+    from pathlib import Path
+
+    try:
+        found = importlib.util.find_spec(package)
+        file = Path(found.submodule_search_locations[0], *path.split("/"))
+        spec = importlib.util.spec_from_file_location(f"garden._words_{package}", file)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return frozenset(getattr(module, name))
+    except Exception:  # a layout that moved: the library's own import, slower but the same words
+        module = importlib.import_module(f"{package}.{path.removesuffix('.py').replace('/', '.')}")
+        return frozenset(getattr(module, name))
+
+
+@lru_cache(maxsize=1)
+def retrieval_stopwords() -> frozenset[str]:
+    """The Lucene English stopword list that bm25s ships."""
+    return _word_list("bm25s", "stopwords.py", "STOPWORDS_EN")
+
+
+@lru_cache(maxsize=1)
+def function_words() -> frozenset[str]:
+    """Function words for phrase anchors (a span may not open or close with one) and for
+    triage: scikit-learn's English list and the retrieval stopwords."""
+    return _word_list("sklearn", "feature_extraction/_stop_words.py", "ENGLISH_STOP_WORDS") | retrieval_stopwords()
+
+
+def __getattr__(name: str):
+    # the lists as module constants, read on first use
+    if name == "RETRIEVAL_STOPWORDS":
+        return retrieval_stopwords()
+    if name == "FUNCTION_WORDS":
+        return function_words()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @lru_cache(maxsize=1)
@@ -61,7 +98,7 @@ def analyze(text: str, stopwords: bool = True, stem: bool = True) -> list[str]:
         token = match.group(0)
         if _CJK_RUN.match(token):
             terms.extend(cjk_bigrams(token))
-        elif len(token) >= 2 and not (stopwords and token in RETRIEVAL_STOPWORDS):
+        elif len(token) >= 2 and not (stopwords and token in retrieval_stopwords()):
             terms.append(token)
             latin.append(token)
     if stem and latin:
@@ -102,4 +139,5 @@ def without_function_words(text: str) -> str:
     relevant, even where the retrieval stopword list (kept short for comparability with
     published BM25 figures) lets them through.
     """
-    return _WORD.sub(lambda m: " " if m.group(0).lower() in FUNCTION_WORDS else m.group(0), text)
+    words = function_words()
+    return _WORD.sub(lambda m: " " if m.group(0).lower() in words else m.group(0), text)

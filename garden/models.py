@@ -7,7 +7,6 @@ data must fail the build rather than be silently ignored.
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
 import math
 import re
 import unicodedata
@@ -25,32 +24,8 @@ DEFAULT_FIDELITY = {"source": "transcript", "chunk": "transcript", "state": "pro
                     "control": "snapshot"}
 ID_PATTERN = r"^[a-z0-9_.-]+$"
 
-LABELS = (
-    "provenance_supported",
-    "structured_context",
-    "lexical_only",
-    "semantic_only",
-    "phrase_match",
-    "checkpoint_passed",
-    "conflicting_or_superseded",
-    "derived_view",
-    "premise_mismatch",  # the best evidence belongs to another person than the one the question names
-)
-REASONS = (
-    "superseded_state",
-    "not_current",
-    "not_yet_observed",
-    "predecessor_without_successor",
-    "off_topic",
-    "out_of_scope",
-    "private",
-    "control_plane",
-    "below_standout",
-    "rank_cut",
-    "over_budget",
-    "already_delivered",  # packed earlier in the same session (the standout floor's subject)
-    "already_shown",      # everything it stands for is in this packet already (pack.py, with fill)
-)
+# LABELS, REASONS, Settings, Resolved and SETTING_DEFAULTS are read off the stages'
+# declarations (garden/rerank/stages.py) at the end of this module.
 
 
 class Strict(BaseModel):
@@ -231,51 +206,22 @@ class Hints(Strict):
     entities: list[str] = []
 
 
-class Settings(Strict):
+class SettingsBase(Strict):
     """Pipeline settings a case, the command line or the API may override; None means the
-    default in SETTING_DEFAULTS, the one place each default is declared. Which stage uses
-    which setting is declared by the stages (see garden/pipelines/structured.py)."""
+    default the stage that reads it declares. Each field, with its type, bounds, default and
+    description, is declared by its stage (garden/rerank/stages.py builds `Settings`)."""
 
     # NaN and the infinities refused, each with its field ("Input should be a finite
     # number"): without this, .inf passes phrase_weight (no upper bound) and .nan fails a
     # bound with a misleading message (IEEE 754: NaN compares false with everything).
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    standout: float | None = None
-    lane_cap: int | None = Field(default=None, ge=1)
-    candidates: int | None = Field(default=None, ge=1)
-    related_decay: float | None = Field(default=None, ge=0, le=1)
-    topic: float | None = Field(default=None, ge=0)
-    entity: float | None = Field(default=None, ge=0)
-    phrase_ceiling: int | None = Field(default=None, ge=1)
-    phrase_weight: float | None = Field(default=None, ge=0)
-    view_fraction: float | None = Field(default=None, ge=0, le=1)
-    min_share: float | None = Field(default=None, ge=0, le=1)
-    semantic_floor: float | None = Field(default=None, ge=0, lt=1)
-    semantic_weight: float | None = Field(default=None, ge=0)
-    cited_share: float | None = Field(default=None, ge=0)
-    cited_spread: float | None = Field(default=None, ge=0, le=1)
-    context_share: float | None = Field(default=None, ge=0, le=1)
-    premise_ratio: float | None = Field(default=None, ge=1)
-    answer_at: float | None = None
-    decisive: float | None = Field(default=None, ge=1)
-    window: float | None = Field(default=None, ge=0)
-    addressed: float | None = Field(default=None, ge=0)
-
-    @field_validator("standout", mode="before")
-    @classmethod
-    def _standout_is_ratio(cls, value: Any) -> Any:
-        if value is None:
-            return value
-        check_standout(value)
-        return float(value)
-
     def merged(self, other: "Settings | None") -> "Settings":
         if other is None:
             return self
         data = self.model_dump(exclude_none=True)
         data.update(other.model_dump(exclude_none=True))
-        return Settings(**data)
+        return type(self)(**data)
 
     def given(self) -> set[str]:
         """The names of the settings this object sets (the rest take their default)."""
@@ -285,56 +231,7 @@ class Settings(Strict):
         return Resolved(**{**SETTING_DEFAULTS, **self.model_dump(exclude_none=True)})
 
 
-SETTING_DEFAULTS: dict[str, Any] = {
-    "standout": 1.4,        # the pi-canon default; experiments/standout_sweep.py shows why it stays
-    "lane_cap": 3,          # items per lane before the rival
-    "candidates": 20,       # retriever candidates considered per query
-    "related_decay": 0.5,   # a related topic counts half, one hop out
-    "topic": 0.6,           # bonus for a resolved topic
-    "entity": 0.6,          # bonus for a resolved entity
-    "phrase_ceiling": 2,    # a span held by more records than this earns nothing
-    "phrase_weight": 1.0,   # a three-word span's bonus
-    "view_fraction": 0.5,   # a view restating the phrase gets this share
-    "min_share": 0.1,       # under this share of the query's best an item is cut by rank (experiments/locomo_gate.py)
-    "semantic_floor": 0.35,  # a MiniLM cosine at or below this is no evidence
-    # chosen by leave-one-conversation-out on LoCoMo (experiments/locomo_weights.py)
-    "semantic_weight": 0.5,  # what a semantic member's relevance counts beside a lexical one's
-    "cited_share": 1.0,     # share of a derived record's score each source it cites receives
-    "cited_spread": 0.25,   # ... divided by (sources cited) ** cited_spread
-    "context_share": 0.5,   # share of its best neighbour's score a source record receives
-    "premise_ratio": 1.6,   # another person's best evidence this many times the named one's: a premise warning
-    "answer_at": 0.4,       # a query's support (decide.py) at or above this is answered (experiments/locomo_gate.py)
-    "decisive": 10.0,       # a lane whose standout ratio reaches this answers whatever the support (decide.py)
-    "window": 0.5,          # a record in the time the query names counts this much more (window.py)
-    "addressed": 0.5,       # a turn the addressee said counts this much more when the question asks what it said
-}
 DEFAULT_BUDGET = 1200       # packet budget in characters of item text
-
-
-@dataclass(frozen=True)
-class Resolved:
-    """Every setting with a value: what the stages read."""
-
-    standout: float
-    lane_cap: int
-    candidates: int
-    related_decay: float
-    topic: float
-    entity: float
-    phrase_ceiling: int
-    phrase_weight: float
-    view_fraction: float
-    min_share: float
-    semantic_floor: float
-    semantic_weight: float
-    cited_share: float
-    cited_spread: float
-    context_share: float
-    premise_ratio: float
-    answer_at: float
-    decisive: float
-    window: float
-    addressed: float
 
 
 def check_standout(value: Any) -> float:
@@ -457,7 +354,7 @@ class Case(Strict):
     query: str
     hints: Hints = Hints()
     include_private: bool = False
-    settings: Settings = Settings()
+    settings: Settings = Field(default_factory=lambda: Settings())
     session: list[str] = []
     expect: Expect = Expect()
     controls: list[Control] = []
@@ -528,7 +425,7 @@ class TraceEvent(BaseModel):
     hints: Hints = Hints()
     budget: int
     include_private: bool = False
-    settings: Settings = Settings()
+    settings: Settings = Field(default_factory=lambda: Settings())
     session: list[str] = []
     pipeline: str
     case: str | None = None
@@ -550,3 +447,17 @@ class TraceEvent(BaseModel):
             elif isinstance(item, (list, tuple)):
                 pending.extend((f"{where}[{i}]", v) for i, v in enumerate(item))
         return value
+
+
+# --- what the stages declare ------------------------------------------------------
+# Read off the stage list at the end, so the stages' modules (which import the models
+# above) load in between; garden/rerank/__init__.py imports this module first, so any way
+# into the stages comes here first.
+from garden.rerank.stages import STAGES as _STAGES, labels as _labels, reasons as _reasons  # noqa: E402
+from garden.rerank.stages import settings_model as _settings_model  # noqa: E402
+
+LABELS = _labels(_STAGES)
+REASONS = _reasons(_STAGES)
+Settings, Resolved, SETTING_DEFAULTS = _settings_model(SettingsBase, _STAGES)
+for _model in (QueryFields, Control, Case, TraceEvent):
+    _model.model_rebuild()

@@ -30,13 +30,11 @@ from garden.rerank.candidates import by_score
 from garden.rerank.context import QueryContext, Stage
 from garden.rerank.query import QuerySpec
 from garden.rerank.resolve import Resolution, resolve
-from garden.rerank.stages import STAGES, check_order, packet_stages
+from garden.rerank.stages import PIPELINE_LABELS, PIPELINE_REASONS, STAGES, check_order, packet_stages  # noqa: F401
 from garden.retrievers import as_retriever, evidence_kind
 
 STRONG_LABELS = {"structured_context", "phrase_match", "provenance_supported"}
-# what the pipeline itself gives once the stages are done (`_packet`)
-PIPELINE_LABELS = frozenset({"lexical_only", "semantic_only"})
-PIPELINE_REASONS = frozenset({"predecessor_without_successor", "rank_cut"})
+
 
 
 def label_weak_support(cands, members) -> None:

@@ -19,7 +19,12 @@ is given, so the order candidates are visited in changes nothing.
 """
 from __future__ import annotations
 
-from garden.rerank.context import QueryContext, StageBase, lenders
+from garden.rerank.context import Setting, QueryContext, StageBase, lenders
+
+CITED_SHARE = Setting("cited_share", float, 1.0, "share of a derived record's score each source it cites receives",
+                      ge=0)
+CITED_SPREAD = Setting("cited_spread", float, 0.25, "the share is divided by (sources cited) ** cited_spread",
+                       ge=0, le=1)
 
 # A note or a view restates raw material in other words, so the record it cites is the
 # evidence; a state or a decision is the curated answer itself, its sources its support,
@@ -33,7 +38,7 @@ def citation_credit(score: float, cited: int, share: float, spread: float) -> fl
     return share * score / cited ** spread if cited else 0.0
 
 
-class Cited(StageBase, name="cited", uses=("cited_share", "cited_spread"), needs=("candidates",),
+class Cited(StageBase, name="cited", settings=(CITED_SHARE, CITED_SPREAD), needs=("candidates",),
             writes=("candidates",), labels=("provenance_supported",),
             title="Cited: notes and views credit what they cite"):
     def run(self, ctx: QueryContext) -> None:

@@ -10,13 +10,34 @@ from __future__ import annotations
 import math
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Protocol
 
-from garden.models import Record, Resolved
+from garden.models import Record
+
+if TYPE_CHECKING:  # built from the stages' declarations (garden/rerank/stages.py)
+    from garden.models import Resolved
 from garden.rerank.candidates import Candidate
 from garden.rerank.gate import describe, eligibility
 from garden.rerank.query import QuerySpec
 from garden.rerank.resolve import Resolution
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One setting a stage reads, declared by that stage: its name, type (int or float),
+    default, one line of what it does, and its bounds (`ge`, `gt`, `le`, `lt`; `check`, a
+    rule with a message of its own, refusing by ValueError). `Settings`, the resolved
+    settings and their defaults are built from these (garden/rerank/stages.py)."""
+
+    name: str
+    type: type
+    default: float
+    about: str
+    ge: float | None = None
+    gt: float | None = None
+    le: float | None = None
+    lt: float | None = None
+    check: Callable[[Any], Any] | None = None
 
 
 MODES = {
@@ -57,15 +78,18 @@ class Stage(Protocol):
 class StageBase:
     """Declares a stage in its class line::
 
-        class Phrase(StageBase, name="phrase", mode="scores", uses=("phrase_ceiling",),
+        class Phrase(StageBase, name="phrase", mode="scores", settings=(PHRASE_CEILING,),
                      needs=("candidates",), writes=("candidates",), labels=("phrase_match",),
                      title="Phrase: rare in-order spans of the query"):
 
-    `reads` are values an earlier stage arms (every stage that writes one must come
-    before); `needs` are what an earlier stage must have filled (the candidates, the
-    lanes), which later stages may add to. See `Stage` for the rest."""
+    `settings` are the settings it reads, each a `Setting` declared by this stage alone
+    (`uses` names any it reads that another stage declares). `reads` are values an
+    earlier stage arms (every stage that writes one must come before); `needs` are what
+    an earlier stage must have filled (the candidates, the lanes), which later stages may
+    add to. See `Stage` for the rest."""
 
     name: ClassVar[str]
+    settings: ClassVar[tuple[Setting, ...]]
     uses: ClassVar[tuple[str, ...]]
     essential: ClassVar[bool]
     mode: ClassVar[str]
@@ -76,9 +100,9 @@ class StageBase:
     reasons: ClassVar[tuple[str, ...]]
     title: ClassVar[str]
 
-    def __init_subclass__(cls, name: str, uses: tuple[str, ...] = (), essential: bool = False,
-                          mode: str = "scores", reads: tuple[str, ...] = (), needs: tuple[str, ...] = (),
-                          writes: tuple[str, ...] = (), labels: tuple[str, ...] = (),
+    def __init_subclass__(cls, name: str, settings: tuple[Setting, ...] = (), uses: tuple[str, ...] = (),
+                          essential: bool = False, mode: str = "scores", reads: tuple[str, ...] = (),
+                          needs: tuple[str, ...] = (), writes: tuple[str, ...] = (), labels: tuple[str, ...] = (),
                           reasons: tuple[str, ...] = (), title: str | None = None, **kwargs):
         super().__init_subclass__(**kwargs)
         if mode not in MODES:
@@ -87,7 +111,9 @@ class StageBase:
         unknown = sorted(f for f in (*reads, *needs, *writes) if f not in fields)
         if unknown:
             raise TypeError(f"stage {name}: {', '.join(unknown)} is not a field of the query context")
-        cls.name, cls.uses, cls.essential, cls.mode = name, tuple(uses), essential, mode
+        cls.settings = tuple(settings)
+        cls.name, cls.essential, cls.mode = name, essential, mode
+        cls.uses = tuple(s.name for s in settings) + tuple(uses)
         cls.reads, cls.needs, cls.writes = tuple(reads), tuple(needs), tuple(writes)
         cls.labels, cls.reasons = tuple(labels), tuple(reasons)
         cls.title = title or name.capitalize()

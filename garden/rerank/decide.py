@@ -41,7 +41,12 @@ from dataclasses import dataclass
 
 from garden.analyzer import analyze
 from garden.rerank.candidates import by_score
-from garden.rerank.context import QueryContext, StageBase
+from garden.rerank.context import Setting, QueryContext, StageBase
+
+ANSWER_AT = Setting("answer_at", float, 0.4, "a query whose support reaches this is answered "
+                    "(experiments/locomo_gate.py)")
+DECISIVE = Setting("decisive", float, 10.0, "a lane whose standout ratio reaches this answers whatever the support",
+                   ge=1)
 
 W_TOP, W_HELD, W_KNOWN, W_BIAS = 2.69, 3.34, 2.63, -1.81
 HELD_DEPTH = 5
@@ -96,7 +101,7 @@ def gate_score(stages: dict) -> float | None:
     return None if not decided else decided["support"]
 
 
-class Decide(StageBase, name="decide", uses=("answer_at", "decisive"), mode="selects", needs=("candidates",),
+class Decide(StageBase, name="decide", settings=(ANSWER_AT, DECISIVE), mode="selects", needs=("candidates",),
              reads=("window",), writes=("answers", "decisive"), title="Decide: answer, or stay silent"):
     """Answers the query or keeps it silent, by the store-calibrated support above."""
 

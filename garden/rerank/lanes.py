@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from garden.rerank.candidates import by_score
 from garden.rerank.context import QueryContext, StageBase
-from garden.rerank.standout import gate_lane
+from garden.rerank.standout import LANE_CAP, MIN_SHARE, gate_lane
 
 
 def _silent(ctx: QueryContext, lane: dict, standout: float) -> str:
@@ -24,7 +24,7 @@ def _silent(ctx: QueryContext, lane: dict, standout: float) -> str:
     return f"the lane's ratio {lane['ratio']} is below standout {standout:g}"
 
 
-class Lanes(StageBase, name="lanes", uses=("lane_cap", "min_share"), essential=True, mode="selects",
+class Lanes(StageBase, name="lanes", settings=(LANE_CAP, MIN_SHARE), essential=True, mode="selects",
             needs=("candidates",), reads=("cutoff", "floor", "answers", "decisive", "fill"),
             writes=("curated", "evidence"), reasons=("below_standout", "rank_cut"),
             title="Standout: the gate per lane"):

@@ -19,7 +19,10 @@ before any credit is given (a match lends to its neighbours, never onward along 
 from __future__ import annotations
 
 from garden.models import Story
-from garden.rerank.context import QueryContext, StageBase, lenders
+from garden.rerank.context import Setting, QueryContext, StageBase, lenders
+
+CONTEXT_SHARE = Setting("context_share", float, 0.5, "share of its best neighbour's score a source record receives",
+                        ge=0, le=1)
 
 RAW_KINDS = ("source", "chunk")
 
@@ -40,7 +43,7 @@ def _adjacent(story: Story) -> dict[str, tuple[str, ...]]:
     return {rid: tuple(ids) for rid, ids in found.items()}
 
 
-class Neighbours(StageBase, name="neighbours", uses=("context_share",), needs=("candidates",),
+class Neighbours(StageBase, name="neighbours", settings=(CONTEXT_SHARE,), needs=("candidates",),
                  writes=("candidates",), labels=("structured_context",),
                  title="Neighbours: a record shares in its neighbour's score"):
     def run(self, ctx: QueryContext) -> None:

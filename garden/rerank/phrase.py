@@ -13,9 +13,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from garden.analyzer import FUNCTION_WORDS, word_runs
+from garden.analyzer import function_words, word_runs
 from garden.rerank._span_index import MAX_SPAN, SpanIndex
-from garden.rerank.context import StageBase
+from garden.rerank.context import Setting, StageBase
+
+PHRASE_CEILING = Setting("phrase_ceiling", int, 2, "a span held by more records than this earns nothing", ge=1)
+PHRASE_WEIGHT = Setting("phrase_weight", float, 1.0, "a three-word span's bonus", ge=0)
+VIEW_FRACTION = Setting("view_fraction", float, 0.5, "a view restating the phrase gets this share of it", ge=0, le=1)
 
 # A long query has hundreds of thousands of spans (712k for a 1 MB query); listing every one
 # would make its trace line as large. The first TESTED_LISTED spans (longest first) are
@@ -63,9 +67,9 @@ class PhraseCredit:
 
 def refusal(span: tuple[str, ...], holders: int, ceiling: int) -> str | None:
     """Why a span earns nothing, or None when it is a rare in-order anchor."""
-    if span[0] in FUNCTION_WORDS:
+    if span[0] in function_words():
         return f"opens with function word {span[0]!r}"
-    if span[-1] in FUNCTION_WORDS:
+    if span[-1] in function_words():
         return f"closes with function word {span[-1]!r}"
     if holders == 0:
         return "in no record"
@@ -108,7 +112,7 @@ def phrase_credit(index: PhraseIndex, query: str, kinds: dict[str, str],
     return credit
 
 
-class Phrase(StageBase, name="phrase", uses=("phrase_ceiling", "phrase_weight", "view_fraction"),
+class Phrase(StageBase, name="phrase", settings=(PHRASE_CEILING, PHRASE_WEIGHT, VIEW_FRACTION),
              needs=("candidates",), writes=("candidates",), labels=("phrase_match",),
              title="Phrase: rare in-order spans of the query"):
     """The phrase stage: each record holding a rare in-order span of the query gains the

@@ -27,8 +27,11 @@ import re
 
 from garden.analyzer import without_function_words
 from garden.models import Record, Story
-from garden.rerank.context import QueryContext, StageBase
+from garden.rerank.context import Setting, QueryContext, StageBase
 from garden.retrievers import is_semantic, relevance
+
+PREMISE_RATIO = Setting("premise_ratio", float, 1.6, "another person's best evidence this many times the named "
+                        "one's: a premise warning", ge=1)
 
 LABEL = "premise_mismatch"
 WARNING = "premise:"  # how the packet's warning begins
@@ -78,7 +81,7 @@ def best_by_owner(ctx: QueryContext, people: frozenset[str], person: str) -> dic
     return best
 
 
-class Premise(StageBase, name="premise", uses=("premise_ratio",), mode="selects", needs=("packed",),
+class Premise(StageBase, name="premise", settings=(PREMISE_RATIO,), mode="selects", needs=("packed",),
               labels=("premise_mismatch",), title="Premise: whose evidence is it?"):
     def run(self, ctx: QueryContext) -> None:
         story = ctx.spec.story

@@ -5,7 +5,8 @@ import datetime as dt
 from dataclasses import dataclass, field
 
 from garden.errors import GardenError
-from garden.models import DEFAULT_BUDGET, Hints, Settings, Story, lone_surrogate
+import garden.models as models
+from garden.models import DEFAULT_BUDGET, Hints, Story, lone_surrogate
 from garden.text import shown
 
 
@@ -17,7 +18,7 @@ class QuerySpec:
     budget: int = DEFAULT_BUDGET
     hints: Hints = field(default_factory=Hints)
     include_private: bool = False
-    settings: Settings = field(default_factory=Settings)
+    settings: models.Settings = field(default_factory=lambda: models.Settings())  # built from the stages
     session: list[str] = field(default_factory=list)
     story_path: str | None = None
 

@@ -11,17 +11,24 @@ from __future__ import annotations
 
 
 from garden.analyzer import without_function_words
-from garden.pipelines.scoring import scored
 from garden.rerank.candidates import Candidate
-from garden.rerank.context import QueryContext, StageBase
+from garden.rerank.context import Setting, QueryContext, StageBase
 from garden.retrievers import is_semantic, rank, relevance
 
+CANDIDATES = Setting("candidates", int, 20, "retriever candidates considered per query", ge=1)
+SEMANTIC_FLOOR = Setting("semantic_floor", float, 0.35, "a MiniLM cosine at or below this is no evidence", ge=0, lt=1)
+# chosen by leave-one-conversation-out on LoCoMo (experiments/locomo_weights.py)
+SEMANTIC_WEIGHT = Setting("semantic_weight", float, 0.5,
+                          "what a semantic member's relevance counts beside a lexical one's", ge=0)
 
-class Retrieve(StageBase, name="retrieve", uses=("candidates", "semantic_floor", "semantic_weight"), essential=True,
+
+class Retrieve(StageBase, name="retrieve", settings=(CANDIDATES, SEMANTIC_FLOOR, SEMANTIC_WEIGHT), essential=True,
                mode="retrieves", writes=("candidates",), title="Retrieve: the base retriever's candidates"):
     def run(self, ctx: QueryContext) -> None:
         spec, res, settings = ctx.spec, ctx.resolution, ctx.settings
         story, retriever = spec.story, ctx.retriever
+        from garden.pipelines.scoring import scored  # the pipelines package imports the stages
+
         fused, members = scored(retriever, spec.query)
         ids = [rid for rid, s in rank(fused, settings.candidates) if s > 0]
         anchored = {rid for field, names in (("topics", res.topics), ("entities", res.entities))

@@ -12,16 +12,24 @@ stage is its module plus one line in `STAGES`:
   first stage that selects the packet; only the bonuses of stages that move are let
   reorder the base);
 - `titles` are the headings the explorer draws;
-- `declared_labels` and `declared_reasons` are what the stages may give.
+- `settings_model` builds the settings a case, the command line or the API may give
+  (`Settings`), every setting with its value (`Resolved`) and the defaults, from the
+  settings the stages declare: garden.models takes them from here;
+- `labels` and `reasons` are every label and rejection reason a packet may carry: the
+  stages' declared ones, the gate's and the pipeline's own.
 """
 from __future__ import annotations
 
-from typing import Sequence
+import dataclasses
+from typing import Any, Sequence
+
+from pydantic import Field, create_model, field_validator
 
 from garden.errors import GardenError
 from garden.rerank.addressee import Addressee
 from garden.rerank.cited import Cited
-from garden.rerank.context import GIVEN, Stage
+from garden.rerank.context import GIVEN, Setting, Stage
+from garden.rerank.gate import GATE_LABELS, GATE_REASONS
 from garden.rerank.decide import Decide
 from garden.rerank.fill import Fill
 from garden.rerank.lanes import Lanes
@@ -61,6 +69,9 @@ STAGES: list[Stage] = [
 ]
 # what the pipeline reads once the stages are done: a packet needs packed items
 PACKET_NEEDS = ("packed",)
+# what the pipeline itself gives once the stages are done (structured.py, `_packet`)
+PIPELINE_LABELS = ("lexical_only", "semantic_only")
+PIPELINE_REASONS = ("predecessor_without_successor", "rank_cut")
 
 
 def check_order(stages: Sequence[Stage], pipeline: str = "default") -> None:
@@ -119,3 +130,56 @@ def declared_labels(stages: Sequence[Stage] = STAGES) -> set[str]:
 
 def declared_reasons(stages: Sequence[Stage] = STAGES) -> set[str]:
     return {reason for s in stages for reason in s.reasons}
+
+
+def labels(stages: Sequence[Stage] = STAGES) -> tuple[str, ...]:
+    """Every label a packet item may carry, in the order first declared: the stages', the
+    gate's, the pipeline's."""
+    found = [label for s in stages for label in s.labels] + sorted(GATE_LABELS) + list(PIPELINE_LABELS)
+    return tuple(dict.fromkeys(found))
+
+
+def reasons(stages: Sequence[Stage] = STAGES) -> tuple[str, ...]:
+    """Every reason a candidate may be rejected for, the gate's first."""
+    found = sorted(GATE_REASONS) + [r for s in stages for r in s.reasons] + list(PIPELINE_REASONS)
+    return tuple(dict.fromkeys(found))
+
+
+def declared_settings(stages: Sequence[Stage] = STAGES) -> list[Setting]:
+    """Every stage's settings in stage order; TypeError for a name two stages declare."""
+    seen: dict[str, str] = {}
+    out: list[Setting] = []
+    for stage in stages:
+        for setting in stage.settings:
+            if setting.name in seen:
+                raise TypeError(f"setting {setting.name} is declared by stage {seen[setting.name]} and by "
+                                f"stage {stage.name}; one stage declares a setting, others name it in `uses`")
+            seen[setting.name] = stage.name
+            out.append(setting)
+    return out
+
+
+def settings_model(base: type, stages: Sequence[Stage] = STAGES) -> tuple[type, type, dict[str, Any]]:
+    """(Settings, Resolved, SETTING_DEFAULTS) from the stages' declared settings. `Settings`
+    subclasses `base` (garden.models.SettingsBase): each field optional (None: the
+    default), with the declared bounds and description; `Resolved` is a frozen dataclass
+    of every setting with its value; the defaults are the declared ones."""
+    declared = declared_settings(stages)
+    fields = {s.name: (s.type | None, Field(default=None, ge=s.ge, gt=s.gt, le=s.le, lt=s.lt, description=s.about))
+              for s in declared}
+    validators = {f"_check_{s.name}": field_validator(s.name, mode="before")(_checked(s.check))
+                  for s in declared if s.check is not None}
+    model = create_model("Settings", __base__=base, __module__=base.__module__, __validators__=validators,
+                         **fields)
+    model.__doc__ = base.__doc__
+    resolved = dataclasses.make_dataclass("Resolved", [(s.name, s.type) for s in declared], frozen=True)
+    resolved.__module__ = base.__module__
+    resolved.__doc__ = "Every setting with a value: what the stages read."
+    return model, resolved, {s.name: s.default for s in declared}
+
+
+def _checked(check):
+    def validate(cls, value):
+        return value if value is None else check(value)
+
+    return classmethod(validate)

@@ -23,12 +23,18 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from garden.models import SETTING_DEFAULTS, check_standout
-from garden.rerank.context import StageBase
+from garden.models import check_standout
+from garden.rerank.context import Setting, StageBase
 
-DEFAULT_STANDOUT = SETTING_DEFAULTS["standout"]
-DEFAULT_LANE_CAP = SETTING_DEFAULTS["lane_cap"]
-DEFAULT_MIN_SHARE = SETTING_DEFAULTS["min_share"]
+# the standout stage's setting, and the lanes stage's two (lanes.py: the gate per lane is here)
+STANDOUT = Setting("standout", float, 1.4, "how many times the best item must beat its first held-back rival "
+                   "(the pi-canon default; experiments/standout_sweep.py shows why it stays)", check=check_standout)
+LANE_CAP = Setting("lane_cap", int, 3, "items per lane before the rival", ge=1)
+MIN_SHARE = Setting("min_share", float, 0.1, "under this share of the query's best an item is cut by rank "
+                    "(experiments/locomo_gate.py)", ge=0, le=1)
+DEFAULT_STANDOUT = STANDOUT.default
+DEFAULT_LANE_CAP = LANE_CAP.default
+DEFAULT_MIN_SHARE = MIN_SHARE.default
 
 
 def _ratio(best: float, rival: float) -> float:
@@ -113,7 +119,7 @@ def gate_lane(lane: str, ranked: list[tuple[str, float]], standout: float = DEFA
     return LaneDecision(riding, below, cut, trace)
 
 
-class Standout(StageBase, name="standout", uses=("standout",), mode="selects", writes=("cutoff",),
+class Standout(StageBase, name="standout", settings=(STANDOUT,), mode="selects", writes=("cutoff",),
                title="Standout: the ratio an item must beat its rival by"):
     """The standout stage: arms the lanes' cutoff at the `standout` ratio. Without it the
     lanes run with the ratio off (1), keeping their cap and share rule."""

@@ -16,8 +16,17 @@ from __future__ import annotations
 import math
 
 from garden.models import Story
-from garden.rerank.context import QueryContext, StageBase
+from garden.rerank.context import Setting, QueryContext, StageBase
 from garden.rerank import addressee, window
+
+TOPIC = Setting("topic", float, 0.6, "bonus for a resolved topic", ge=0)
+ENTITY = Setting("entity", float, 0.6, "bonus for a resolved entity", ge=0)
+# resolution reads it before the stages run (the pipeline always uses it)
+RELATED_DECAY = Setting("related_decay", float, 0.5, "a related topic counts this much, one hop out", ge=0, le=1)
+WINDOW = Setting("window", float, 0.5, "a record in the time the query names counts this much more (window.py)",
+                 ge=0)
+ADDRESSED = Setting("addressed", float, 0.5, "a turn the addressee said counts this much more when the question "
+                    "asks what it said (addressee.py)", ge=0)
 
 
 def entity_selectivity(story: Story) -> dict[str, float]:
@@ -36,7 +45,7 @@ def _selectivity(story: Story) -> dict[str, float]:
     return {e: (math.log(total / n) / math.log(total) if total > 1 else 1.0) for e, n in counts.items()}
 
 
-class Structure(StageBase, name="structure", uses=("topic", "entity", "related_decay", "window", "addressed"),
+class Structure(StageBase, name="structure", settings=(TOPIC, ENTITY, RELATED_DECAY, WINDOW, ADDRESSED),
                 mode="moves", needs=("candidates",), reads=("window", "addressee", "addressed_by"),
                 labels=("structured_context",), title="Structure: resolved topics and people"):
     def run(self, ctx: QueryContext) -> None:

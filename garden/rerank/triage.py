@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from garden.analyzer import FUNCTION_WORDS, word_runs
+from garden.analyzer import function_words, word_runs
 from garden.rerank.resolve import Resolution
 from garden.rerank.context import StageBase
 
@@ -59,7 +59,7 @@ def words(query: str) -> list[str]:
 def distinctive_words(query: str) -> list[str]:
     """Words that carry content: not function words, not history markers, not vague verbs."""
     return [w for w in words(query)
-            if w not in FUNCTION_WORDS and w not in HISTORY_MARKERS and w not in VAGUE and len(w) > 1]
+            if w not in function_words() and w not in HISTORY_MARKERS and w not in VAGUE and len(w) > 1]
 
 
 _CJK_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]{2,}")
