@@ -26,47 +26,48 @@ from typing import Any, Sequence
 from pydantic import Field, create_model, field_validator
 
 from garden.errors import GardenError
-from garden.rerank.addressee import Addressee
-from garden.rerank.cited import Cited
-from garden.rerank.context import GIVEN, Setting, Stage
+from garden.rerank.context import GIVEN, Setting, Stage, StageBase
 from garden.rerank.gate import GATE_LABELS, GATE_REASONS
-from garden.rerank.decide import Decide
-from garden.rerank.fill import Fill
-from garden.rerank.lanes import Lanes
-from garden.rerank.neighbours import Neighbours
-from garden.rerank.pack import Pack
-from garden.rerank.phrase import Phrase
-from garden.rerank.premise import Premise
-from garden.rerank.provenance import Provenance
-from garden.rerank.retrieve import Retrieve
-from garden.rerank.session import Session
-from garden.rerank.standout import Standout
-from garden.rerank.structure import Structure
-from garden.rerank.supersession import Supersession
-from garden.rerank.triage import TriageStage
-from garden.rerank.update import Update
-from garden.rerank.window import TimeWindow
 
-STAGES: list[Stage] = [
-    TriageStage(),
-    TimeWindow(),
-    Addressee(),
-    Retrieve(),
-    Structure(),
-    Cited(),
-    Neighbours(),
-    Phrase(),
-    Update(),
-    Supersession(),
-    Session(),
-    Standout(),
-    Decide(),
-    Fill(),
-    Lanes(),
-    Provenance(),
-    Pack(),
-    Premise(),
-]
+
+def stages_named(*names: str) -> list[Stage]:
+    """One stage per name, in order: the `StageBase` subclass that module
+    `garden.rerank.NAME` defines under that name. A new stage is its module and its name
+    in the list below."""
+    import importlib
+
+    out = []
+    for name in names:
+        module = importlib.import_module(f"garden.rerank.{name}")
+        found = [cls for cls in vars(module).values()
+                 if isinstance(cls, type) and issubclass(cls, StageBase) and cls is not StageBase
+                 and cls.__module__ == module.__name__ and cls.name == name]
+        if len(found) != 1:
+            raise TypeError(f"garden.rerank.{name} must define one stage named {name!r} (found {len(found)})")
+        out.append(found[0]())
+    return out
+
+
+STAGES: list[Stage] = stages_named(
+    "triage",
+    "window",
+    "addressee",
+    "retrieve",
+    "structure",
+    "cited",
+    "neighbours",
+    "phrase",
+    "update",
+    "supersession",
+    "session",
+    "standout",
+    "decide",
+    "fill",
+    "lanes",
+    "provenance",
+    "pack",
+    "premise",
+)
 # what the pipeline reads once the stages are done: a packet needs packed items
 PACKET_NEEDS = ("packed",)
 # what the pipeline itself gives once the stages are done (structured.py, `_packet`)

@@ -1,0 +1,112 @@
+"""Adding a stage is one file and one line: the worked example of docs/extending.md,
+taken from the page, written into a copy of the package beside one added line in the
+stage list, and seen everywhere a stage shows: `garden pipelines`, the schemas, a case's
+settings and labels, `garden ablate` and the explorer. Nothing else is edited."""
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CASE = """id: fresh
+story: aurora-ridge
+as_of: 2030-01-06
+query: Why have I not felt like gaming recently?
+settings: {recent_days: 30}
+expect:
+  lead: state.mira.gaming
+  labels: {state.mira.gaming: [recent]}
+"""
+
+
+def worked_example() -> str:
+    page = (ROOT / "docs" / "extending.md").read_text(encoding="utf-8")
+    section = page[page.index("## Adding a stage"):]
+    return re.search(r"```python\n(.*?)```", section, re.S).group(1)
+
+
+@pytest.fixture(scope="module")
+def garden_with_recent(tmp_path_factory):
+    """A project whose `garden` package is a copy with the `recent` stage added."""
+    root = tmp_path_factory.mktemp("with-recent")
+    for name in ("fixtures", "regression", "challenge"):
+        shutil.copytree(ROOT / name, root / name)
+    shutil.copytree(ROOT / "garden", root / "garden", ignore=shutil.ignore_patterns("__pycache__"))
+    (root / "garden" / "rerank" / "recent.py").write_text(worked_example(), encoding="utf-8")
+    stages = root / "garden" / "rerank" / "stages.py"
+    before = stages.read_text(encoding="utf-8")
+    after = before.replace('    "session",\n', '    "session",\n    "recent",\n', 1)
+    stages.write_text(after, encoding="utf-8")
+    changed = [line for line in difflib.unified_diff(before.splitlines(), after.splitlines(), lineterm="", n=0)
+               if line[:1] in "+-" and not line.startswith(("+++", "---"))]
+    assert changed == ['+    "recent",'], "one line in the list"
+    (root / "mine").mkdir()
+    (root / "mine" / "fresh.yaml").write_text(CASE, encoding="utf-8")
+    return root
+
+
+def garden(root: Path, *args: str) -> tuple[int, str, str]:
+    env = {**os.environ, "GARDEN_HOME": str(root / ".garden"), "GARDEN_TRACE": "0", "PYTHONPATH": str(root)}
+    run_cli = "import sys; from garden.cli import main; sys.exit(main(sys.argv[1:]))"
+    done = subprocess.run([sys.executable, "-c", run_cli, *args], cwd=root, env=env, capture_output=True, text=True,
+                          timeout=900)
+    return done.returncode, done.stdout, done.stderr
+
+
+def test_the_copy_is_the_one_that_runs(garden_with_recent):
+    env = {**os.environ, "PYTHONPATH": str(garden_with_recent)}
+    done = subprocess.run([sys.executable, "-c", "import garden.rerank.recent, garden; print(garden.__file__)"],
+                          cwd=garden_with_recent, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert Path(done.stdout.strip()).parent == garden_with_recent / "garden"
+
+
+def test_the_new_stage_is_in_pipelines_and_schemas(garden_with_recent):
+    code, out, err = garden(garden_with_recent, "pipelines", "--json")
+    assert code == 0, err
+    assert "session -> recent -> standout" in json.loads(out)["default"]
+    code, _, err = garden(garden_with_recent, "schemas", "--out", "out")
+    assert code == 0, err
+    case_schema = json.loads((garden_with_recent / "out" / "case.schema.json").read_text(encoding="utf-8"))
+    recent_days = case_schema["$defs"]["Settings"]["properties"]["recent_days"]
+    assert "within this many days" in recent_days["description"]
+
+
+def test_its_setting_and_label_reach_a_case_and_ablate_measures_it(garden_with_recent):
+    code, out, err = garden(garden_with_recent, "run", "mine/fresh.yaml", "--json")
+    assert code == 0, err
+    assert json.loads(out)["results"][0]["passed"] is True
+    # without the stage the label is missing: that is what it decides
+    code, out, err = garden(garden_with_recent, "ablate", "mine", "--stages", "recent", "--json")
+    assert code == 0, err
+    assert json.loads(out)["stages"]["recent"]["decides"] == ["fresh"]
+    # its setting is checked against its bounds, and refused where no stage reads it
+    bad = garden_with_recent / "mine-bad"
+    bad.mkdir(exist_ok=True)
+    (bad / "fresh.yaml").write_text(CASE.replace("recent_days: 30", "recent_days: 0"), encoding="utf-8")
+    code, _, err = garden(garden_with_recent, "run", "mine-bad/fresh.yaml")
+    assert code == 2 and "recent_days" in err and "greater than or equal to 1" in err
+    env = {**os.environ, "GARDEN_HOME": str(garden_with_recent / ".garden"), "GARDEN_TRACE": "0",
+           "PYTHONPATH": str(garden_with_recent)}
+    script = ("import garden\n"
+              "try:\n"
+              "    garden.query('aurora-ridge', 'gaming', pipeline='bm25', settings={'recent_days': 5})\n"
+              "except garden.GardenError as e:\n"
+              "    print(e)\n")
+    done = subprocess.run([sys.executable, "-c", script], cwd=garden_with_recent, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert "pipeline bm25 has no stage that uses 'recent_days'" in done.stdout, done.stdout + done.stderr
+
+
+def test_the_explorer_draws_its_step(garden_with_recent):
+    code, _, err = garden(garden_with_recent, "explore", "--case", "mine/fresh.yaml", "--out", "page.html")
+    assert code == 0, err
+    assert "Recent: what appeared lately" in (garden_with_recent / "page.html").read_text(encoding="utf-8")
