@@ -93,6 +93,14 @@ class State:
         bounds = offsets.tolist()
         return [text[a:b].decode("utf-8", "surrogatepass") for a, b in zip(bounds, bounds[1:])]
 
+    def ids_of(self, docs) -> list[str]:
+        """The saved ids (array `ids`), which must be those of `docs` in order: a save is
+        read only for the documents it was made from."""
+        ids = self.strings("ids")
+        if ids != [d.id for d in docs]:
+            raise ValueError("saved for other documents")
+        return ids
+
     def inner(self, prefix: str) -> State:
         """The state `nest` kept under `prefix`."""
         meta = self.meta.get(prefix)

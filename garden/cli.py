@@ -277,25 +277,26 @@ def cmd_traces(args) -> int:
     return 0
 
 
-def cmd_doctor(args) -> int:
-    from garden.store.doctor import run_doctor
-
-    report = run_doctor(args.root, repair=args.repair)
+def _show(args, report) -> None:
+    """A store report as JSON (`--json`) or as its lines."""
     if args.json:
         print_json(report.to_json())
     else:
         print("\n".join(report.lines()))
+
+
+def cmd_doctor(args) -> int:
+    from garden.store.doctor import run_doctor
+
+    report = run_doctor(args.root, repair=args.repair)
+    _show(args, report)
     return report.exit_code()
 
 
 def cmd_backup(args) -> int:
     from garden.store.backup import write_backup
 
-    report = write_backup(args.root, args.out, pipeline=args.pipeline)
-    if args.json:
-        print_json(report.to_json())
-    else:
-        print("\n".join(report.lines()))
+    _show(args, write_backup(args.root, args.out, pipeline=args.pipeline))
     return 0
 
 
@@ -303,10 +304,7 @@ def cmd_restore(args) -> int:
     from garden.store.restore import restore
 
     report = restore(args.archive, args.into, verify=args.verify)
-    if args.json:
-        print_json(report.to_json())
-    else:
-        print("\n".join(report.lines()))
+    _show(args, report)
     return report.exit_code()
 
 

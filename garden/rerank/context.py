@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, Callable, ClassVar
 
 from garden.models import Record
 
@@ -52,31 +52,8 @@ MODES = {
 GIVEN = frozenset({"spec", "settings", "resolution", "retriever", "rerun", "indexes", "trace"})
 
 
-class Stage(Protocol):
-    """One step of the structured pipeline, declared in its class line (`StageBase`).
-    `name` is what ablation removes (`default-NAME`); `uses` names the settings it reads
-    (a setting no stage of a pipeline uses is refused rather than ignored); `essential`
-    stages cannot be removed; `mode` says what it does in a ranking (`MODES`); `reads`,
-    `needs` and `writes` name the context fields it reads, needs filled and writes, which
-    the pipeline checks against the stage order; `labels` and `reasons` are those it may
-    give; `title` is its heading where a query is drawn."""
-
-    name: ClassVar[str]
-    uses: ClassVar[tuple[str, ...]]
-    essential: ClassVar[bool]
-    mode: ClassVar[str]
-    reads: ClassVar[tuple[str, ...]]
-    needs: ClassVar[tuple[str, ...]]
-    writes: ClassVar[tuple[str, ...]]
-    labels: ClassVar[tuple[str, ...]]
-    reasons: ClassVar[tuple[str, ...]]
-    title: ClassVar[str]
-
-    def run(self, ctx: "QueryContext") -> None: ...
-
-
 class StageBase:
-    """Declares a stage in its class line::
+    """One step of the structured pipeline, declared in its class line::
 
         class Phrase(StageBase, name="phrase", mode="scores", settings=(PHRASE_CEILING,),
                      needs=("candidates",), writes=("candidates",), labels=("phrase_match",),
@@ -86,7 +63,11 @@ class StageBase:
     (`uses` names any it reads that another stage declares). `reads` are values an
     earlier stage arms (every stage that writes one must come before); `needs` are what
     an earlier stage must have filled (the candidates, the lanes), which later stages may
-    add to. See `Stage` for the rest."""
+    add to. `name` is what ablation removes (`default-NAME`); a setting no stage of a
+    pipeline uses is refused rather than ignored; `essential` stages cannot be removed;
+    `mode` says what it does in a ranking (`MODES`); `labels` and `reasons` are those it
+    may give; `title` is its heading where a query is drawn. One method is required:
+    `run(ctx)`, which reads and changes the query's context."""
 
     name: ClassVar[str]
     settings: ClassVar[tuple[Setting, ...]]
@@ -117,6 +98,12 @@ class StageBase:
         cls.reads, cls.needs, cls.writes = tuple(reads), tuple(needs), tuple(writes)
         cls.labels, cls.reasons = tuple(labels), tuple(reasons)
         cls.title = title or name.capitalize()
+
+    def run(self, ctx: "QueryContext") -> None:
+        raise NotImplementedError
+
+
+Stage = StageBase  # what a pipeline's stage list holds
 
 
 @dataclass

@@ -161,9 +161,7 @@ class RankBM25(RetrieverBase):
         return state
 
     def load_state(self, state: State, docs: Sequence[Doc]) -> None:
-        ids = state.strings("ids")
-        if ids != [d.id for d in docs]:
-            raise ValueError("saved for other documents")
+        ids = state.ids_of(docs)
         self.ids, self._docs, self._bm25 = ids, DocIds(ids), None
         if not state.meta.get("fitted") or not ids:
             return

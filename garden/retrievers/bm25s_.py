@@ -110,9 +110,7 @@ class BM25S(RetrieverBase):
         return state
 
     def load_state(self, state: State, docs: Sequence[Doc]) -> None:
-        ids = state.strings("ids")
-        if ids != [d.id for d in docs]:
-            raise ValueError("saved for other documents")
+        ids = state.ids_of(docs)
         self.ids, self._docs = ids, DocIds(ids)
         self._bm25, self._vocab, self._doc_freq = None, {}, {}
         if not state.meta.get("fitted") or not ids:

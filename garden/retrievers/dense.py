@@ -239,8 +239,9 @@ class DenseRetriever(RetrieverBase):
         return state
 
     def load_state(self, state: State, docs: Sequence[Doc]) -> None:
-        if state.meta.get("model") != MODEL_NAME or state.strings("ids") != [d.id for d in docs]:
-            raise ValueError("saved for another model or other documents")
+        if state.meta.get("model") != MODEL_NAME:
+            raise ValueError("saved for another model")
+        state.ids_of(docs)
         self.index(docs)
 
     def _similarities(self, queries: list[str]) -> np.ndarray:

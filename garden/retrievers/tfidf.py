@@ -87,9 +87,7 @@ class TfidfRetriever(RetrieverBase):
     def load_state(self, state: State, docs: Sequence[Doc]) -> None:
         from scipy.sparse import csr_matrix
 
-        ids = state.strings("ids")
-        if ids != [d.id for d in docs]:
-            raise ValueError("saved for other documents")
+        ids = state.ids_of(docs)
         self.ids, self._docs = ids, DocIds(ids)
         self._vectorizer, self._matrix = None, None
         if not state.meta.get("fitted"):
