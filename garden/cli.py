@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import datetime as dt
 import json
 import sys
@@ -196,7 +197,7 @@ def cmd_compare(args) -> int:
 
     pipelines = [p.strip() for p in args.pipelines.split(",") if p.strip()]
     report = compare_source(args.source, pipelines, baseline=args.baseline, trec_dir=args.trec_dir,
-                            plot=args.plot, metrics=args.metrics, trace_source=args.source_kind,
+                            plot=args.plot, metrics=args.metrics, trace_source=args.trace_source,
                             judgments=args.judgments, since=args.since, until=args.until,
                             negatives=args.negatives, negatives_per_store=args.negatives_per_store,
                             negatives_seed=args.negatives_seed, scoring=args.scoring)
@@ -210,7 +211,7 @@ def cmd_judge(args) -> int:
 
     pipelines = [p.strip() for p in args.pipelines.split(",") if p.strip()] if args.pipelines else None
     path = Path(args.judgments) if args.judgments else default_judgments(Path(args.trace))
-    summary = judge(args.trace, path, answers_from(args.answers), pipelines, args.source_kind, args.since, args.until)
+    summary = judge(args.trace, path, answers_from(args.answers), pipelines, args.trace_source, args.since, args.until)
     for line in summary.lines():
         print(line)
     return 0
@@ -407,7 +408,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scoring", choices=("garden", "longmemeval"),
                    help="LongMemEval: longmemeval adds the authors' own measures (their gold, discount and k, "
                         "at turn and session level) beside the garden's (default garden)")
-    p.add_argument("--source", dest="source_kind", choices=("query", "case"),
+    p.add_argument("--source", dest="trace_source", choices=("query", "case"),
                    help="of a trace: only free queries (query) or only case runs (case)")
     p.add_argument("--judgments", help="of a trace: a person's grades and verdicts from `garden judge` (qrels file)")
     _trace_window(p)
@@ -419,7 +420,7 @@ def build_parser() -> argparse.ArgumentParser:
                                        "verdicts go beside it in STEM.questions.jsonl)")
     p.add_argument("--answers", help="read the answers from this file, one per line as typed (default: stdin)")
     p.add_argument("--pipelines", help="comma-separated pipelines to pool (default: those the trace recorded)")
-    p.add_argument("--source", dest="source_kind", choices=("query", "case"),
+    p.add_argument("--source", dest="trace_source", choices=("query", "case"),
                    help="only free queries (query) or only case runs (case)")
     _trace_window(p)
 
@@ -506,9 +507,31 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _flags_of(parser: argparse.ArgumentParser, command: str) -> dict[str, str]:
+    """The command's options by the parameter name the library uses: dest -> `--flag`."""
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    flags: dict[str, str] = {}
+    pending = [sub.choices[command]]
+    while pending:  # a command with commands of its own (`import locomo`) lends theirs too
+        for action in pending.pop()._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                pending.extend(action.choices.values())
+            longs = [o for o in action.option_strings if o.startswith("--")]
+            if longs:
+                flags.setdefault(action.dest, longs[0])
+    return flags
+
+
+def with_flags(line: str, flags: dict[str, str]) -> str:
+    """A library message in the command line's words: a parameter the library names as
+    `name` becomes the command's flag for it (`--name`) when the command has one."""
+    return re.sub(r"`([a-z_]+)`", lambda m: flags.get(m.group(1), m.group(0)), line)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    flags = _flags_of(parser, args.command)
     try:
         # A bad environment is refused before any work, not after a packet was computed; the
         # doctor alone runs anyway, since a linked folder in the garden home is its finding.
@@ -518,7 +541,7 @@ def main(argv: list[str] | None = None) -> int:
     except GardenError as exc:
         for line in exc.messages:
             # the last guard: whatever a message holds, it prints as one bounded line
-            line = one_line(line, MESSAGE_LIMIT)
+            line = with_flags(one_line(line, MESSAGE_LIMIT), flags)
             print(f"garden: {line}" if not line.startswith("  ") else line, file=sys.stderr)
         return exc.status
     except PermissionError as exc:

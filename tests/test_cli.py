@@ -262,3 +262,25 @@ def test_a_retriever_variant_is_a_pipeline_name(project, capsys):
     assert code == 2 and "does not take those options" in err
     code, _, err = run_cli(["run", "regression/budget.yaml", "--pipeline", "bm25:variant"], capsys)
     assert code == 2 and "options are key=value" in err
+
+
+def test_the_library_names_its_parameters_and_the_command_line_its_flags(tmp_path, capsys):
+    """`generate(records=5)` is refused naming `records`; `garden generate --records 5`
+    naming `--records`: one message, in each caller's own words."""
+    from garden.errors import GardenError
+    from garden.formats.generate import generate
+
+    with pytest.raises(GardenError) as refused:
+        generate("zz", 5, 0, out=tmp_path / "zz.yaml")
+    assert refused.value.messages[0].startswith("`records` 5: a whole number from 200")
+    assert main(["generate", "zz", "--records", "5", "--out", str(tmp_path / "zz.yaml")]) == 2
+    err = capsys.readouterr().err
+    assert "garden: --records '5': a whole number from 200" in err and "`" not in err.split(":")[1]
+
+
+def test_a_backticked_word_that_is_not_a_flag_of_the_command_is_left_as_it_is():
+    from garden.cli import with_flags
+
+    flags = {"records": "--records", "trace_source": "--source"}
+    assert with_flags("`trace_source` must be one of query, case", flags) == "--source must be one of query, case"
+    assert with_flags("see `garden judge`; `records` and `seed`", flags) == "see `garden judge`; --records and `seed`"

@@ -309,7 +309,7 @@ def test_sample_is_stratified_deterministic_and_independent_of_file_order(home, 
     src = write(home / "lme.json", many())
     assert main(["import", "longmemeval", str(src), "--out", "a", "--sample", "3", "--seed", "1"]) == 0
     printed = capsys.readouterr().out
-    assert "9 questions read, 3 imported (a sample stratified by type, --sample 3 --seed 1)" in printed
+    assert "9 questions read, 3 imported (a sample stratified by type: 3 questions, seed 1)" in printed
     assert "multi-session: 2 of 6" in printed and "single-session-user: 1 of 3" in printed
     picked = sorted(p.name for p in (home / "a/cases").iterdir())
     assert sum(n.startswith("longmemeval-ms_") for n in picked) == 2 and len(picked) == 3
@@ -469,4 +469,4 @@ def test_a_missing_file_and_a_file_as_out_are_bad_input(home):
     (home / "taken").write_text("a file\n")
     with pytest.raises(GardenError) as exc:
         import_longmemeval(src, home / "taken")
-    assert "--out must be a folder" in exc.value.messages[0]
+    assert "`out` must be a folder" in exc.value.messages[0]  # the library names its parameter

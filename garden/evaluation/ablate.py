@@ -113,7 +113,7 @@ def ablate(source: str, full: str = "default", stages: list[str] | None = None, 
     ablation = Ablation(full, variants, None)
     if path.exists() and not is_collection(path) and is_locomo(path):
         if metrics:
-            raise GardenError(f"{source}: a LoCoMo ablation reports its fixed measures (--metrics applies to "
+            raise GardenError(f"{source}: a LoCoMo ablation reports its fixed measures (`metrics` applies to "
                               "collections, cases and traces)")
         report = compare_locomo(path, [full, *variants.values()], baseline=full, negatives=negatives)
         ablation.comparison = report.turn

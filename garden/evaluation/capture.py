@@ -41,13 +41,13 @@ def find_question(questions: list[Replay], which: str, trace: Path) -> tuple[int
     if which.isdigit():
         n = int(which)
         if not 1 <= n <= len(questions):
-            raise GardenError(f"{trace}: --query {n}: the trace holds {len(questions)} distinct questions")
+            raise GardenError(f"{trace}: `query` {n}: the trace holds {len(questions)} distinct questions")
         return n, questions[n - 1]
     found = [(n, r) for n, r in enumerate(questions, start=1) if which in (r.question_id, r.spec.query)]
     if not found:
-        raise GardenError(f"{trace}: --query {shown(which)}: no question with that number, qid or text")
+        raise GardenError(f"{trace}: `query` {shown(which)}: no question with that number, qid or text")
     if len(found) > 1:
-        raise GardenError(f"{trace}: --query {shown(which)}: {len(found)} questions ask it (numbers "
+        raise GardenError(f"{trace}: `query` {shown(which)}: {len(found)} questions ask it (numbers "
                           f"{', '.join(str(n) for n, _ in found)}); name one by number")
     return found[0]
 
@@ -140,17 +140,17 @@ def capture(trace: str | Path, which: str, judgments: str | Path, name: str | No
     n, replay = find_question(replays_from_trace(trace).replays, which, trace)
     cid = name if name is not None else case_id(replay.spec.query)
     if not re.fullmatch(r"[a-z0-9_.-]+", cid):
-        raise GardenError(f"--name {shown(cid)}: a case id is lower-case letters, digits, '.', '_' and '-'")
+        raise GardenError(f"`name` {shown(cid)}: a case id is lower-case letters, digits, '.', '_' and '-'")
     if len(cid) > NAME_LIMIT:
-        raise GardenError(f"--name {shown(cid)}: a case id is at most {NAME_LIMIT} characters (it names the file; "
+        raise GardenError(f"`name` {shown(cid)}: a case id is at most {NAME_LIMIT} characters (it names the file; "
                           f"this one has {len(cid)})")
     if folder.exists() and not folder.is_dir():
-        raise GardenError(f"--out {shown(str(folder))}: must be a folder (it is a file)")
+        raise GardenError(f"`out` {shown(str(folder))}: must be a folder (it is a file)")
     target = folder / f"{cid}.yaml"
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise GardenError(f"--out {shown(str(folder))}: cannot make the folder: {exc.strerror or exc}") from None
+        raise GardenError(f"`out` {shown(str(folder))}: cannot make the folder: {exc.strerror or exc}") from None
     text = yaml.safe_dump(case_data(replay, store, cid, folder), sort_keys=False, allow_unicode=True,
                           width=100)
     # run from where it will live, so its story resolves as it will; created exclusively
@@ -159,7 +159,7 @@ def capture(trace: str | Path, which: str, judgments: str | Path, name: str | No
         with open(target, "x", encoding="utf-8") as f:
             f.write(text)
     except FileExistsError:
-        raise GardenError(f"{target}: exists; choose another --name") from None
+        raise GardenError(f"{target}: exists; choose another `name`") from None
     except OSError as exc:
         raise GardenError(f"{target}: cannot write: {exc.strerror or exc}") from None
     kept = False
@@ -167,7 +167,7 @@ def capture(trace: str | Path, which: str, judgments: str | Path, name: str | No
         result = run_case(load_case(target), "default", trace=False)
         if result.passed and not force:
             raise GardenError(f"{trace}: question {n} ({shown(replay.spec.query)}): default already serves "
-                              "what the verdicts ask, so it is not a miss; nothing written (--force captures "
+                              "what the verdicts ask, so it is not a miss; nothing written (`force` captures "
                               "it anyway)", status=EXIT_FAILED)
         kept = True
     finally:

@@ -122,14 +122,14 @@ class JudgeSummary:
 
 
 def judge(trace: str | Path, judgments: str | Path, answers: Answers, pipelines: list[str] | None = None,
-          source: str | None = None, since=None, until=None) -> JudgeSummary:
+          trace_source: str | None = None, since=None, until=None) -> JudgeSummary:
     """Ask, question by question, what is still unjudged in the trace file (or the folder's
     days in [since, until]); see the module's docstring."""
     trace = Path(trace)
     if not trace.exists():
         raise GardenError(f"{trace}: no such trace file or folder")
     store = Judgments.load(judgments)
-    questions = replays_from_trace(trace, source, since=since, until=until).replays
+    questions = replays_from_trace(trace, trace_source, since=since, until=until).replays
     if not questions:
         raise GardenError(f"{trace}: holds no question to judge")
     if pipelines is None:

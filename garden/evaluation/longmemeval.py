@@ -215,7 +215,7 @@ def compare_longmemeval(path: str | Path, pipelines: Sequence[str], baseline: st
     """Everything `garden compare` does on LongMemEval short of printing (see the module
     docstring). `scoring` "longmemeval" adds the authors' measures beside the garden's."""
     if scoring not in SCORINGS:
-        raise GardenError(f"--scoring {scoring!r}: choose one of {', '.join(SCORINGS)}")
+        raise GardenError(f"`scoring` {scoring!r}: choose one of {', '.join(SCORINGS)}")
     baseline = check_comparison(pipelines, baseline)
     from garden.evaluation.locomo import FUSION_NAME
 

@@ -151,11 +151,11 @@ def trace_files(path: Path, since: dt.date | None = None, until: dt.date | None 
     (from the name, as retention reads it) falls in [since, until]; oldest first."""
     if not path.is_dir():
         if since is not None or until is not None:
-            raise GardenError(f"{path}: --since and --until pick days from a folder of traces; "
+            raise GardenError(f"{path}: `since` and `until` pick days from a folder of traces; "
                               "a trace file is one day")
         return [path]
     if since is not None and until is not None and since > until:
-        raise GardenError(f"--since {since} is after --until {until}")
+        raise GardenError(f"`since` {since} is after `until` {until}")
     files = sorted(f for f, day in _trace_days(path).items()
                    if (since is None or day >= since) and (until is None or day <= until))
     if not files:
@@ -163,14 +163,15 @@ def trace_files(path: Path, since: dt.date | None = None, until: dt.date | None 
     return files
 
 
-def replays_from_trace(path: Path, source: str | None = None, adjudicated=None,
+def replays_from_trace(path: Path, trace_source: str | None = None, adjudicated=None,
                        since: dt.date | None = None, until: dt.date | None = None) -> TraceQuestions:
     """The distinct questions of a trace file or a folder of them (the days in [since,
     until]), each judged by a person's grades when `adjudicated` (a Judgments) holds some
-    for it, else by its case when it names one. `source`: "query" keeps free queries only,
-    "case" case runs only."""
+    for it, else by its case when it names one. `trace_source`: "query" keeps free queries
+    only, "case" case runs only."""
+    source = trace_source
     if source is not None and source not in SOURCES:
-        raise GardenError(f"--source must be one of {', '.join(SOURCES)} (got {source!r})")
+        raise GardenError(f"`trace_source` must be one of {', '.join(SOURCES)} (got {source!r})")
     files = trace_files(Path(path), since, until)
     out: list[Replay] = []
     seen: dict[tuple, Replay] = {}
@@ -430,7 +431,7 @@ def compare_source(source: str, pipelines: list[str], baseline: str | None = Non
                    negatives: str | None = None, negatives_per_store: int | None = None, negatives_seed: int = 0,
                    scoring: str | None = None):
     if not pipelines:
-        raise GardenError("--pipelines names no pipeline")
+        raise GardenError("`pipelines` names no pipeline")
     from garden.evaluation.locomo import FUSION_NAME, compare_locomo, is_locomo
     from garden.evaluation.negatives import NEGATIVES_NEED_STORES
 
@@ -444,26 +445,26 @@ def compare_source(source: str, pipelines: list[str], baseline: str | None = Non
         raise GardenError(f"{source}: no such collection folder, case file or trace file")
     trace = is_trace(path)
     if (trace_source is not None or since is not None or until is not None) and not trace:
-        raise GardenError("--source, --since and --until select events of traces; a case, collection or LoCoMo "
+        raise GardenError("`trace_source`, `since` and `until` select events of traces; a case, collection or LoCoMo "
                           "source has none")
     if judgments is not None and not trace:
-        raise GardenError("--judgments grades a trace's questions (`garden judge`); a case, collection or "
+        raise GardenError("`judgments` grades a trace's questions (`garden judge`); a case, collection or "
                           "LoCoMo source brings its own judgments")
     from garden.evaluation.longmemeval import compare_longmemeval, is_longmemeval
 
     if is_longmemeval(path):
         if metrics or trec_dir or negatives is not None or negatives_per_store is not None:
             raise GardenError(f"{source}: a LongMemEval comparison reports its fixed measures and brings its own "
-                              "negatives, the abstention questions (--metrics, --trec-dir and --negatives do not "
+                              "negatives, the abstention questions (`metrics`, `trec_dir` and `negatives` do not "
                               "apply)")
         return compare_longmemeval(path, pipelines, baseline, scoring=scoring or "garden", plot=plot)
     if scoring is not None:
-        raise GardenError(f"--scoring: LongMemEval's own scoring applies to a LongMemEval file or its import; "
+        raise GardenError(f"`scoring`: LongMemEval's own scoring applies to a LongMemEval file or its import; "
                           f"{source} is not one")
     if is_locomo(path):
         if metrics or trec_dir:
             raise GardenError(f"{source}: a LoCoMo comparison reports its fixed measures "
-                              "(--metrics and --trec-dir apply to collections, cases and traces)")
+                              "(`metrics` and `trec_dir` apply to collections, cases and traces)")
         return compare_locomo(path, pipelines, baseline, negatives=negatives, negatives_per_store=negatives_per_store,
                               negatives_seed=negatives_seed, plot=plot)
     if negatives is not None or negatives_per_store is not None:

@@ -668,10 +668,10 @@ def check_request(name, records, seed) -> tuple[int, int]:
                         "not starting with '.')")
     count, number = _whole(records), _whole(seed)
     if count is None or not MIN_RECORDS <= count <= MAX_RECORDS:
-        problems.append(f"--records {shown(records)}: a whole number from {MIN_RECORDS} (the planted scenarios "
+        problems.append(f"`records` {shown(records)}: a whole number from {MIN_RECORDS} (the planted scenarios "
                         f"and the filler around them) to {MAX_RECORDS:,}")
     if number is None or not 0 <= number <= MAX_SEED:
-        problems.append(f"--seed {shown(seed)}: a whole number from 0 to {MAX_SEED:,}")
+        problems.append(f"`seed` {shown(seed)}: a whole number from 0 to {MAX_SEED:,}")
     if problems:
         raise GardenError(problems)
     return count, number
@@ -725,9 +725,9 @@ def story_file(name: str, records: int, out: str | Path | None) -> tuple[Path, l
         return Path("fixtures") / f"{name}{suffix}", []
     path = Path(out)
     if path.suffix not in (".yaml", ".yml", JSONL) or path.stem != name:
-        return path, [f"--out {str(path)!r}: must be a file named after the story ({name}.yaml or {name}{JSONL})"]
+        return path, [f"`out` {str(path)!r}: must be a file named after the story ({name}.yaml or {name}{JSONL})"]
     if path.suffix != JSONL and records > MAX_YAML_RECORDS:
-        return path, [f"--out {str(path)!r}: {records:,} records are too many for a YAML story (the reader's "
+        return path, [f"`out` {str(path)!r}: {records:,} records are too many for a YAML story (the reader's "
                       f"4 MiB bound holds about {MAX_YAML_RECORDS:,}); write {name}{JSONL}"]
     return path, []
 
@@ -746,7 +746,7 @@ def generate(name: str, records: int, seed: int = 0, out: str | Path | None = No
     if not force:
         for path in (story_path, *other_forms, cases_dir):
             if path.exists() or path.is_symlink():
-                problems.append(f"{path}: already exists; pass --force to replace it")
+                problems.append(f"{path}: already exists; pass `force` to replace it")
     if story_path.is_dir():
         problems.append(f"{story_path}: is a folder")
     if problems:

@@ -558,7 +558,7 @@ def import_locomo(path: str | Path, out: str | Path = ".") -> ImportReport:
         except GardenError as exc:
             problems += exc.messages
     if out.exists() and not out.is_dir():
-        problems.append(f"{out}: --out must be a folder (it is a file)")
+        problems.append(f"{out}: `out` must be a folder (it is a file)")
     for sub in ("fixtures", "cases"):
         if (out / sub).exists() and not (out / sub).is_dir():
             problems.append(f"{out / sub}: must be a folder (it is a file)")

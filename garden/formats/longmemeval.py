@@ -468,7 +468,7 @@ class LongMemEvalReport:
         read, imported = sum(self.read.values()), self.questions
         how = ""
         if self.sample:
-            how = f" (a sample stratified by type, --sample {self.sample[0]} --seed {self.sample[1]})"
+            how = f" (a sample stratified by type: {self.sample[0]} questions, seed {self.sample[1]})"
         out = [f"{self.source}: {read} questions read, {imported} imported{how}"]
         for qtype in QUESTION_TYPES:
             if self.read[qtype]:
@@ -625,13 +625,13 @@ def import_longmemeval(path: str | Path, out: str | Path = ".", sample: int | No
     `.jsonl`). Nothing else in `out` is touched."""
     path, out = Path(path), Path(out)
     if sample is not None and (isinstance(sample, bool) or not isinstance(sample, int) or sample < 1):
-        raise GardenError(f"--sample: a sample is a whole number of questions, at least 1 (value {shown(sample)})")
+        raise GardenError(f"`sample`: a sample is a whole number of questions, at least 1 (value {shown(sample)})")
     if not path.is_file():
         raise GardenError(f"{path}: no such file" if not path.exists() else
                           f"{path}: not a file; give the LongMemEval .json or .json.gz file")
     problems = _Problems(str(path))
     if out.exists() and not out.is_dir():
-        problems.extend([f"{out}: --out must be a folder (it is a file)"])
+        problems.extend([f"{out}: `out` must be a folder (it is a file)"])
     for sub in ("fixtures", "cases"):
         if (out / sub).exists() and not (out / sub).is_dir():
             problems.extend([f"{out / sub}: must be a folder (it is a file)"])

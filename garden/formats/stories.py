@@ -310,5 +310,5 @@ def latest_date(story: Story):
     for r in story.records:
         dates += [d for d in (r.at, r.observed_at, r.decided_at, r.valid_from, r.last_confirmed_at) if d]
     if not dates:
-        raise GardenError(f"story {story.story} has no dates; pass --as-of")
+        raise GardenError(f"story {story.story} has no dates; pass `as_of`")
     return max(dates)
