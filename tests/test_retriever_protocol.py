@@ -405,3 +405,27 @@ def test_loading_the_model_switches_the_hub_offline_before_it_is_imported(tmp_pa
         "print(json.dumps({'env': [os.environ.get('HF_HUB_OFFLINE'), os.environ.get('TRANSFORMERS_OFFLINE')],\n"
         "                  'hub': constants.HF_HUB_OFFLINE}))\n")
     assert got == {"env": ["1", "1"], "hub": True}
+
+
+def test_a_fusion_makes_its_members_from_the_registry_that_makes_it():
+    """A registry of one's own (a study's own retrievers) reaches the members of its
+    fusions; the process's registry does not know them."""
+    from garden.errors import GardenError
+    from garden.retrievers import ENTRY_POINT_GROUP, Registry, make_retriever
+    from garden.retrievers.hybrid import HybridRetriever
+
+    class Alpha:
+        name = "alpha"
+
+        def index(self, docs):
+            self.ids = [d.id for d in docs]
+
+        def score(self, query):
+            return {i: 1.0 for i in self.ids if query}
+
+    mine = Registry("garden.retrievers", ENTRY_POINT_GROUP)
+    mine.add("alpha", Alpha, "scores every document 1")
+    fused = mine.make("hybrid:retrievers=alpha+bm25")
+    assert isinstance(fused, HybridRetriever) and list(fused.members()) == ["alpha", "bm25"]
+    with pytest.raises(GardenError, match="unknown retriever 'alpha'"):
+        make_retriever("hybrid:retrievers=alpha+bm25")

@@ -166,8 +166,10 @@ class Registry:
         one line. What the factory returns is made a full retriever by `as_retriever`."""
         name, text = spec_text(spec)
         entry = self.get(name)
+        # a factory that makes its members by name (a fusion) makes them from this registry
+        scope = {"registry": self} if getattr(entry.factory, "MAKES_MEMBERS", False) else {}
         if entry.options is not None:
-            return as_retriever(entry.factory(**read_options(name, entry.options, text, options)), name)
+            return as_retriever(entry.factory(**read_options(name, entry.options, text, options), **scope), name)
         given: dict[str, Any] = {**{k: option_value(v) for k, v in text.items()}, **options}
         shown = {**text, **options}
         bad = [f"retriever {name}: option {key} must be a finite number (got {shown[key]!r})"

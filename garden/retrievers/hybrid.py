@@ -58,8 +58,10 @@ class HybridRetriever(RetrieverBase):
                "options": custom("a mapping of member name to its options (from Python only)",
                                  _no_text, _member_options)}
 
+    MAKES_MEMBERS = True  # the registry that makes it passes itself: members come from the same one
+
     def __init__(self, retrievers: Sequence[str] | str = ("bm25", "dense"), k: float = 60.0,
-                 depth: int = 1000, options: Mapping[str, Mapping] | None = None):
+                 depth: int = 1000, options: Mapping[str, Mapping] | None = None, registry=None):
         names = list(_members(retrievers))
         if len(set(names)) != len(names):
             raise GardenError(f"retriever hybrid: option retrievers names a retriever twice: {', '.join(names)}")
@@ -70,7 +72,8 @@ class HybridRetriever(RetrieverBase):
                               f"which is not a member ({', '.join(names)})")
         self.name = "hybrid"
         self.k, self.depth = float(k), int(depth)
-        self._members = {n: make_retriever(n, **dict(options.get(n, {}))) for n in names}
+        make = registry.make if registry is not None else make_retriever
+        self._members = {n: make(n, **dict(options.get(n, {}))) for n in names}
 
     def members(self) -> dict[str, RetrieverBase]:
         """The member retrievers by the names they were made by, in the order given."""
