@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from garden.formats import stories as stories_mod
 from garden.formats.yaml_reader import describe_pydantic_error, read_yaml
 from garden.errors import GardenError, StoryError
 from garden.formats.stories import build_index, index_path, latest_date, load_story, resolve_story_path
@@ -452,10 +451,12 @@ def test_a_failed_write_leaves_the_previous_index_and_no_temp_file(tmp_path, hom
     before = target.read_bytes()
     write_story(tmp_path, story_data(records=[note("n1"), note("n2")]))
 
-    def broken_dump(*args, **kwargs):
+    def disk_full(*args, **kwargs):
         raise OSError("disk full")
 
-    monkeypatch.setattr(stories_mod.json, "dump", broken_dump)
+    import garden.derived.home as home_mod
+
+    monkeypatch.setattr(home_mod.os, "fsync", disk_full)  # the write fails before its rename
     with pytest.raises(OSError, match="disk full"):
         build_index(path)
     assert target.read_bytes() == before

@@ -120,7 +120,7 @@ def temp_prefix(label: str) -> str:
     return f".{label}.pid{os.getpid()}."
 
 
-def write_whole(path: Path, data, prefix: str | None = None) -> None:
+def write_whole(path: Path, data, prefix: str | None = None, suffix: str = ".tmp") -> None:
     """Write `data` (bytes, or a function that writes to an open binary file) to `path`
     whole or not at all: a temporary file in the same folder,
     flushed to disk, then renamed over the old one (atomic on POSIX). A writer killed
@@ -135,7 +135,7 @@ def write_whole(path: Path, data, prefix: str | None = None) -> None:
         from garden.errors import GardenError
 
         raise GardenError(f"{path}: is a symbolic link; refused (the garden writes files, not through or over links)")
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=prefix or temp_prefix(path.name), suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=prefix or temp_prefix(path.name), suffix=suffix)
     try:
         with os.fdopen(fd, "wb") as fh:
             if callable(data):

@@ -40,10 +40,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 import re
 import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -53,6 +51,7 @@ from pydantic import ValidationError
 
 from garden._files import read_regular
 from garden.errors import GardenError
+from garden.formats._staged import move_staged, staging_folder
 from garden.formats.stories import semantic_errors
 from garden.formats.yaml_reader import MAX_FILE_BYTES, describe_pydantic_error
 from garden.models import Case, Story
@@ -580,8 +579,7 @@ def import_locomo(path: str | Path, out: str | Path = ".") -> ImportReport:
 
 
 def _write(out: Path, rendered: list[tuple[Imported, str]]) -> list[Path]:
-    staging = Path(tempfile.mkdtemp(prefix=f".locomo-import-{os.getpid()}-", dir=out))
-    written: list[Path] = []
+    staging = staging_folder(out, "locomo")
     try:
         for conv, text in rendered:
             (staging / "fixtures").mkdir(exist_ok=True)
@@ -590,18 +588,6 @@ def _write(out: Path, rendered: list[tuple[Imported, str]]) -> list[Path]:
             folder.mkdir(parents=True)
             for cid, case in conv.cases.items():
                 (folder / f"{cid}.yaml").write_text(dump_yaml(case), encoding="utf-8")
-        (out / "fixtures").mkdir(exist_ok=True)
-        (out / "cases").mkdir(exist_ok=True)
-        for conv, _ in rendered:
-            story = out / "fixtures" / f"{conv.name}.yaml"
-            os.replace(staging / "fixtures" / f"{conv.name}.yaml", story)
-            target = out / "cases" / conv.name
-            if target.is_symlink() or target.is_file():
-                target.unlink()
-            elif target.exists():
-                os.replace(target, staging / f"old-{conv.name}")
-            os.replace(staging / "cases" / conv.name, target)
-            written += [story, target]
+        return move_staged(out, staging, [conv.name for conv, _ in rendered], ".yaml")
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    return written

@@ -45,11 +45,9 @@ import datetime as dt
 import hashlib
 import json
 import math
-import os
 import random
 import re
 import shutil
-import tempfile
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from fractions import Fraction
@@ -59,6 +57,7 @@ from typing import Any, Iterator
 from pydantic import ValidationError
 
 from garden.errors import GardenError
+from garden.formats._staged import move_staged, staging_folder
 from garden.formats.json_stream import CHUNK_CHARS, iter_json_list, open_text
 from garden.formats.jsonl_reader import MAX_LINE_BYTES, SUFFIX
 from garden.formats.locomo import dump_yaml
@@ -650,7 +649,7 @@ def import_longmemeval(path: str | Path, out: str | Path = ".", sample: int | No
     created = [p for p in [out, *out.parents] if not p.exists()]
     try:
         out.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".longmemeval-import-{os.getpid()}-", dir=out))
+        staging = staging_folder(out, "longmemeval")
     except OSError as exc:
         _remove_created(created)
         raise GardenError(f"{out}: cannot write: {exc.strerror or exc}") from None
@@ -672,7 +671,7 @@ def import_longmemeval(path: str | Path, out: str | Path = ".", sample: int | No
         if problems:
             raise problems.error()
         try:
-            report.written = _move(out, staging, built)
+            report.written = move_staged(out, staging, [name for name, _ in built], SUFFIX)
         except OSError as exc:
             raise GardenError(f"{out}: cannot write: {exc.strerror or exc}") from None
     except BaseException:
@@ -719,26 +718,3 @@ def _remove_created(created: list[Path]) -> None:
             folder.rmdir()
         except OSError:
             return
-
-
-def _move(out: Path, staging: Path, built: list[tuple[str, str]]) -> list[Path]:
-    written: list[Path] = []
-    if not built:
-        return written
-    (out / "fixtures").mkdir(exist_ok=True)
-    (out / "cases").mkdir(exist_ok=True)
-    for name, _ in built:
-        story = out / "fixtures" / f"{name}{SUFFIX}"
-        os.replace(staging / "fixtures" / f"{name}{SUFFIX}", story)
-        for other in (".yaml", ".yml"):   # an earlier YAML form would be found first by name
-            stale = story.with_suffix(other)
-            if stale.is_symlink() or stale.is_file():
-                stale.unlink()
-        target = out / "cases" / name
-        if target.is_symlink() or target.is_file():
-            target.unlink()
-        elif target.exists():
-            os.replace(target, staging / f"old-{name}")
-        os.replace(staging / "cases" / name, target)
-        written += [story, target]
-    return written

@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
-import tempfile
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -21,7 +19,7 @@ from garden.formats.yaml_reader import describe_pydantic_error, read_yaml
 from garden._bulk import collector_paused
 from garden.errors import GardenError, StoryError
 from garden.models import Record, Story
-from garden.derived.home import derived_dir, derived_folder, refuse_link, remove_orphans, temp_prefix
+from garden.derived.home import derived_dir, derived_folder, refuse_link, remove_orphans, temp_prefix, write_whole
 from garden.store.attachments import attachment_errors
 
 STORY_KEYS = set(Story.model_fields)
@@ -257,14 +255,7 @@ def build_index(path: str | Path) -> Path:
     folder = derived_folder("index")
     refuse_link(target)
     remove_orphans(folder, ".tmp")
-    fd, tmp = tempfile.mkstemp(prefix=temp_prefix(story.story), suffix=".tmp", dir=folder)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(payload, fh, indent=1, sort_keys=True)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_whole(target, json.dumps(payload, indent=1, sort_keys=True).encode("utf-8"), prefix=temp_prefix(story.story))
     return target
 
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
 from pathlib import Path
 from typing import Sequence
 
@@ -25,7 +24,8 @@ import numpy as np
 
 from garden.errors import GardenError
 from garden._notice import warn
-from garden.derived.home import LINK_REFUSAL, derived_dir, derived_folder, refuse_link, remove_orphans, temp_prefix
+from garden.derived.home import (LINK_REFUSAL, derived_dir, derived_folder, refuse_link, remove_orphans,
+                                 temp_prefix, write_whole)
 from garden.retrievers import SEMANTIC, ArrayScores, Doc, DocIds, ProcessCache, RetrieverBase, State, integer, register
 
 MODEL_NAME = "all-MiniLM-L6-v2"
@@ -158,14 +158,8 @@ class EmbeddingCache:
         name = hashlib.sha256("".join(keys).encode()).hexdigest()[:24] + ".npz"
         target = folder / name
         refuse_link(target)
-        handle, tmp = tempfile.mkstemp(dir=folder, prefix=temp_prefix("shard"), suffix=self.SUFFIX)
-        try:
-            with os.fdopen(handle, "wb") as out:
-                np.savez(out, keys=np.array(keys), vectors=vectors.astype(np.float32))
-            os.replace(tmp, target)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)  # a failed write leaves no orphan of its own
-            raise
+        write_whole(target, lambda out: np.savez(out, keys=np.array(keys), vectors=vectors.astype(np.float32)),
+                    prefix=temp_prefix("shard"), suffix=self.SUFFIX)
 
 
 def _progress(total: int):

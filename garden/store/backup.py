@@ -13,10 +13,10 @@ import io
 import os
 import stat
 import tarfile
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from garden.derived.home import write_whole
 from garden.errors import GardenError
 from garden.store.doctor import attachment_facts, walk
 from garden.store.drill import case_verdicts
@@ -125,20 +125,17 @@ def write_backup(root: str | Path | None, out: str | Path, pipeline: str = "defa
     manifest = Manifest(pipeline=pipeline, files=[f for f, _ in contents],
                         verdicts=case_verdicts(layout.root, pipeline))
     text = manifest_bytes(manifest)
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".part", dir=out.parent)
-    except OSError as exc:
-        raise GardenError(f"--out {shown(str(out))}: cannot write there: {exc.strerror or exc}") from None
-    try:
-        with os.fdopen(fd, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as gz, \
+    def archive(raw) -> None:
+        with gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as gz, \
                 tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar:
             _add(tar, MANIFEST, text, 0o644)
             _add(tar, MANIFEST_HASH, (hashlib.sha256(text).hexdigest() + "\n").encode(), 0o644)
             for entry, data in contents:
                 _add(tar, entry.path, data, entry.mode)
-        os.chmod(tmp, 0o600)  # a backup holds every story: owner-only, like the derived data
-        os.rename(tmp, out)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+
+    try:
+        # a backup holds every story: owner-only (the temporary file is made 0600), like the derived data
+        write_whole(out, archive, prefix=f".{out.name}.", suffix=".part")
+    except OSError as exc:
+        raise GardenError(f"`out` {shown(str(out))}: cannot write there: {exc.strerror or exc}") from None
     return BackupReport(out, manifest)
