@@ -13,6 +13,7 @@ from garden.errors import GardenError
 from garden.evaluation.negatives import NEGATIVE_KINDS
 from garden.evaluation.runner import PROMOTION_RUNS
 from garden.models import DEFAULT_BUDGET
+from garden.store.layout import CHALLENGE
 from garden.derived.home import check_environment
 
 EPILOG = ("Exit codes: 0 success; 1 a check or a regression case failed; 2 bad input or usage, "
@@ -431,7 +432,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the question: its number as `garden judge` shows it, its qid, or its exact text")
     p.add_argument("--judgments", help="the judgments (default judgments/TRACE-STEM.qrels)")
     p.add_argument("--name", help="case id (default: made from the query's words)")
-    p.add_argument("--out", default="challenge", help="folder to write the case into (default challenge/)")
+    p.add_argument("--out", default=CHALLENGE, help=f"folder to write the case into (default {CHALLENGE}/)")
     p.add_argument("--force", action="store_true", help="capture even if default already passes it")
 
     p = _command(sub, "ablate", cmd_ablate,

@@ -6,6 +6,7 @@ import sys
 from rich.console import Console
 from rich.table import Table
 
+from garden.store.layout import CHALLENGE, REGRESSION
 from garden.models import Packet
 from garden.evaluation.runner import ContrastReport, RunReport
 
@@ -53,12 +54,12 @@ def show_run(report: RunReport) -> None:
     for r in report.results:
         fails = [safe(f) for f in r.main.failures] + [safe(f"[{c.name}] {f}") for c in r.controls for f in c.failures]
         status = "[green]pass[/green]" if r.passed else (
-            "[red]FAIL[/red]" if r.suite == "regression" else "[yellow]known miss[/yellow]")
+            "[red]FAIL[/red]" if r.suite == REGRESSION else "[yellow]known miss[/yellow]")
         table.add_row(r.suite, r.case, r.pipeline, status,
                       f"{sum(c.passed for c in r.controls)}/{len(r.controls)}" if r.controls else "none",
                       "\n".join(fails))
     console.print(table)
-    ledger = [r for r in report.results if r.suite == "challenge" and not r.passed]
+    ledger = [r for r in report.results if r.suite == CHALLENGE and not r.passed]
     if ledger:
         console.print(f"challenge ledger: {len(ledger)} known miss(es), reported, not failing the run")
     console.print(f"triage fell back to its default on {report.fallbacks} of {report.queries} queries")

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import yaml
 
+from garden.store.layout import CHALLENGE
 from garden.derived.traces import TRACE_NAME
 from garden.errors import EXIT_FAILED, GardenError
 from garden.evaluation.judgments import Judgments
@@ -130,7 +131,7 @@ class Captured:
 
 
 def capture(trace: str | Path, which: str, judgments: str | Path, name: str | None = None,
-            out: str | Path = "challenge", force: bool = False) -> Captured:
+            out: str | Path = CHALLENGE, force: bool = False) -> Captured:
     from garden.evaluation.runner import run_case
 
     trace, folder = Path(trace), Path(out)

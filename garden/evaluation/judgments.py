@@ -19,6 +19,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from garden.store.layout import JUDGMENTS_FOLDER
 from garden.derived.home import write_whole
 from garden.errors import GardenError
 from garden.text import shown
@@ -37,7 +38,7 @@ def questions_path(qrels: Path) -> Path:
 def default_judgments(trace: Path) -> Path:
     """Judgments are a person's work, durable: they live in the project's `judgments/`
     folder, never beside the trace in the derived folder that may be deleted."""
-    return Path("judgments") / f"{trace.stem}.qrels"
+    return Path(JUDGMENTS_FOLDER) / f"{trace.stem}.qrels"
 
 
 @dataclass

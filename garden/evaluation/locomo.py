@@ -27,6 +27,7 @@ import re
 from pathlib import Path
 from typing import Sequence
 
+from garden.store.layout import CASES_FOLDER, STORY_FOLDER
 from garden.errors import GardenError
 from garden.derived.home import derived_folder
 from garden.evaluation.compare import ALPHA, PERMUTATIONS
@@ -58,7 +59,7 @@ def is_locomo(path: Path) -> bool:
     folder holding `.json` files, or the output of `garden import locomo`. Whether the JSON
     is really LoCoMo is the reader's to say, with a located line."""
     if path.is_dir():
-        if any((path / "fixtures").glob("locomo-*.yaml")) and (path / "cases").is_dir():
+        if any((path / STORY_FOLDER).glob("locomo-*.yaml")) and (path / CASES_FOLDER).is_dir():
             return True
         return any(p.is_file() for p in path.glob("*.json"))
     return path.suffix == ".json"
@@ -67,7 +68,7 @@ def is_locomo(path: Path) -> bool:
 def load_conversations(path: str | Path) -> list[Conversation]:
     """The conversations and judged questions under `path` (see the module docstring)."""
     path = Path(path)
-    if path.is_dir() and (path / "fixtures").is_dir() and (path / "cases").is_dir():
+    if path.is_dir() and (path / STORY_FOLDER).is_dir() and (path / CASES_FOLDER).is_dir():
         return _load_imported(path)
     from garden.formats.locomo import build, read_conversations
 

@@ -34,6 +34,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterator, Sequence
 
+from garden.store.layout import CASES_FOLDER, STORY_FOLDER
 from garden.derived.home import derived_folder
 from garden.errors import GardenError
 from garden.evaluation.compare import ALPHA, PERMUTATIONS, CompareReport, compare_values
@@ -66,7 +67,7 @@ def is_longmemeval(path: Path) -> bool:
     gzipped JSON, or JSON whose first records carry LongMemEval's keys. Whether it really
     is LongMemEval is the reader's to say, with located lines."""
     if path.is_dir():
-        return any((path / "fixtures").glob("longmemeval-*")) and (path / "cases").is_dir()
+        return any((path / STORY_FOLDER).glob("longmemeval-*")) and (path / CASES_FOLDER).is_dir()
     if not path.is_file():
         return False
     name = path.name.lower()
@@ -103,7 +104,7 @@ class _Source:
         self.path, self.unjudged = path, 0
         if path.is_dir():
             self.report = None
-            if not any((path / "fixtures").glob("longmemeval-*")):
+            if not any((path / STORY_FOLDER).glob("longmemeval-*")):
                 raise GardenError(f"{path}: no fixtures/longmemeval-* to compare on")
         else:
             from garden.formats.longmemeval import read_built

@@ -6,6 +6,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from garden.store.layout import CHALLENGE, REGRESSION, SUITES
 from garden.derived.indexes import fresh_builds
 from garden.text import shown
 from garden.formats.cases import LoadedCase, Query, check, check_build_error, load_case, spec_for
@@ -124,7 +125,7 @@ def run_case(loaded: LoadedCase, pipeline: str = "default", trace: bool = True) 
 def collect_case_files(paths: list[str] | None) -> list[Path]:
     """Case files under each path (a file or a folder); default regression/ and challenge/."""
     if not paths:
-        paths = [p for p in ("regression", "challenge") if Path(p).is_dir()]
+        paths = [p for p in SUITES if Path(p).is_dir()]
         if not paths:
             raise GardenError("no regression/ or challenge/ folder here; name the cases to run")
     files: list[Path] = []
@@ -169,7 +170,7 @@ class RunReport:
 
     @property
     def regression_failed(self) -> int:
-        return sum(1 for r in self.results if r.suite == "regression" and not r.passed)
+        return sum(1 for r in self.results if r.suite == REGRESSION and not r.passed)
 
     @property
     def fallbacks(self) -> int:
@@ -278,7 +279,7 @@ def promote(case_path: str | Path, runs: int = PROMOTION_RUNS) -> tuple[Path, li
     if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
         raise GardenError(f"runs: a promotion needs at least one passing run, got {runs!r}")
     loaded = load_case(path)
-    if loaded.suite != "challenge":
+    if loaded.suite != CHALLENGE:
         raise GardenError(f"{path}: only a case in challenge/ can be promoted (this one is in {loaded.suite})")
     results = []
     for _ in range(runs):
@@ -290,7 +291,7 @@ def promote(case_path: str | Path, runs: int = PROMOTION_RUNS) -> tuple[Path, li
             lines += [f"  {f}" for f in result.main.failures]
             lines += [f"  control {c.name!r}: {f}" for c in result.controls for f in c.failures]
             raise GardenError(lines, status=1)
-    target_dir = path.resolve().parent.parent / "regression"
+    target_dir = path.resolve().parent.parent / REGRESSION
     target_dir.mkdir(exist_ok=True)
     target = target_dir / path.name
     if target.exists():

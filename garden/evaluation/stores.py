@@ -32,6 +32,7 @@ from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
+from garden.store.layout import CASES_FOLDER, STORY_FOLDER
 from garden.evaluation.compare import ALPHA, PERMUTATIONS, CompareReport, compare_runs
 from garden.evaluation.packets import PacketRow, decision_report, packet_row, packet_tables
 from garden.models import DEFAULT_BUDGET, Settings, Story
@@ -98,9 +99,9 @@ def iter_imported(root: Path, pattern: str, category: Callable[[str | None], str
     from garden.formats.stories import load_story
     from garden.formats.yaml_reader import read_yaml
 
-    for file in sorted((root / "fixtures").glob(pattern)):
+    for file in sorted((root / STORY_FOLDER).glob(pattern)):
         story = load_story(file)
-        cases = [read_yaml(f) for f in sorted((root / "cases" / file.stem).glob("*.yaml"))]
+        cases = [read_yaml(f) for f in sorted((root / CASES_FOLDER / file.stem).glob("*.yaml"))]
         yield Conversation(story, questions_of(story, [c for c in cases if isinstance(c, dict)], category))
 
 

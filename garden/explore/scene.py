@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from garden.store.layout import SUITES
 from garden.errors import GardenError
 from garden.models import DEFAULT_BUDGET, Expect, Story
 from garden.rerank.stages import titles
@@ -88,7 +89,7 @@ def find_case(name: str) -> Path:
         if not path.is_file():
             raise GardenError(f"case file {path} does not exist")
         return path
-    for folder in ("regression", "challenge"):
+    for folder in SUITES:
         path = Path(folder) / f"{name}.yaml"
         if path.is_file():
             return path

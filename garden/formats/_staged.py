@@ -12,6 +12,8 @@ import os
 import tempfile
 from pathlib import Path
 
+from garden.store.layout import CASES_FOLDER, STORY_FOLDER
+
 # a story found by name before this form: removed when this form is written (stories.py
 # looks a name up as NAME.yaml, then NAME.yml, then NAME.jsonl)
 SHADOWED_BY = {".jsonl": (".yaml", ".yml")}
@@ -28,20 +30,20 @@ def move_staged(out: Path, staging: Path, names: list[str], suffix: str) -> list
     written: list[Path] = []
     if not names:
         return written
-    (out / "fixtures").mkdir(exist_ok=True)
-    (out / "cases").mkdir(exist_ok=True)
+    (out / STORY_FOLDER).mkdir(exist_ok=True)
+    (out / CASES_FOLDER).mkdir(exist_ok=True)
     for name in names:
-        story = out / "fixtures" / f"{name}{suffix}"
-        os.replace(staging / "fixtures" / f"{name}{suffix}", story)
+        story = out / STORY_FOLDER / f"{name}{suffix}"
+        os.replace(staging / STORY_FOLDER / f"{name}{suffix}", story)
         for other in SHADOWED_BY.get(suffix, ()):
             stale = story.with_suffix(other)
             if stale.is_symlink() or stale.is_file():
                 stale.unlink()
-        target = out / "cases" / name
+        target = out / CASES_FOLDER / name
         if target.is_symlink() or target.is_file():
             target.unlink()
         elif target.exists():
             os.replace(target, staging / f"old-{name}")
-        os.replace(staging / "cases" / name, target)
+        os.replace(staging / CASES_FOLDER / name, target)
         written += [story, target]
     return written

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from garden.store.layout import CASES_FOLDER, SUITES
 from garden.formats.yaml_reader import read_yaml, validated
 from garden.text import shown
 from garden.errors import GardenError, StoryError
@@ -41,9 +42,9 @@ class LoadedCase:
 
 def suite_of(path: Path) -> str:
     for part in reversed(path.resolve().parts[:-1]):
-        if part in ("regression", "challenge"):
+        if part in SUITES:
             return part
-    return "cases"
+    return CASES_FOLDER
 
 
 INHERITED = ("query", "as_of", "budget", "hints", "include_private", "settings", "session")

@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
+from garden.store.layout import CASES_FOLDER, STORY_FOLDER
 from garden.errors import GardenError
 from garden.formats.jsonl_reader import SUFFIX as JSONL
 from garden.formats.locomo import dump_yaml
@@ -722,7 +723,7 @@ def story_file(name: str, records: int, out: str | Path | None) -> tuple[Path, l
     Default: fixtures/NAME.yaml up to MAX_YAML_RECORDS, fixtures/NAME.jsonl past it."""
     if out is None:
         suffix = ".yaml" if records <= MAX_YAML_RECORDS else JSONL
-        return Path("fixtures") / f"{name}{suffix}", []
+        return Path(STORY_FOLDER) / f"{name}{suffix}", []
     path = Path(out)
     if path.suffix not in (".yaml", ".yml", JSONL) or path.stem != name:
         return path, [f"`out` {str(path)!r}: must be a file named after the story ({name}.yaml or {name}{JSONL})"]
@@ -740,8 +741,8 @@ def generate(name: str, records: int, seed: int = 0, out: str | Path | None = No
     a name finds NAME.yaml before NAME.jsonl and the old one would shadow the new."""
     records, seed = check_request(name, records, seed)
     story_path, problems = story_file(name, records, out)
-    root = story_path.parent.parent if story_path.parent.name == "fixtures" else story_path.parent
-    cases_dir = root / "cases" / name
+    root = story_path.parent.parent if story_path.parent.name == STORY_FOLDER else story_path.parent
+    cases_dir = root / CASES_FOLDER / name
     other_forms = [story_path.with_suffix(s) for s in (".yaml", ".yml", JSONL) if s != story_path.suffix]
     if not force:
         for path in (story_path, *other_forms, cases_dir):

@@ -49,6 +49,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from garden.store.layout import CASES_FOLDER, STORY_FOLDER
 from garden._files import read_regular
 from garden.errors import GardenError
 from garden.formats._staged import move_staged, staging_folder
@@ -483,7 +484,7 @@ def _validate(result: Imported) -> None:
     """The outputs validated by the models `garden check` and `garden run` use, so an
     import that succeeds writes only files those commands accept."""
     problems: list[str] = []
-    fixture = Path("fixtures") / f"{result.name}.yaml"
+    fixture = Path(STORY_FOLDER) / f"{result.name}.yaml"
     try:
         story = Story.model_validate(result.story)
         problems += semantic_errors(story, fixture)
@@ -558,7 +559,7 @@ def import_locomo(path: str | Path, out: str | Path = ".") -> ImportReport:
             problems += exc.messages
     if out.exists() and not out.is_dir():
         problems.append(f"{out}: `out` must be a folder (it is a file)")
-    for sub in ("fixtures", "cases"):
+    for sub in (STORY_FOLDER, CASES_FOLDER):
         if (out / sub).exists() and not (out / sub).is_dir():
             problems.append(f"{out / sub}: must be a folder (it is a file)")
     if problems:
@@ -582,9 +583,9 @@ def _write(out: Path, rendered: list[tuple[Imported, str]]) -> list[Path]:
     staging = staging_folder(out, "locomo")
     try:
         for conv, text in rendered:
-            (staging / "fixtures").mkdir(exist_ok=True)
-            (staging / "fixtures" / f"{conv.name}.yaml").write_text(text, encoding="utf-8")
-            folder = staging / "cases" / conv.name
+            (staging / STORY_FOLDER).mkdir(exist_ok=True)
+            (staging / STORY_FOLDER / f"{conv.name}.yaml").write_text(text, encoding="utf-8")
+            folder = staging / CASES_FOLDER / conv.name
             folder.mkdir(parents=True)
             for cid, case in conv.cases.items():
                 (folder / f"{cid}.yaml").write_text(dump_yaml(case), encoding="utf-8")

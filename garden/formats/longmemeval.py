@@ -56,6 +56,7 @@ from typing import Any, Iterator
 
 from pydantic import ValidationError
 
+from garden.store.layout import CASES_FOLDER, STORY_FOLDER
 from garden.errors import GardenError
 from garden.formats._staged import move_staged, staging_folder
 from garden.formats.json_stream import CHUNK_CHARS, iter_json_list, open_text
@@ -382,7 +383,7 @@ def _validate(result: Built, header: dict, records: list[dict], case: dict) -> S
     import that succeeds writes only files those commands accept; the story, validated."""
     problems: list[str] = []
     story = None
-    fixture = Path("fixtures") / f"{result.name}{SUFFIX}"
+    fixture = Path(STORY_FOLDER) / f"{result.name}{SUFFIX}"
     try:
         story = Story.model_validate({**header, "records": records})
         problems += [f"{result.where}: {p}" for p in semantic_errors(story, fixture)]
@@ -602,8 +603,8 @@ def _count(report: LongMemEvalReport, built: Built, digests: dict[str, bytes]) -
 
 
 def _stage(staging: Path, built: Built) -> None:
-    (staging / "fixtures" / f"{built.name}{SUFFIX}").write_bytes(built.story_bytes)
-    folder = staging / "cases" / built.name
+    (staging / STORY_FOLDER / f"{built.name}{SUFFIX}").write_bytes(built.story_bytes)
+    folder = staging / CASES_FOLDER / built.name
     folder.mkdir()
     (folder / f"{built.key}.yaml").write_text(built.case_text, encoding="utf-8")
 
@@ -631,7 +632,7 @@ def import_longmemeval(path: str | Path, out: str | Path = ".", sample: int | No
     problems = _Problems(str(path))
     if out.exists() and not out.is_dir():
         problems.extend([f"{out}: `out` must be a folder (it is a file)"])
-    for sub in ("fixtures", "cases"):
+    for sub in (STORY_FOLDER, CASES_FOLDER):
         if (out / sub).exists() and not (out / sub).is_dir():
             problems.extend([f"{out / sub}: must be a folder (it is a file)"])
     if problems:
@@ -657,15 +658,15 @@ def import_longmemeval(path: str | Path, out: str | Path = ".", sample: int | No
     keys: list[tuple[str, str]] = []
     try:
         try:
-            (staging / "fixtures").mkdir()
-            (staging / "cases").mkdir()
+            (staging / STORY_FOLDER).mkdir()
+            (staging / CASES_FOLDER).mkdir()
             keys = _scan(path, problems, report, chosen, staging, built, chunk_chars)
         except OSError as exc:
             problems.extend([f"{out}: cannot write: {exc.strerror or exc}"])
         if sample is None:
             report.read.update(t for _, t in keys)
         for name, _ in built:
-            target = out / "fixtures" / f"{name}{SUFFIX}"
+            target = out / STORY_FOLDER / f"{name}{SUFFIX}"
             if target.is_dir() and not target.is_symlink():
                 problems.extend([f"{target}: is a folder; the story file goes there (move it away)"])
         if problems:

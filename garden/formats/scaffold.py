@@ -4,6 +4,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from garden.store.layout import CHALLENGE, STORY_FOLDER
 from garden.errors import GardenError
 
 STORY = """\
@@ -74,8 +75,8 @@ controls:
 def new_story(name: str, root: Path = Path(".")) -> tuple[Path, Path]:
     if not re.fullmatch(r"[a-z0-9][a-z0-9-]*", name):
         raise GardenError(f"story name {name!r}: use lower-case letters, digits and dashes")
-    story_path = root / "fixtures" / f"{name}.yaml"
-    case_path = root / "challenge" / f"{name}-starter.yaml"
+    story_path = root / STORY_FOLDER / f"{name}.yaml"
+    case_path = root / CHALLENGE / f"{name}-starter.yaml"
     for path in (story_path, case_path):
         if path.exists():
             raise GardenError(f"{path} already exists; nothing written")

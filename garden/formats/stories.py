@@ -13,6 +13,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from garden.store.layout import STORY_FOLDER
 from garden.text import shown, shown_id
 from garden.formats.jsonl_reader import SUFFIX, read_story_lines
 from garden.formats.yaml_reader import describe_pydantic_error, read_yaml
@@ -284,7 +285,7 @@ def resolve_story_path(name: str, relative_to: Path | None = None) -> Path:
     bases += [Path.cwd()]
     for base in bases:
         for suffix in (".yaml", SUFFIX):  # hand-written first, then machine-written
-            candidate = base / "fixtures" / f"{name}{suffix}"
+            candidate = base / STORY_FOLDER / f"{name}{suffix}"
             if candidate.is_file():
                 return candidate
     raise GardenError(f"no story named {name!r}: looked for fixtures/{name}.yaml and fixtures/{name}{SUFFIX}")
@@ -292,7 +293,7 @@ def resolve_story_path(name: str, relative_to: Path | None = None) -> Path:
 
 def find_story_files(root: Path | None = None) -> list[Path]:
     root = root or Path.cwd()
-    return sorted([*(root / "fixtures").glob("*.yaml"), *(root / "fixtures").glob(f"*{SUFFIX}")])
+    return sorted([*(root / STORY_FOLDER).glob("*.yaml"), *(root / STORY_FOLDER).glob(f"*{SUFFIX}")])
 
 
 def latest_date(story: Story):

@@ -15,8 +15,14 @@ from pathlib import Path
 from garden.errors import GardenError
 from garden.text import shown
 
-STORY_FOLDER = "fixtures"
-DURABLE_FOLDERS = (STORY_FOLDER, "regression", "challenge")
+# the store's folder names, named here once
+STORY_FOLDER = "fixtures"        # stories and their attachments
+REGRESSION = "regression"        # cases that must pass; also the suite's name
+CHALLENGE = "challenge"          # known misses, reported; also the suite's name
+SUITES = (REGRESSION, CHALLENGE)
+CASES_FOLDER = "cases"           # an import's or a generated story's cases, one folder per story
+JUDGMENTS_FOLDER = "judgments"   # a person's grades of a trace (garden judge)
+DURABLE_FOLDERS = (STORY_FOLDER, *SUITES)
 HOME_FOLDER = ".garden"
 
 
