@@ -14,7 +14,7 @@ from pathlib import Path
 
 from garden.errors import GardenError
 from garden.evaluation.negatives import NEGATIVES_NEED_STORES
-from garden.evaluation.replay import compare_source, is_collection
+from garden.evaluation.replay import compare_source
 from garden.evaluation.runner import load_cases, run_case
 from garden.pipelines import STRUCTURED, check_pipeline
 
@@ -101,7 +101,8 @@ def ablate(source: str, full: str = "default", stages: list[str] | None = None, 
     trace, a collection, or LoCoMo) and report what each stage decides. On LoCoMo the
     measures are the evidence-turn ones, and beside them what the user gets (the packet
     and the decision, on foreign negatives too when `negatives` names them)."""
-    from garden.evaluation.locomo import compare_locomo, is_locomo
+    from garden.evaluation.locomo import compare_locomo
+    from garden.formats.sources import source_kind
     from garden.pipelines.structured import STAGES
 
     if full not in STRUCTURED:
@@ -110,8 +111,9 @@ def ablate(source: str, full: str = "default", stages: list[str] | None = None, 
     chosen = stages or removable
     variants = {s: check_pipeline(f"{full}-{s}") for s in chosen}
     path = Path(source)
+    kind = source_kind(path)
     ablation = Ablation(full, variants, None)
-    if path.exists() and not is_collection(path) and is_locomo(path):
+    if kind == "locomo":
         if metrics:
             raise GardenError(f"{source}: a LoCoMo ablation reports its fixed measures (`metrics` applies to "
                               "collections, cases and traces)")
@@ -122,7 +124,7 @@ def ablate(source: str, full: str = "default", stages: list[str] | None = None, 
         return ablation
     if negatives is not None:
         raise GardenError(f"{source}: {NEGATIVES_NEED_STORES}")
-    if path.exists() and not is_collection(path) and path.suffix != ".jsonl":
+    if kind == "cases":
         cases = load_cases([source])
         ablation.cases = len(cases)
         for case in cases:

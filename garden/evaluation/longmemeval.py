@@ -63,11 +63,16 @@ AUTHORS_JUDGMENTS = ("the authors' rules: gold turns are the user turns marked h
 
 
 def is_longmemeval(path: Path) -> bool:
-    """The output of `garden import longmemeval`, or a file that is LongMemEval's: named so,
-    gzipped JSON, or JSON whose first records carry LongMemEval's keys. Whether it really
-    is LongMemEval is the reader's to say, with located lines."""
+    """The output of `garden import longmemeval`, or a file that is LongMemEval's (see
+    `looks_like_longmemeval_file`). Whether it really is LongMemEval is the reader's to
+    say, with located lines."""
     if path.is_dir():
         return any((path / STORY_FOLDER).glob("longmemeval-*")) and (path / CASES_FOLDER).is_dir()
+    return looks_like_longmemeval_file(path)
+
+
+def looks_like_longmemeval_file(path: Path) -> bool:
+    """A file named so, gzipped JSON, or JSON whose first records carry LongMemEval's keys."""
     if not path.is_file():
         return False
     name = path.name.lower()

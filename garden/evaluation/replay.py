@@ -129,11 +129,6 @@ class TraceQuestions:
         return person if t["adjudicated"] else cases
 
 
-def is_trace(path: Path) -> bool:
-    """A trace file, or a folder of them (the garden home's `traces/`)."""
-    return path.suffix == ".jsonl" or (path.is_dir() and any(_trace_days(path)))
-
-
 def _trace_days(folder: Path) -> dict[Path, dt.date]:
     days = {}
     for f in folder.iterdir():
@@ -421,10 +416,6 @@ def compare_replays(replays: list[Replay], pipelines: list[str], baseline: str |
                         negatives=len(negatives))
 
 
-def is_collection(path: Path) -> bool:
-    return path.is_dir() and (any((path / n).exists() for n in ("qrels", "corpus.jsonl", "corpus")))
-
-
 def compare_source(source: str, pipelines: list[str], baseline: str | None = None, trec_dir: str | None = None,
                    plot: str | None = None, metrics: str | None = None, trace_source: str | None = None,
                    judgments: str | None = None, since: dt.date | None = None, until: dt.date | None = None,
@@ -432,8 +423,9 @@ def compare_source(source: str, pipelines: list[str], baseline: str | None = Non
                    scoring: str | None = None):
     if not pipelines:
         raise GardenError("`pipelines` names no pipeline")
-    from garden.evaluation.locomo import FUSION_NAME, compare_locomo, is_locomo
+    from garden.evaluation.locomo import FUSION_NAME, compare_locomo
     from garden.evaluation.negatives import NEGATIVES_NEED_STORES
+    from garden.formats.sources import source_kind
 
     for p in pipelines:
         if p != FUSION_NAME:  # a LoCoMo reference, checked below
@@ -441,18 +433,17 @@ def compare_source(source: str, pipelines: list[str], baseline: str | None = Non
     if baseline is not None and baseline not in pipelines:
         raise GardenError(f"baseline {baseline!r} is not among the pipelines: {', '.join(pipelines)}")
     path = Path(source)
-    if not path.exists():
-        raise GardenError(f"{source}: no such collection folder, case file or trace file")
-    trace = is_trace(path)
+    kind = source_kind(path)
+    trace = kind == "trace"
     if (trace_source is not None or since is not None or until is not None) and not trace:
         raise GardenError("`trace_source`, `since` and `until` select events of traces; a case, collection or LoCoMo "
                           "source has none")
     if judgments is not None and not trace:
         raise GardenError("`judgments` grades a trace's questions (`garden judge`); a case, collection or "
                           "LoCoMo source brings its own judgments")
-    from garden.evaluation.longmemeval import compare_longmemeval, is_longmemeval
+    from garden.evaluation.longmemeval import compare_longmemeval
 
-    if is_longmemeval(path):
+    if kind == "longmemeval":
         if metrics or trec_dir or negatives is not None or negatives_per_store is not None:
             raise GardenError(f"{source}: a LongMemEval comparison reports its fixed measures and brings its own "
                               "negatives, the abstention questions (`metrics`, `trec_dir` and `negatives` do not "
@@ -461,7 +452,7 @@ def compare_source(source: str, pipelines: list[str], baseline: str | None = Non
     if scoring is not None:
         raise GardenError(f"`scoring`: LongMemEval's own scoring applies to a LongMemEval file or its import; "
                           f"{source} is not one")
-    if is_locomo(path):
+    if kind == "locomo":
         if metrics or trec_dir:
             raise GardenError(f"{source}: a LoCoMo comparison reports its fixed measures "
                               "(`metrics` and `trec_dir` apply to collections, cases and traces)")
@@ -472,7 +463,7 @@ def compare_source(source: str, pipelines: list[str], baseline: str | None = Non
                           "`unanswerable: true`")
     if FUSION_NAME in pipelines:
         raise GardenError(f"pipeline {FUSION_NAME!r} is a reference for LoCoMo only: {source} is not LoCoMo")
-    if is_collection(path):
+    if kind == "collection":
         measures = [m.strip() for m in metrics.split(",")] if metrics else None
         kwargs = {"measures": measures} if measures else {}
         report = compare_collection(path, pipelines, baseline, trec_dir=trec_dir, plot=plot, **kwargs)

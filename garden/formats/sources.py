@@ -1,0 +1,87 @@
+"""What a source given to `compare` or `ablate` is, by explicit markers, never by which
+reader happens to be tried first.
+
+Each kind has markers of its own, and a path is the one kind whose markers it carries:
+
+- `trace`: a `.jsonl` file, or a folder holding `trace-YYYY-MM-DD.jsonl` files (the
+  garden home's `traces/`);
+- `longmemeval`: a `.json` or `.json.gz` file named `longmemeval`, gzipped, or with
+  LongMemEval's keys; or the folder `garden import longmemeval` wrote
+  (`fixtures/longmemeval-*` beside `cases/`);
+- `locomo`: any other `.json` file (LoCoMo is the one plain-JSON source left), a folder
+  holding `.json` files, or the folder `garden import locomo` wrote;
+- `collection`: a folder holding `corpus.jsonl` (BEIR) or `corpus/` (TREC);
+- `cases`: a `.yaml` or `.yml` file, or a folder holding case files that is not an
+  imported store set (whose cases are read with their stores).
+
+A folder that carries the markers of two kinds (a BEIR collection with a stray `.json`
+file, a folder of traces that also holds a collection) is refused in one line naming both,
+so the user decides which it is; a path with no marker is refused naming what each kind
+needs.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from garden.derived.traces import TRACE_NAME
+from garden.errors import GardenError
+from garden.store.layout import CASES_FOLDER, STORY_FOLDER
+
+KINDS = ("trace", "longmemeval", "locomo", "collection", "cases")
+NEEDS = ("a trace (.jsonl, or a folder of trace-YYYY-MM-DD.jsonl files), LongMemEval or LoCoMo (.json, or the "
+         "folder `garden import` wrote), a collection folder (corpus.jsonl or corpus/), or cases (.yaml files)")
+
+
+def _imported(path: Path, prefix: str) -> bool:
+    return any((path / STORY_FOLDER).glob(f"{prefix}-*")) and (path / CASES_FOLDER).is_dir()
+
+
+def markers(path: Path) -> dict[str, str]:
+    """Each kind whose markers `path` carries, with the marker found."""
+    from garden.evaluation.longmemeval import looks_like_longmemeval_file
+
+    found: dict[str, str] = {}
+    if path.exists() and not path.is_dir():  # a FIFO or a device too: its reader refuses it by name
+        name = path.name.lower()
+        if name.endswith(".jsonl"):
+            found["trace"] = "a .jsonl file"
+        elif name.endswith((".json", ".json.gz")):
+            if looks_like_longmemeval_file(path):
+                found["longmemeval"] = "a LongMemEval file (its name or keys)"
+            elif name.endswith(".json"):
+                found["locomo"] = "a .json file"
+        elif name.endswith((".yaml", ".yml")):
+            found["cases"] = "a .yaml file"
+        return found
+    if not path.is_dir():
+        return found
+    if any(TRACE_NAME.fullmatch(p.name) and p.is_file() for p in path.iterdir()):
+        found["trace"] = "trace-YYYY-MM-DD.jsonl files"
+    if _imported(path, "longmemeval"):
+        found["longmemeval"] = f"{STORY_FOLDER}/longmemeval-* beside {CASES_FOLDER}/"
+    if _imported(path, "locomo"):
+        found["locomo"] = f"{STORY_FOLDER}/locomo-*.yaml beside {CASES_FOLDER}/"
+    elif any(p.is_file() for p in path.glob("*.json")):
+        found["locomo"] = ".json files"
+    if (path / "corpus.jsonl").is_file():
+        found["collection"] = "corpus.jsonl (BEIR)"
+    elif (path / "corpus").is_dir():
+        found["collection"] = "corpus/ (TREC)"
+    if "longmemeval" not in found and "locomo" not in found and any(path.rglob("*.yaml")):
+        found["cases"] = ".yaml files"
+    return found
+
+
+def source_kind(path: str | Path) -> str:
+    """The one kind `path` is; GardenError when it is none, or carries two kinds' markers."""
+    path = Path(path)
+    if not path.exists():
+        raise GardenError(f"{path}: no such collection folder, case file or trace file")
+    found = markers(path)
+    if not found:
+        raise GardenError(f"{path}: not a source the garden reads; it needs the markers of {NEEDS}")
+    if len(found) > 1:
+        both = "; ".join(f"{kind} ({why})" for kind, why in found.items())
+        raise GardenError(f"{path}: carries the markers of more than one kind of source: {both}; "
+                          "move what does not belong out of the folder")
+    return next(iter(found))

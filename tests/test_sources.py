@@ -1,0 +1,72 @@
+"""What a source is (garden/formats/sources.py): each kind by its own markers; a folder
+carrying two kinds' markers is refused naming both, never read as whichever was tried
+first (a BEIR collection holding a stray .json file was once read as LoCoMo)."""
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+
+from garden.errors import GardenError
+from garden.evaluation.replay import compare_source
+from garden.formats.sources import source_kind
+
+
+def _beir(folder):
+    folder.mkdir()
+    (folder / "corpus.jsonl").write_text('{"_id": "d1", "text": "tide tables"}\n', encoding="utf-8")
+    (folder / "queries.jsonl").write_text('{"_id": "q1", "text": "tide"}\n', encoding="utf-8")
+    (folder / "qrels").mkdir()
+    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\n", encoding="utf-8")
+    return folder
+
+
+def test_each_kind_by_its_markers(tmp_path):
+    (tmp_path / "t.jsonl").write_text("", encoding="utf-8")
+    assert source_kind(tmp_path / "t.jsonl") == "trace"
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    (traces / "trace-2031-05-02.jsonl").write_text("", encoding="utf-8")
+    assert source_kind(traces) == "trace"
+    (tmp_path / "conv.json").write_text("[]", encoding="utf-8")
+    assert source_kind(tmp_path / "conv.json") == "locomo"
+    (tmp_path / "data.json").write_text(json.dumps([{"question_id": "q", "haystack_session_ids": []}]),
+                                        encoding="utf-8")
+    assert source_kind(tmp_path / "data.json") == "longmemeval"
+    (tmp_path / "any.json.gz").write_bytes(gzip.compress(b"[]"))
+    assert source_kind(tmp_path / "any.json.gz") == "longmemeval"
+    assert source_kind(_beir(tmp_path / "beir")) == "collection"
+    (tmp_path / "trec" / "corpus").mkdir(parents=True)
+    assert source_kind(tmp_path / "trec") == "collection"
+    (tmp_path / "case.yaml").write_text("id: x\n", encoding="utf-8")
+    assert source_kind(tmp_path / "case.yaml") == "cases"
+    for kind, story in (("locomo", "locomo-conv-1.yaml"), ("longmemeval", "longmemeval-q1.jsonl")):
+        imported = tmp_path / f"imported-{kind}"
+        (imported / "fixtures").mkdir(parents=True)
+        (imported / "cases" / "one").mkdir(parents=True)
+        (imported / "fixtures" / story).write_text("", encoding="utf-8")
+        (imported / "cases" / "one" / "q.yaml").write_text("", encoding="utf-8")
+        assert source_kind(imported) == kind, "an imported store set is not a case folder"
+
+
+def test_a_folder_with_two_kinds_of_markers_is_refused_naming_both(tmp_path):
+    beir = _beir(tmp_path / "beir")
+    (beir / "notes.json").write_text("{}", encoding="utf-8")
+    with pytest.raises(GardenError) as refused:
+        source_kind(beir)
+    message = str(refused.value)
+    assert "collection (corpus.jsonl (BEIR))" in message and "locomo (.json files)" in message
+    # compare refuses it before any pipeline runs, in one line
+    with pytest.raises(GardenError, match="more than one kind of source"):
+        compare_source(str(beir), ["bm25"])
+
+
+def test_a_path_with_no_marker_is_refused_saying_what_each_kind_needs(tmp_path):
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "notes.txt").write_text("tide", encoding="utf-8")
+    for path in (tmp_path / "empty", tmp_path / "notes.txt"):
+        with pytest.raises(GardenError, match="not a source the garden reads; it needs the markers of a trace"):
+            source_kind(path)
+    with pytest.raises(GardenError, match="no such collection folder"):
+        source_kind(tmp_path / "nowhere")
