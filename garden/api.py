@@ -370,7 +370,7 @@ def compare(source: PathLike, pipelines: str | Iterable[str], baseline: str | No
     names = _names(pipelines, "pipelines") or []
     measures = _names(metrics, "metrics")
     report = compare_source(os.fspath(source), names, baseline=baseline,
-                            metrics=",".join(measures) if measures else None, negatives=negatives,
+                            metrics=measures, negatives=negatives,
                             negatives_per_store=negatives_per_store, negatives_seed=negatives_seed)
     return report.to_json()
 
@@ -473,7 +473,7 @@ def ablate(source: PathLike, stages: str | Iterable[str] | None = None, metrics:
     _ready()
     chosen = _names(stages, "stages")
     names = _names(metrics, "metrics")
-    report = _ablate(str(source), stages=chosen, metrics=",".join(names) if names else None).to_json()
+    report = _ablate(str(source), stages=chosen, metrics=names).to_json()
     rows = []
     for stage, row in report["stages"].items():
         cells = {"stage": stage, "pipeline": row["pipeline"], "decides": row["decides"], "hurts": row["hurts"]}

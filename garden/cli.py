@@ -196,9 +196,9 @@ def cmd_schemas(args) -> int:
 def cmd_compare(args) -> int:
     from garden.evaluation.replay import compare_source
 
-    pipelines = [p.strip() for p in args.pipelines.split(",") if p.strip()]
+    pipelines = _csv(args.pipelines) or []
     report = compare_source(args.source, pipelines, baseline=args.baseline, trec_dir=args.trec_dir,
-                            plot=args.plot, metrics=args.metrics, trace_source=args.trace_source,
+                            plot=args.plot, metrics=_csv(args.metrics), trace_source=args.trace_source,
                             judgments=args.judgments, since=args.since, until=args.until,
                             negatives=args.negatives, negatives_per_store=args.negatives_per_store,
                             negatives_seed=args.negatives_seed, scoring=args.scoring)
@@ -210,7 +210,7 @@ def cmd_judge(args) -> int:
     from garden.evaluation.judge import answers_from, judge
     from garden.evaluation.judgments import default_judgments
 
-    pipelines = [p.strip() for p in args.pipelines.split(",") if p.strip()] if args.pipelines else None
+    pipelines = _csv(args.pipelines)
     path = Path(args.judgments) if args.judgments else default_judgments(Path(args.trace))
     summary = judge(args.trace, path, answers_from(args.answers), pipelines, args.trace_source, args.since, args.until)
     for line in summary.lines():
@@ -234,8 +234,7 @@ def cmd_capture(args) -> int:
 def cmd_ablate(args) -> int:
     from garden.evaluation.ablate import ablate
 
-    stages = [s.strip() for s in args.stages.split(",") if s.strip()] if args.stages else None
-    result = ablate(args.source, stages=stages, metrics=args.metrics, negatives=args.negatives)
+    result = ablate(args.source, stages=_csv(args.stages), metrics=_csv(args.metrics), negatives=args.negatives)
     _emit(args, result)
     return 0
 
@@ -277,6 +276,11 @@ def cmd_traces(args) -> int:
         print(f"removed {path}")
     print(f"{len(removed)} trace files older than {keep_days} days removed from {trace_dir()}")
     return 0
+
+
+def _csv(text: str | None) -> list[str] | None:
+    """A comma-separated flag (`--pipelines bm25,default`) as the list the library takes."""
+    return [part.strip() for part in text.split(",") if part.strip()] if text else None
 
 
 def _show(args, report) -> None:

@@ -307,4 +307,4 @@ def test_ablate_on_locomo_reports_the_evidence_measures_and_what_the_user_gets(h
     assert set(report["packet"]) == {"default", "default-decide", "default-fill"}
     assert report["packet"]["default"]["negatives"]["questions"] == 4
     with pytest.raises(GardenError, match="fixed measures"):
-        ablate(str(folder), stages=["decide"], metrics="AP")
+        ablate(str(folder), stages=["decide"], metrics=["AP"])

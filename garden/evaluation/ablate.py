@@ -95,7 +95,8 @@ def _packet_figures(groups: dict) -> dict:
             "precision": answerable.get("precision"), "items": answerable.get("items")}
 
 
-def ablate(source: str, full: str = "default", stages: list[str] | None = None, metrics: str | None = None,
+def ablate(source: str, full: str = "default", stages: list[str] | None = None,
+           metrics: list[str] | None = None,
            negatives: str | None = None) -> Ablation:
     """Run `full` and each one-stage-removed variant on `source` (case files or folders, a
     trace, a collection, or LoCoMo) and report what each stage decides. On LoCoMo the

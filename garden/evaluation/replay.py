@@ -22,6 +22,7 @@ import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Sequence
 
 from garden.formats.cases import load_case, spec_for
 from garden.evaluation.compare import (CompareReport, compare_collection, compare_runs, natural_key, parse_measures,
@@ -417,7 +418,7 @@ def compare_replays(replays: list[Replay], pipelines: list[str], baseline: str |
 
 
 def compare_source(source: str, pipelines: list[str], baseline: str | None = None, trec_dir: str | None = None,
-                   plot: str | None = None, metrics: str | None = None, trace_source: str | None = None,
+                   plot: str | None = None, metrics: Sequence[str] | None = None, trace_source: str | None = None,
                    judgments: str | None = None, since: dt.date | None = None, until: dt.date | None = None,
                    negatives: str | None = None, negatives_per_store: int | None = None, negatives_seed: int = 0,
                    scoring: str | None = None):
@@ -464,14 +465,14 @@ def compare_source(source: str, pipelines: list[str], baseline: str | None = Non
     if FUSION_NAME in pipelines:
         raise GardenError(f"pipeline {FUSION_NAME!r} is a reference for LoCoMo only: {source} is not LoCoMo")
     if kind == "collection":
-        measures = [m.strip() for m in metrics.split(",")] if metrics else None
+        measures = list(metrics) if metrics else None
         kwargs = {"measures": measures} if measures else {}
         report = compare_collection(path, pipelines, baseline, trec_dir=trec_dir, plot=plot, **kwargs)
         tops = {p: {q: [doc for doc, _ in ranking[:SIDE_BY_SIDE]] for q, ranking in run.items()}
                 for p, run in report.rankings.items()}
         return SourceReport(report, side_by_side(report, tops, report.queries), {},
                             judged_by="the collection's qrels", name=str(path), baseline=report.baseline)
-    measures = [m.strip() for m in metrics.split(",")] if metrics else list(STORY_MEASURES)
+    measures = list(metrics) if metrics else list(STORY_MEASURES)
     parse_measures(measures)
     if trace:
         from garden.evaluation.judgments import Judgments
