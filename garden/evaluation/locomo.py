@@ -186,6 +186,7 @@ def five_list_fusion(conv: Conversation, depth: int = DEPTH,
     Buettcher 2009, "Reciprocal rank fusion outperforms Condorcet and individual rank
     learning methods")."""
     from garden.retrievers import Doc, make_retriever
+    from garden.retrievers.hybrid import rrf
 
     story = conv.story
     turns = [r for r in story.records if r.kind == TURN_KIND]
@@ -203,14 +204,14 @@ def five_list_fusion(conv: Conversation, depth: int = DEPTH,
         "dense observations": ("dense", [Doc(n.id, n.searchable) for n in notes], 0.5, True),
     }
     texts = [q.text for q in (conv.questions if questions is None else questions)]
-    fused: list[dict[str, float]] = [{} for _ in texts]
-    for name, docs, weight, expand in corpora.values():
+    lists: list[list[list[tuple[str, float]]]] = [[] for _ in texts]  # per question, each corpus's ranking
+    for name, docs, _, expand in corpora.values():
         retriever = make_retriever(name)
         retriever.index(docs)
         for i, ranking in enumerate(retriever.top_many(texts, None)):
-            ids = _expanded(story, ranking) if expand else [rid for rid, _ in ranking]
-            for rank, rid in enumerate(ids, 1):
-                fused[i][rid] = fused[i].get(rid, 0.0) + weight / (FUSION_K + rank)
+            lists[i].append([(rid, 0.0) for rid in _expanded(story, ranking)] if expand else ranking)
+    weights = [weight for _, _, weight, _ in corpora.values()]
+    fused = [rrf(ranked, FUSION_K, weights) for ranked in lists]  # the fusion hybrid uses, weighted
     order = {t.id: n for n, t in enumerate(turns)}
     return [sorted(f.items(), key=lambda kv: (-kv[1], order[kv[0]]))[:depth] for f in fused]
 

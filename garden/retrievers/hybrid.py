@@ -37,12 +37,15 @@ def _member_options(value) -> dict:
     return {str(k): dict(v) for k, v in value.items()}
 
 
-def rrf(rankings: Sequence[Sequence[tuple[str, float]]], k: float = 60.0) -> dict[str, float]:
-    """Fused scores of already ranked lists (best first)."""
+def rrf(rankings: Sequence[Sequence[tuple[str, float]]], k: float = 60.0,
+        weights: Sequence[float] | None = None) -> dict[str, float]:
+    """Fused scores of already ranked lists (best first): sum over lists of
+    weight / (k + rank), each list's weight 1 unless `weights` gives one per list."""
     fused: dict[str, float] = {}
-    for ranking in rankings:
+    for n, ranking in enumerate(rankings):
+        weight = 1.0 if weights is None else weights[n]
         for position, (doc_id, _) in enumerate(ranking, 1):
-            fused[doc_id] = fused.get(doc_id, 0.0) + 1.0 / (k + position)
+            fused[doc_id] = fused.get(doc_id, 0.0) + weight / (k + position)
     return fused
 
 
