@@ -45,6 +45,8 @@ __all__ = ["ALL_AT", "DEPTH", "TURN_MEASURES", "Conversation", "Question", "turn
            "is_locomo", "load_conversations", "five_list_fusion", "FUSION_NAME"]
 
 CATEGORY = re.compile(r"category (\d+) \(([^)]*)\)")
+FUSION_NAME = "locomo-fusion"  # the five-list reference fusion (five_list_fusion, below)
+FUSION_K = 60
 JUDGMENTS = ("LoCoMo evidence turns (Maharana et al., ACL 2024; CC BY-NC 4.0): a question's "
              "relevant documents are its evidence turns; derived records stand for the turns they cite")
 
@@ -160,8 +162,6 @@ def _negatives_note(asked: dict[str, list[Question]], kind: str | None, per_stor
 
 # --- the reference fusion ABOUT.md reports -----------------------------------------------
 
-FUSION_NAME = "locomo-fusion"
-FUSION_K = 60
 
 
 def _expanded(story: Story, ranking: Sequence[tuple[str, float]]) -> list[str]:
