@@ -6,16 +6,12 @@ from __future__ import annotations
 
 import difflib
 import json
-import os
-import re
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from package_copy import copy_project, garden_in, python_in, worked_example
+
 CASE = """id: fresh
 story: aurora-ridge
 as_of: 2030-01-06
@@ -27,20 +23,11 @@ expect:
 """
 
 
-def worked_example() -> str:
-    page = (ROOT / "docs" / "extending.md").read_text(encoding="utf-8")
-    section = page[page.index("## Adding a stage"):]
-    return re.search(r"```python\n(.*?)```", section, re.S).group(1)
-
-
 @pytest.fixture(scope="module")
 def garden_with_recent(tmp_path_factory):
     """A project whose `garden` package is a copy with the `recent` stage added."""
-    root = tmp_path_factory.mktemp("with-recent")
-    for name in ("fixtures", "regression", "challenge"):
-        shutil.copytree(ROOT / name, root / name)
-    shutil.copytree(ROOT / "garden", root / "garden", ignore=shutil.ignore_patterns("__pycache__"))
-    (root / "garden" / "rerank" / "recent.py").write_text(worked_example(), encoding="utf-8")
+    root = copy_project(tmp_path_factory.mktemp("with-recent"))
+    (root / "garden" / "rerank" / "recent.py").write_text(worked_example("## Adding a stage"), encoding="utf-8")
     stages = root / "garden" / "rerank" / "stages.py"
     before = stages.read_text(encoding="utf-8")
     after = before.replace('    "session",\n', '    "session",\n    "recent",\n', 1)
@@ -53,18 +40,11 @@ def garden_with_recent(tmp_path_factory):
     return root
 
 
-def garden(root: Path, *args: str) -> tuple[int, str, str]:
-    env = {**os.environ, "GARDEN_HOME": str(root / ".garden"), "GARDEN_TRACE": "0", "PYTHONPATH": str(root)}
-    run_cli = "import sys; from garden.cli import main; sys.exit(main(sys.argv[1:]))"
-    done = subprocess.run([sys.executable, "-c", run_cli, *args], cwd=root, env=env, capture_output=True, text=True,
-                          timeout=900)
-    return done.returncode, done.stdout, done.stderr
+garden = garden_in
 
 
 def test_the_copy_is_the_one_that_runs(garden_with_recent):
-    env = {**os.environ, "PYTHONPATH": str(garden_with_recent)}
-    done = subprocess.run([sys.executable, "-c", "import garden.rerank.recent, garden; print(garden.__file__)"],
-                          cwd=garden_with_recent, env=env, capture_output=True, text=True, timeout=300)
+    done = python_in(garden_with_recent, "import garden.rerank.recent, garden; print(garden.__file__)")
     assert done.returncode == 0, done.stderr
     assert Path(done.stdout.strip()).parent == garden_with_recent / "garden"
 
@@ -94,15 +74,12 @@ def test_its_setting_and_label_reach_a_case_and_ablate_measures_it(garden_with_r
     (bad / "fresh.yaml").write_text(CASE.replace("recent_days: 30", "recent_days: 0"), encoding="utf-8")
     code, _, err = garden(garden_with_recent, "run", "mine-bad/fresh.yaml")
     assert code == 2 and "recent_days" in err and "greater than or equal to 1" in err
-    env = {**os.environ, "GARDEN_HOME": str(garden_with_recent / ".garden"), "GARDEN_TRACE": "0",
-           "PYTHONPATH": str(garden_with_recent)}
     script = ("import garden\n"
               "try:\n"
               "    garden.query('aurora-ridge', 'gaming', pipeline='bm25', settings={'recent_days': 5})\n"
               "except garden.GardenError as e:\n"
               "    print(e)\n")
-    done = subprocess.run([sys.executable, "-c", script], cwd=garden_with_recent, env=env, capture_output=True,
-                          text=True, timeout=300)
+    done = python_in(garden_with_recent, script)
     assert "pipeline bm25 has no stage that uses 'recent_days'" in done.stdout, done.stdout + done.stderr
 
 
