@@ -30,10 +30,11 @@ from garden.rerank.candidates import by_score
 from garden.rerank.context import QueryContext, Stage
 from garden.rerank.query import QuerySpec
 from garden.rerank.resolve import Resolution, resolve
-from garden.rerank.stages import PIPELINE_LABELS, PIPELINE_REASONS, STAGES, check_order, packet_stages  # noqa: F401
+from garden.rerank.stages import (PIPELINE_LABELS, PIPELINE_REASONS, STAGES, check_order,  # noqa: F401
+                                  packet_stages, support_labels)
 from garden.retrievers import as_retriever, evidence_kind
 
-STRONG_LABELS = {"structured_context", "phrase_match", "provenance_supported"}
+STRONG_LABELS = support_labels()  # declared by the stages that give them
 
 
 

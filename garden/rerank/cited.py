@@ -39,7 +39,7 @@ def citation_credit(score: float, cited: int, share: float, spread: float) -> fl
 
 
 class Cited(StageBase, name="cited", settings=(CITED_SHARE, CITED_SPREAD), needs=("candidates",),
-            writes=("candidates",), labels=("provenance_supported",),
+            writes=("candidates",), labels=("provenance_supported",), supports=("provenance_supported",),
             title="Cited: notes and views credit what they cite"):
     def run(self, ctx: QueryContext) -> None:
         share, spread = ctx.settings.cited_share, ctx.settings.cited_spread

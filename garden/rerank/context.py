@@ -66,7 +66,9 @@ class StageBase:
     add to. `name` is what ablation removes (`default-NAME`); a setting no stage of a
     pipeline uses is refused rather than ignored; `essential` stages cannot be removed;
     `mode` says what it does in a ranking (`MODES`); `labels` and `reasons` are those it
-    may give; `title` is its heading where a query is drawn. One method is required:
+    may give, and `supports` those of its labels that say an item stands on more than
+    similarity (an item holding one is not labelled lexical_only or semantic_only);
+    `title` is its heading where a query is drawn. One method is required:
     `run(ctx)`, which reads and changes the query's context."""
 
     name: ClassVar[str]
@@ -79,12 +81,14 @@ class StageBase:
     writes: ClassVar[tuple[str, ...]]
     labels: ClassVar[tuple[str, ...]]
     reasons: ClassVar[tuple[str, ...]]
+    supports: ClassVar[tuple[str, ...]]
     title: ClassVar[str]
 
     def __init_subclass__(cls, name: str, settings: tuple[Setting, ...] = (), uses: tuple[str, ...] = (),
                           essential: bool = False, mode: str = "scores", reads: tuple[str, ...] = (),
                           needs: tuple[str, ...] = (), writes: tuple[str, ...] = (), labels: tuple[str, ...] = (),
-                          reasons: tuple[str, ...] = (), title: str | None = None, **kwargs):
+                          reasons: tuple[str, ...] = (), supports: tuple[str, ...] = (), title: str | None = None,
+                          **kwargs):
         super().__init_subclass__(**kwargs)
         if mode not in MODES:
             raise TypeError(f"stage {name}: mode must be one of {', '.join(MODES)} (got {mode!r})")
@@ -96,7 +100,10 @@ class StageBase:
         cls.name, cls.essential, cls.mode = name, essential, mode
         cls.uses = tuple(s.name for s in settings) + tuple(uses)
         cls.reads, cls.needs, cls.writes = tuple(reads), tuple(needs), tuple(writes)
-        cls.labels, cls.reasons = tuple(labels), tuple(reasons)
+        if not set(supports) <= set(labels):
+            raise TypeError(f"stage {name}: supports names a label it does not give: "
+                            f"{', '.join(sorted(set(supports) - set(labels)))}")
+        cls.labels, cls.reasons, cls.supports = tuple(labels), tuple(reasons), tuple(supports)
         cls.title = title or name.capitalize()
 
     def run(self, ctx: "QueryContext") -> None:

@@ -44,7 +44,7 @@ def _adjacent(story: Story) -> dict[str, tuple[str, ...]]:
 
 
 class Neighbours(StageBase, name="neighbours", settings=(CONTEXT_SHARE,), needs=("candidates",),
-                 writes=("candidates",), labels=("structured_context",),
+                 writes=("candidates",), labels=("structured_context",), supports=("structured_context",),
                  title="Neighbours: a record shares in its neighbour's score"):
     def run(self, ctx: QueryContext) -> None:
         share = ctx.settings.context_share

@@ -16,7 +16,8 @@ from garden.rerank.gate import HARD_REASONS
 
 
 class Provenance(StageBase, name="provenance", mode="selects", writes=("follow_sources",),
-                 labels=("provenance_supported",), title="Provenance: sources follow what cites them"):
+                 labels=("provenance_supported",), supports=("provenance_supported",),
+                 title="Provenance: sources follow what cites them"):
     """Arms the pack stage to follow sources: which items are packed is known only once the
     curated lane is packed, so the pack stage calls `follow_sources` then."""
 

@@ -125,6 +125,11 @@ def titles(stages: Sequence[Stage] = STAGES) -> dict[str, str]:
     return {s.name: s.title for s in stages}
 
 
+def support_labels(stages: Sequence[Stage] = STAGES) -> frozenset[str]:
+    """The labels that say an item stands on more than similarity, as the stages declare."""
+    return frozenset(label for s in stages for label in s.supports)
+
+
 def declared_labels(stages: Sequence[Stage] = STAGES) -> set[str]:
     return {label for s in stages for label in s.labels}
 

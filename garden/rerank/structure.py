@@ -47,7 +47,8 @@ def _selectivity(story: Story) -> dict[str, float]:
 
 class Structure(StageBase, name="structure", settings=(TOPIC, ENTITY, RELATED_DECAY, WINDOW, ADDRESSED),
                 mode="moves", needs=("candidates",), reads=("window", "addressee", "addressed_by"),
-                labels=("structured_context",), title="Structure: resolved topics and people"):
+                labels=("structured_context",), supports=("structured_context",),
+                title="Structure: resolved topics and people"):
     def run(self, ctx: QueryContext) -> None:
         res, settings = ctx.resolution, ctx.settings
         for c in ctx.candidates.values():

@@ -23,7 +23,7 @@ def chain(head: Candidate) -> list[Candidate]:
 
 
 class Supersession(StageBase, name="supersession", needs=("candidates",), writes=("candidates",),
-                   labels=("conflicting_or_superseded", "structured_context"),
+                   labels=("conflicting_or_superseded", "structured_context"), supports=("structured_context",),
                    reasons=("predecessor_without_successor",),
                    title="Supersession: history rides behind its successor"):
     def run(self, ctx: QueryContext) -> None:

@@ -39,7 +39,7 @@ def asks_now(query: str) -> str | None:
 
 
 class Update(StageBase, name="update", needs=("candidates",),
-             labels=("conflicting_or_superseded", "structured_context"),
+             labels=("conflicting_or_superseded", "structured_context"), supports=("structured_context",),
              title="Update: the newest of one speaker's statements leads"):
     def run(self, ctx: QueryContext) -> None:
         now = asks_now(ctx.spec.query)
