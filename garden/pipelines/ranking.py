@@ -184,10 +184,10 @@ def rank_query(pipeline, spec: QuerySpec, depth: int, base: Ranking | None = Non
 
 def prepare(pipeline, story: Story) -> None:
     """Build what the pipeline's stages read for `story` (the base retriever's index, and
-    the phrase index when a phrase stage runs), so a timed run measures queries only."""
+    what each stage's `prepare` builds), so a timed run measures queries only."""
     pipeline.indexes.retriever(story, pipeline.retriever_name)
-    if any(stage.name == "phrase" for stage in pipeline.stages):
-        pipeline.indexes.phrase_index(story)
+    for stage in pipeline.stages:
+        stage.prepare(pipeline.indexes, story)
 
 
 def rank_texts(pipeline, collection: CollectionStory, queries: Sequence[str], depth: int) -> list[Ranking]:

@@ -109,6 +109,10 @@ class StageBase:
     def run(self, ctx: "QueryContext") -> None:
         raise NotImplementedError
 
+    def prepare(self, indexes, story) -> None:
+        """Build what this stage reads besides the base retriever's index (the phrase
+        stage: its span index), so a timed run measures queries only. Nothing by default."""
+
 
 Stage = StageBase  # what a pipeline's stage list holds
 

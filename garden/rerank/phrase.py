@@ -118,6 +118,9 @@ class Phrase(StageBase, name="phrase", settings=(PHRASE_CEILING, PHRASE_WEIGHT, 
     """The phrase stage: each record holding a rare in-order span of the query gains the
     bounded bonus; a record the retriever did not bring enters through the gate."""
 
+    def prepare(self, indexes, story) -> None:
+        indexes.phrase_index(story)
+
     def run(self, ctx) -> None:
         spec, settings = ctx.spec, ctx.settings
         index = ctx.indexes.phrase_index(spec.story)
