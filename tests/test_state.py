@@ -139,7 +139,7 @@ def _hostile(array: np.ndarray, how: str, value: int) -> np.ndarray:
         return out
     if how == "huge" and array.dtype.kind in "iuf" and len(array):
         out = array.copy()
-        out[value % len(out)] = np.iinfo(out.dtype).max if out.dtype.kind in "iu" else 1e308
+        out[value % len(out)] = (np.iinfo if out.dtype.kind in "iu" else np.finfo)(out.dtype).max
         return out
     if how == "reversed":
         return array[::-1].copy()
