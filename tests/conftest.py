@@ -5,8 +5,14 @@ import shutil
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 ROOT = Path(__file__).resolve().parents[1]
+
+# every property test sees the same examples on every machine and every run: derandomized,
+# no example database carried between runs, no deadline on a busy machine
+settings.register_profile("garden", derandomize=True, database=None, deadline=None)
+settings.load_profile("garden")
 
 
 @pytest.fixture
