@@ -208,3 +208,17 @@ def test_promote_keeps_a_failing_case_where_it_is(project):
     assert caught.value.status == 1
     assert (project / "challenge" / "alias-overreach.yaml").is_file()
     assert not (project / "regression" / "alias-overreach.yaml").exists()
+
+
+def test_a_bm25_query_loads_neither_scikit_learn_nor_torch(project):
+    """What a query needs, and no more: listing the retrievers' names imports their modules,
+    and a module that imported its library at the top made every query pay for it (over a
+    second for scikit-learn, through the tf-idf module)."""
+    code = ("import sys, json\n"
+            "from garden.cli import main\n"
+            "main(['query', 'aurora-ridge', 'camp stove fuel', '--pipeline', 'bm25', '--json'])\n"
+            "print(json.dumps([m for m in ('sklearn', 'torch', 'sentence_transformers', 'bm25s')"
+            " if m in sys.modules]))")
+    done = subprocess.run([sys.executable, "-c", code], cwd=project, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == []

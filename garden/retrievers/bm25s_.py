@@ -20,11 +20,18 @@ import math
 from collections import Counter
 from typing import Callable, Sequence
 
-import bm25s
 import numpy as np
 
 from garden.analyzer import Analyzer
 from garden.retrievers import LEXICAL, Doc, DocIds, RetrieverBase, State, boolean, choice, number, register
+
+def _bm25s():
+    """The bm25s library, imported on first use: the registry loads every retriever module
+    to list their names, and a command that never indexes should not pay for it."""
+    import bm25s
+
+    return bm25s
+
 
 METHODS = ("lucene", "robertson", "atire", "bm25l", "bm25+")
 
@@ -73,7 +80,7 @@ class BM25S(RetrieverBase):
         self.analyzer = Analyzer(stopwords=stopwords, stem=stem)
         self.ids: list[str] = []
         self._docs = DocIds()
-        self._bm25: bm25s.BM25 | None = None
+        self._bm25 = None  # a fitted bm25s.BM25
         self._vocab: dict[str, int] = {}
         self._doc_freq: dict[str, int] = {}  # term -> documents holding it, for `ceiling`
 
@@ -84,7 +91,7 @@ class BM25S(RetrieverBase):
             self._bm25, self._vocab, self._doc_freq = None, {}, {}
             return
         corpus = [self.analyzer(d.text) for d in docs]
-        self._bm25 = bm25s.BM25(k1=self.k1, b=self.b, method=self.method)
+        self._bm25 = _bm25s().BM25(k1=self.k1, b=self.b, method=self.method)
         self._bm25.index(corpus, show_progress=False)
         # bm25s adds "" as the term of empty documents; a query never asks for it.
         self._vocab = {t: i for t, i in self._bm25.vocab_dict.items() if t}
@@ -124,7 +131,7 @@ class BM25S(RetrieverBase):
             raise ValueError("array 'scores.indptr' does not cut the scores into terms")
         terms = state.strings("vocab.terms")
         vocab = dict(zip(terms, state.positions("vocab.ids", len(indptr) - 1, len(terms)).tolist()))
-        model = bm25s.BM25(k1=self.k1, b=self.b, method=self.method)
+        model = _bm25s().BM25(k1=self.k1, b=self.b, method=self.method)
         model.scores = {"data": data, "indices": indices, "indptr": indptr, "num_docs": len(ids)}
         model.vocab_dict = vocab
         model.unique_token_ids_set = set(vocab.values())

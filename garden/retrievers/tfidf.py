@@ -12,7 +12,6 @@ from __future__ import annotations
 from typing import Sequence
 
 import numpy as np
-from sklearn.feature_extraction.text import TfidfVectorizer
 
 from garden.analyzer import Analyzer
 from garden.retrievers import LEXICAL, Doc, DocIds, RetrieverBase, State, boolean, choice, custom, register
@@ -52,10 +51,14 @@ class TfidfRetriever(RetrieverBase):
         self.words = Analyzer(stopwords=stopwords, stem=stem)
         self.ids: list[str] = []
         self._docs = DocIds()
-        self._vectorizer: TfidfVectorizer | None = None
+        self._vectorizer = None  # a fitted TfidfVectorizer
         self._matrix = None  # documents x terms, CSR, rows of unit length
 
-    def _new_vectorizer(self) -> TfidfVectorizer:
+    def _new_vectorizer(self):
+        # imported here: loading scikit-learn costs over a second, and the registry loads
+        # every retriever module to list their names
+        from sklearn.feature_extraction.text import TfidfVectorizer
+
         if self.analyzer_kind == "word":
             return TfidfVectorizer(analyzer=self.words, sublinear_tf=self.sublinear_tf, dtype=np.float64)
         return TfidfVectorizer(analyzer="char_wb", ngram_range=self.ngram_range, lowercase=True,
