@@ -27,17 +27,14 @@ def _help_of(parser: argparse.ArgumentParser) -> str:
 
 
 def cli_reference() -> str:
-    from garden.cli import build_parser
+    from garden.cli import build_parser, subcommands
 
     parser = build_parser()
     sections = ["## garden\n\n```text\n" + _help_of(parser) + "```\n"]
-    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    for name, command in sub.choices.items():
+    for name, command in subcommands(parser).items():
         sections.append(f"## garden {name}\n\n```text\n{_help_of(command)}```\n")
-        inner = [a for a in command._actions if isinstance(a, argparse._SubParsersAction)]
-        for action in inner:
-            for child_name, child in action.choices.items():
-                sections.append(f"### garden {name} {child_name}\n\n```text\n{_help_of(child)}```\n")
+        for child_name, child in subcommands(command).items():
+            sections.append(f"### garden {name} {child_name}\n\n```text\n{_help_of(child)}```\n")
     return "\n".join(sections)
 
 

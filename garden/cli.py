@@ -512,15 +512,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    """A parser's commands by name, one level down (`import` -> `locomo`, `longmemeval`)."""
+    return {name: command for action in parser._actions if isinstance(action, argparse._SubParsersAction)
+            for name, command in action.choices.items()}
+
+
 def _flags_of(parser: argparse.ArgumentParser, command: str) -> dict[str, str]:
     """The command's options by the parameter name the library uses: dest -> `--flag`."""
-    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     flags: dict[str, str] = {}
-    pending = [sub.choices[command]]
+    pending = [subcommands(parser)[command]]
     while pending:  # a command with commands of its own (`import locomo`) lends theirs too
-        for action in pending.pop()._actions:
-            if isinstance(action, argparse._SubParsersAction):
-                pending.extend(action.choices.values())
+        current = pending.pop()
+        pending.extend(subcommands(current).values())
+        for action in current._actions:
             longs = [o for o in action.option_strings if o.startswith("--")]
             if longs:
                 flags.setdefault(action.dest, longs[0])

@@ -57,14 +57,12 @@ def _category(text: str | None) -> str:
 
 
 def is_locomo(path: Path) -> bool:
-    """A LoCoMo file (`.json`: collections are folders, traces `.jsonl`, cases `.yaml`), a
-    folder holding `.json` files, or the output of `garden import locomo`. Whether the JSON
-    is really LoCoMo is the reader's to say, with a located line."""
-    if path.is_dir():
-        if any((path / STORY_FOLDER).glob("locomo-*.yaml")) and (path / CASES_FOLDER).is_dir():
-            return True
-        return any(p.is_file() for p in path.glob("*.json"))
-    return path.suffix == ".json"
+    """A LoCoMo file, a folder of them, or the output of `garden import locomo`, by the
+    markers garden/formats/sources.py reads. Whether the JSON is really LoCoMo is the
+    reader's to say, with a located line."""
+    from garden.formats.sources import markers
+
+    return "locomo" in markers(path)
 
 
 def load_conversations(path: str | Path) -> list[Conversation]:

@@ -34,7 +34,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from garden.store.layout import CASES_FOLDER, STORY_FOLDER
+from garden.store.layout import STORY_FOLDER
 from garden.derived.home import derived_folder
 from garden.errors import GardenError
 from garden.evaluation.compare import ALPHA, PERMUTATIONS, CompareReport, compare_values
@@ -63,31 +63,12 @@ AUTHORS_JUDGMENTS = ("the authors' rules: gold turns are the user turns marked h
 
 
 def is_longmemeval(path: Path) -> bool:
-    """The output of `garden import longmemeval`, or a file that is LongMemEval's (see
-    `looks_like_longmemeval_file`). Whether it really is LongMemEval is the reader's to
-    say, with located lines."""
-    if path.is_dir():
-        return any((path / STORY_FOLDER).glob("longmemeval-*")) and (path / CASES_FOLDER).is_dir()
-    return looks_like_longmemeval_file(path)
+    """The output of `garden import longmemeval`, or a file that is LongMemEval's, by the
+    markers garden/formats/sources.py reads. Whether it really is LongMemEval is the
+    reader's to say, with located lines."""
+    from garden.formats.sources import markers
 
-
-def looks_like_longmemeval_file(path: Path) -> bool:
-    """A file named so, gzipped JSON, or JSON whose first records carry LongMemEval's keys."""
-    if not path.is_file():
-        return False
-    name = path.name.lower()
-    if "longmemeval" in name or name.endswith(".json.gz"):
-        return True
-    if not name.endswith(".json"):
-        return False
-    from garden.formats.json_stream import open_text
-
-    try:
-        with open_text(path) as fh:
-            head = fh.read(1 << 16)
-    except (GardenError, OSError, UnicodeDecodeError, EOFError):
-        return False
-    return '"question_id"' in head or '"haystack_session_ids"' in head
+    return "longmemeval" in markers(path)
 
 
 def _type(text: str | None) -> str:

@@ -36,10 +36,27 @@ def _imported(path: Path, prefix: str) -> bool:
     return any((path / STORY_FOLDER).glob(f"{prefix}-*")) and (path / CASES_FOLDER).is_dir()
 
 
+def looks_like_longmemeval_file(path: Path) -> bool:
+    """A file named so, gzipped JSON, or JSON whose first records carry LongMemEval's keys."""
+    if not path.is_file():
+        return False
+    name = path.name.lower()
+    if "longmemeval" in name or name.endswith(".json.gz"):
+        return True
+    if not name.endswith(".json"):
+        return False
+    from garden.formats.json_stream import open_text
+
+    try:
+        with open_text(path) as fh:
+            head = fh.read(1 << 16)
+    except (GardenError, OSError, UnicodeDecodeError, EOFError):
+        return False
+    return '"question_id"' in head or '"haystack_session_ids"' in head
+
+
 def markers(path: Path) -> dict[str, str]:
     """Each kind whose markers `path` carries, with the marker found."""
-    from garden.evaluation.longmemeval import looks_like_longmemeval_file
-
     found: dict[str, str] = {}
     if path.exists() and not path.is_dir():  # a FIFO or a device too: its reader refuses it by name
         name = path.name.lower()

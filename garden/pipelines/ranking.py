@@ -158,15 +158,15 @@ def rank_query(pipeline, spec: QuerySpec, depth: int, base: Ranking | None = Non
     scale = base_scale(retriever, spec.query)
     top = base[:depth]
     bonus: dict[str, dict[str, float]] = {}
-    verdict: list[str | None] = [None]
+    verdict: str | None = None
     before: dict[str, float] = {}
 
     def gather(stage, ctx) -> None:
-        nonlocal before
+        nonlocal before, verdict
         if ctx.stopped is not None:  # an ASK or a SKIP is kept, but does not silence a ranking
-            verdict[0], ctx.stopped = ctx.stopped[0], None
+            verdict, ctx.stopped = ctx.stopped[0], None
         elif stage.mode == "decides":
-            verdict[0] = "retrieve"
+            verdict = "retrieve"
         if stage.mode == "retrieves":
             for position, (rid, _) in enumerate(top, 1):
                 if rid not in ctx.candidates:
@@ -179,7 +179,7 @@ def rank_query(pipeline, spec: QuerySpec, depth: int, base: Ranking | None = Non
     pipeline.run_stages(ctx, ranking=True, after=gather)
     live = {rid for rid, c in ctx.candidates.items() if c.reason is None}
     relevance = {rid: c.score for rid, c in ctx.candidates.items() if rid in live}
-    return Ranked({rid: s * scale for rid, s in top}, relevance, bonus, live, verdict[0], ctx.candidates)
+    return Ranked({rid: s * scale for rid, s in top}, relevance, bonus, live, verdict, ctx.candidates)
 
 
 def prepare(pipeline, story: Story) -> None:

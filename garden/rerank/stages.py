@@ -130,14 +130,6 @@ def support_labels(stages: Sequence[Stage] = STAGES) -> frozenset[str]:
     return frozenset(label for s in stages for label in s.supports)
 
 
-def declared_labels(stages: Sequence[Stage] = STAGES) -> set[str]:
-    return {label for s in stages for label in s.labels}
-
-
-def declared_reasons(stages: Sequence[Stage] = STAGES) -> set[str]:
-    return {reason for s in stages for reason in s.reasons}
-
-
 def labels(stages: Sequence[Stage] = STAGES) -> tuple[str, ...]:
     """Every label a packet item may carry, in the order first declared: the stages', the
     gate's, the pipeline's."""
