@@ -1,6 +1,6 @@
 """Derived data that heals, and every write kept inside the garden home.
 
-Each test reproduces a fault a user met: a damaged embedding shard, orphaned temporary
+Each test reproduces a fault a user met: a damaged saved index, orphaned temporary
 files, a torn trace line, a link where the garden writes, a story name that escapes
 fixtures/, a retention window out of range. Faults in derived data heal (exit 0, one
 warning); bad input is one line on stderr and exit 2, with nothing written outside.
@@ -14,21 +14,16 @@ import shutil
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 import garden.evaluation.runner
 import garden.derived.traces as traces_mod
-from garden.derived.indexes import PROCESS_INDEXES
 from garden.cli import main
 from garden.errors import GardenError
 from garden.models import Hints, Settings
-from garden.derived.home import (MAX_RETENTION_DAYS, ORPHAN_MAX_AGE, ORPHAN_MIN_AGE, check_environment, derived_dir,
-                          remove_orphans)
+from garden.derived.home import (MAX_RETENTION_DAYS, ORPHAN_MAX_AGE, ORPHAN_MIN_AGE, check_environment, remove_orphans)
 from garden.rerank.phrase import TESTED_LISTED, PhraseIndex, phrase_credit, shingles
 from garden.analyzer import word_runs
-from garden.retrievers import Doc
-from garden.retrievers.dense import MODEL_NAME, EmbeddingCache
 from garden.evaluation.runner import record_trace
 from garden.rerank.query import QuerySpec
 from garden.formats.stories import latest_date, load_story
@@ -73,65 +68,7 @@ def age(path: Path, seconds: float) -> Path:
     return path
 
 
-# --- 1. a damaged embedding shard costs re-encoding, nothing more ---------------------------
-
-TINY = [Doc("d1", "The lighthouse keeper trims the lamp at dusk."),
-        Doc("d2", "A recipe for lemon tart with a crisp pastry."),
-        Doc("d3", "Granite quarries leave deep pools behind.")]
-
-
-def test_damaged_embedding_shards_are_removed_and_reencoded(tmp_path, monkeypatch, capsys):
-    from garden.retrievers import make_retriever
-
-    monkeypatch.setenv("GARDEN_HOME", str(tmp_path / "home"))
-    folder = tmp_path / "home" / "embeddings" / MODEL_NAME
-    healthy = make_retriever("dense")
-    healthy.index(TINY)
-    expected = healthy.score("a lamp by the sea")
-    [shard] = folder.glob("*.npz")
-    data = shard.read_bytes()
-    shard.write_bytes(data[: len(data) // 2])                   # truncated: BadZipFile
-    empty = folder / "0-empty.npz"
-    empty.write_bytes(b"")                                      # zero bytes: EOFError
-    bogus = folder / "1-bogus.npz"
-    np.savez(bogus, keys=np.array(["k"]), vectors=np.zeros(3))  # a readable .npz of the wrong shape
-    capsys.readouterr()
-
-    again = make_retriever("dense")
-    again.index(TINY)
-    err = capsys.readouterr().err
-    assert again.encoded == len(TINY)                           # the lost texts were encoded again
-    scores = again.score("a lamp by the sea")
-    assert scores.keys() == expected.keys()
-    assert all(abs(scores[k] - expected[k]) < 1e-5 for k in expected)
-    warned = warnings_in(err)
-    assert len(warned) == 3, err
-    for damaged in (shard, empty, bogus):
-        assert sum(str(damaged) in w for w in warned) == 1, (damaged, warned)
-    assert not empty.exists() and not bogus.exists()
-    with np.load(shard) as healed:                              # rewritten whole under its name
-        assert len(healed["keys"]) == len(TINY)
-
-    third = make_retriever("dense")
-    third.index(TINY)
-    assert third.encoded == 0 and warnings_in(capsys.readouterr().err) == []
-
-
-def test_a_dense_query_heals_a_damaged_cache_from_the_command_line(project, capsys, monkeypatch):
-    args = ["query", "aurora-ridge", "Why have I not felt like gaming recently?", "--pipeline", "dense", "--json"]
-    code, healthy, _ = run_cli(args, capsys)
-    assert code == 0
-    folder = project / ".garden" / "embeddings" / MODEL_NAME
-    shards = sorted(folder.glob("*.npz"))
-    assert shards
-    for shard in shards:
-        shard.write_bytes(b"")
-    PROCESS_INDEXES.clear()                                       # a new process: nothing in memory
-    code, out, err = run_cli(args, capsys)
-    assert code == 0
-    assert json.loads(out) == json.loads(healthy)
-    assert len(warnings_in(err)) == len(shards) and str(shards[0]) in err
-    assert "Traceback" not in err
+# --- 1. a damaged embedding cache costs re-encoding, nothing more: tests/test_embedding_cache.py
 
 
 # --- 2. orphaned temporary files are removed, a live writer's never -------------------------
@@ -156,27 +93,6 @@ def test_orphaned_index_temp_files_are_removed_on_the_next_build(project, capsys
     code, out, _ = run_cli(["check", "aurora-ridge"], capsys)
     assert code == 0 and out.startswith("ok ")
     assert {p.name for p in index.iterdir()} == kept | {"aurora-ridge.json"}
-
-
-def test_orphaned_embedding_parts_are_removed_on_the_next_shard_write(tmp_path, monkeypatch):
-    monkeypatch.setenv("GARDEN_HOME", str(tmp_path / "home"))
-    folder = derived_dir() / "embeddings" / MODEL_NAME
-    folder.mkdir(parents=True)
-    orphan = folder / f".shard.pid{DEAD_PID}.abcdefgh.part"
-    orphan.write_bytes(b"PK")
-    legacy = folder / "tmpk3j4h5g6.part"                        # named before names carried a pid
-    legacy.write_bytes(b"PK")
-    fresh = folder / f".shard.pid{DEAD_PID}.ijklmnop.part"
-    fresh.write_bytes(b"PK")
-    for path in (orphan, legacy):
-        age(path, ORPHAN_MIN_AGE + 60)
-    EmbeddingCache(folder).add(["k1", "k2"], np.ones((2, 3), dtype=np.float32))
-    names = {p.name for p in folder.iterdir()}
-    assert orphan.name not in names and legacy.name not in names
-    assert fresh.name in names                                   # too young to be called an orphan
-    shards = [n for n in names if n.endswith(".npz")]
-    assert len(shards) == 1 and not any(n.endswith(".part") and n != fresh.name for n in names)
-    assert set(EmbeddingCache(folder).load({"k1", "k2"}, dim=3)) == {"k1", "k2"}
 
 
 def test_the_orphan_rule_never_takes_a_link_or_a_folder(tmp_path):
@@ -313,7 +229,6 @@ def test_a_trace_file_that_is_a_link_is_refused(project, tmp_path, capsys, dangl
 @pytest.mark.parametrize("folder, args", [
     ("traces", QUERY),
     ("index", ["check", "aurora-ridge"]),
-    ("embeddings", QUERY),                                       # caught by the environment check
 ])
 def test_a_derived_folder_that_is_a_link_is_refused(project, tmp_path, capsys, folder, args):
     outside = tmp_path / "outside"
@@ -338,18 +253,6 @@ def test_an_index_file_that_is_a_link_is_refused(project, tmp_path, capsys):
     link_refused(err, index / "aurora-ridge.json")
     assert precious.read_text() == "{}"
     assert [p.name for p in index.iterdir()] == ["aurora-ridge.json"]   # no temp file left either
-
-
-def test_an_embedding_folder_that_is_a_link_is_refused(tmp_path, monkeypatch):
-    monkeypatch.setenv("GARDEN_HOME", str(tmp_path / "home"))
-    outside = tmp_path / "outside"
-    outside.mkdir()
-    (tmp_path / "home" / "embeddings").mkdir(parents=True)
-    folder = tmp_path / "home" / "embeddings" / MODEL_NAME
-    folder.symlink_to(outside, target_is_directory=True)
-    with pytest.raises(GardenError, match="is a symbolic link"):
-        EmbeddingCache(folder).add(["k"], np.ones((1, 3), dtype=np.float32))
-    assert list(outside.iterdir()) == []
 
 
 def test_a_garden_home_that_is_a_link_is_followed(project, tmp_path, capsys, monkeypatch):

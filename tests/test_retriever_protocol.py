@@ -373,7 +373,7 @@ def test_a_repeated_query_is_encoded_once():
     before = retriever.queries_encoded
     retriever.score("a question asked twice over")
     assert retriever.queries_encoded == before
-    assert (str(retriever.model_path), "a question asked twice over") in dense_module.QUERY_VECTORS
+    assert (str(retriever.model_path), retriever.backend, "a question asked twice over") in dense_module.QUERY_VECTORS
 
 
 def clean_run(script: str) -> dict:
@@ -400,7 +400,8 @@ def test_loading_the_model_switches_the_hub_offline_before_it_is_imported(tmp_pa
     got = clean_run(
         "import json, os\n"
         "from garden.retrievers import dense\n"
-        "dense.load_model(dense.model_dir())\n"
+        "from garden.retrievers._encoders import load_encoder\n"
+        "load_encoder('torch', dense.model_dir())\n"
         "import huggingface_hub.constants as constants\n"
         "print(json.dumps({'env': [os.environ.get('HF_HUB_OFFLINE'), os.environ.get('TRANSFORMERS_OFFLINE')],\n"
         "                  'hub': constants.HF_HUB_OFFLINE}))\n")

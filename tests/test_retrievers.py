@@ -31,8 +31,10 @@ TWINS = [Doc("b", "amber lantern harbour"), Doc("a", "amber lantern harbour"),
 
 @pytest.fixture(autouse=True)
 def garden_home(tmp_path, monkeypatch):
-    """Embedding caches of these tests go to a temporary folder, never the project's."""
+    """Derived data and the embedding cache of these tests go to temporary folders: a test
+    that counts what was encoded must not find the user's cache warm."""
     monkeypatch.setenv("GARDEN_HOME", str(tmp_path / "garden-home"))
+    monkeypatch.setenv("GARDEN_CACHE", str(tmp_path / "cache"))
     return tmp_path / "garden-home"
 
 
@@ -262,7 +264,7 @@ def test_dense_cache_means_a_second_index_encodes_nothing(garden_home):
     first = make_retriever("dense")
     first.index(DOCS)
     assert first.encoded == len(DOCS)
-    assert list((garden_home / "embeddings").rglob("*.npz"))
+    assert (garden_home.parent / "cache" / "embeddings" / "embeddings.sqlite3").is_file()
     second = make_retriever("dense")  # a fresh retriever: only the disk cache is shared
     second.index(DOCS)
     assert second.encoded == 0
@@ -297,9 +299,11 @@ def test_missing_model_files_name_the_package(monkeypatch, tmp_path):
 
 
 def test_the_model_is_loaded_once_per_process():
+    from garden.retrievers._encoders import ENCODERS, load_encoder
+
     a, b = indexed("dense"), indexed("dense")
-    assert dense_module.load_model(a.model_path) is dense_module.load_model(b.model_path)
-    assert len(dense_module.MODELS) == 1 and str(a.model_path) in dense_module.MODELS
+    assert load_encoder(a.backend, a.model_path) is load_encoder(b.backend, b.model_path)
+    assert (a.backend, str(a.model_path)) in ENCODERS
 
 
 # --- hybrid --------------------------------------------------------------------------

@@ -30,14 +30,15 @@ LINK_REFUSAL = "is a symbolic link; the garden does not write through links it d
 # Derived data is owner-only (no group or other bits): traces hold every query asked, and
 # `garden doctor` enforces the rule. Files made with mkstemp are 0600 already.
 FOLDER_MODE, FILE_MODE = 0o700, 0o600
-DERIVED_FOLDERS = ("index", "embeddings", "traces")
+DERIVED_FOLDERS = ("index", "traces")  # embeddings live in the user's cache (garden.derived.cache)
 
 
 def _home_label(home: Path) -> str:
     return f"GARDEN_HOME={home}" if os.environ.get("GARDEN_HOME") else str(home)
 
 
-def _check_home(home: Path, create: bool) -> None:
+def _check_home(home: Path, create: bool, label: str | None = None) -> None:
+    name = label or _home_label(home)
     try:
         mode = os.stat(home).st_mode  # followed: the user chose this path
     except FileNotFoundError:
@@ -46,12 +47,12 @@ def _check_home(home: Path, create: bool) -> None:
         try:
             os.makedirs(home, mode=FOLDER_MODE, exist_ok=True)
         except OSError as exc:
-            raise GardenError(f"{_home_label(home)}: cannot create the folder: {exc.strerror or exc}") from None
+            raise GardenError(f"{name}: cannot create the folder: {exc.strerror or exc}") from None
         return
     except OSError as exc:
-        raise GardenError(f"{_home_label(home)}: cannot use it as a folder: {exc.strerror or exc}") from None
+        raise GardenError(f"{name}: cannot use it as a folder: {exc.strerror or exc}") from None
     if not stat.S_ISDIR(mode):
-        raise GardenError(f"{_home_label(home)}: not a folder; the garden keeps its derived data in a folder")
+        raise GardenError(f"{name}: not a folder; the garden keeps its derived data in a folder")
 
 
 def _check_folder(path: Path, create: bool) -> None:
@@ -77,9 +78,15 @@ def derived_folder(*parts: str, create: bool = True) -> Path:
     """`derived_dir()/parts...`, ready to write in: the home and each folder below it made if
     missing; GardenError naming the path if one is a link, or is something other than a
     folder. With `create=False` nothing is made, only checked."""
-    home = derived_dir()
-    _check_home(home, create)
-    path = home
+    return folder_under(derived_dir(), parts, create)
+
+
+def folder_under(root: Path, parts: tuple[str, ...], create: bool = True, label: str | None = None) -> Path:
+    """`root/parts...` by the containment rule above: the root is followed (the user chose
+    it), every folder below it must be the garden's own. `label` names the root in errors
+    (an environment variable that set it), else the home's own label."""
+    _check_home(root, create, label)
+    path = root
     for part in parts:
         path = path / part
         _check_folder(path, create)
@@ -232,11 +239,14 @@ def tracing_enabled() -> bool:
 
 
 def check_environment() -> None:
-    """Validate GARDEN_HOME, GARDEN_TRACE_DAYS and GARDEN_TRACE before any work is done; one
+    """Validate GARDEN_HOME, GARDEN_TRACE_DAYS, GARDEN_TRACE, GARDEN_CACHE and
+    GARDEN_CACHE_LIMIT before any work is done; one
     GardenError line per problem. Nothing is created: the folders are checked only as far
     as they exist."""
+    from garden.derived.cache import check_cache_environment
+
     problems: list[str] = []
-    checks = [lambda: derived_folder(create=False), retention_setting, tracing_enabled]
+    checks = [lambda: derived_folder(create=False), retention_setting, tracing_enabled, check_cache_environment]
     checks += [lambda name=name: derived_folder(name, create=False) for name in DERIVED_FOLDERS]
     for check in checks:
         try:

@@ -228,6 +228,7 @@ class DoctorReport:
     findings: list[Finding]
     checked: Counter
     repaired: list[dict] = field(default_factory=list)
+    cache: dict = field(default_factory=dict)  # the user's embedding cache (garden.derived.embeddings.describe)
 
     @property
     def enforced(self) -> list[Finding]:
@@ -248,16 +249,24 @@ class DoctorReport:
                 f"{self.layout.shown(self.layout.home)}/): {len(self.enforced)} enforced, "
                 f"{len(self.advisories)} advisory; exit {self.exit_code()}")
 
+    def cache_line(self) -> str:
+        c = self.cache
+        spaces = "; ".join(f"{space}: {count} vectors" for space, count in c["spaces"].items()) or "empty"
+        problem = f"; unreadable ({c['error']}), healed on next use" if c.get("error") else ""
+        return (f"embedding cache {c['path']}: {c['bytes'] / 1024**2:.1f} MiB of a {c['limit'] / 1024**2:.0f} MiB "
+                f"limit (GARDEN_CACHE_LIMIT; least recently used pruned past it); {spaces}{problem}")
+
     def lines(self) -> list[str]:
         out = [f"repaired {r['rule']} {r['path']}: mode {r['from']} -> {r['to']}" for r in self.repaired]
-        return out + [f.line() for f in self.findings] + [self.summary()]
+        cache = [self.cache_line()] if self.cache else []
+        return out + [f.line() for f in self.findings] + cache + [self.summary()]
 
     def to_json(self) -> dict:
         return {"root": str(self.layout.root), "home": str(self.layout.home), "durable": list(DURABLE_FOLDERS),
                 "rules": ENFORCEMENT,
                 "checked": dict(sorted(self.checked.items())), "findings": [f.to_json() for f in self.findings],
                 "repaired": self.repaired, "enforced": len(self.enforced), "advisories": len(self.advisories),
-                "exit": self.exit_code()}
+                "cache": self.cache, "exit": self.exit_code()}
 
 
 def diagnose(layout: StoreLayout) -> tuple[list[Finding], Counter, list[Entry]]:
@@ -309,10 +318,13 @@ def _repair_mode(entry: Entry) -> tuple[int, int] | None:
 def run_doctor(root: str | Path | None = None, repair: bool = False) -> DoctorReport:
     """Check the store at `root`; with `repair`, fix the mode of mutable derived files that
     break an enforced rule, then check again and report what remains."""
+    from garden.derived.embeddings import describe
+
     layout = StoreLayout.at(root)
     findings, checked, entries = diagnose(layout)
+    cache = describe()
     if not repair:
-        return DoctorReport(layout, findings, checked)
+        return DoctorReport(layout, findings, checked, cache=cache)
     repaired = []
     home = Path(os.path.realpath(layout.home))
     for entry in entries:
@@ -324,4 +336,4 @@ def run_doctor(root: str | Path | None = None, repair: bool = False) -> DoctorRe
             repaired.append({"rule": "derived-owner-only", "path": shown,
                              "from": f"{changed[0]:04o}", "to": f"{changed[1]:04o}"})
     findings, checked, _ = diagnose(layout)
-    return DoctorReport(layout, findings, checked, repaired)
+    return DoctorReport(layout, findings, checked, repaired, cache)

@@ -1,0 +1,233 @@
+"""Document embeddings, cached once per user: content-addressed by (space, text), where the
+space names the model and the encoder backend (`all-MiniLM-L6-v2/onnx-int8-…`), so vectors
+of one backend are never read as another's.
+
+One SQLite file in the user's cache (`garden.derived.cache`): a lookup by key costs the
+keys asked for, not the size of the cache, so one small story's query does not read the
+vectors of every store the user ever embedded; SQLite's locking makes it safe for processes
+that read and write at once (write-ahead log, a busy timeout). Each row carries the time it
+was last used; when the file outgrows `GARDEN_CACHE_LIMIT`, the least recently used rows
+are removed (oldest first, ties by key) down to nine tenths of the limit and the space is
+given back to the file system.
+
+Damage heals, as it always has: a row whose vector is not `dim` finite float32 numbers is
+deleted and its text encoded again; a file SQLite cannot read (truncated, overwritten, not a
+database) is removed with one warning and started anew. Either way it costs encoding, never
+a failed query.
+"""
+from __future__ import annotations
+
+import math
+import os
+import sqlite3
+import time
+from collections.abc import Iterable
+from contextlib import closing, contextmanager
+from pathlib import Path
+
+import numpy as np
+
+from garden._notice import warn
+from garden.derived.cache import cache_folder, cache_limit
+from garden.derived.home import FILE_MODE, refuse_link
+from garden.errors import GardenError
+
+FILE_NAME = "embeddings.sqlite3"
+FORMAT_VERSION = 1
+TOUCH_AFTER = 3600  # seconds: a row's use is written at most hourly, so a warm read writes nothing
+BUSY_TIMEOUT = 60.0  # seconds another process may hold the write lock (a long encode commits in chunks)
+_BATCH = 500  # keys per statement, under SQLite's limit on bound parameters
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS vectors (
+    space TEXT NOT NULL, key TEXT NOT NULL, vector BLOB NOT NULL, used INTEGER NOT NULL, UNIQUE (space, key));
+CREATE INDEX IF NOT EXISTS vectors_by_use ON vectors (used, space, key);
+"""
+
+
+def cache_file() -> Path:
+    return cache_folder("embeddings") / FILE_NAME
+
+
+def _chunks(items: list, size: int = _BATCH) -> Iterable[list]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+@contextmanager
+def _transaction(db: sqlite3.Connection):
+    """One write transaction, taken at once: with autocommit on, each statement would be its own."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        yield db
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
+
+
+def _damaged(exc: sqlite3.Error) -> bool:
+    """A file SQLite cannot read, as against one it could not lock or write in time."""
+    return isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.OperationalError)
+
+
+class EmbeddingCache:
+    """The vectors of one space (model and backend) in the user's cache file."""
+
+    def __init__(self, space: str, path: Path | None = None):
+        self.space = space
+        self._path = path
+
+    @property
+    def path(self) -> Path:
+        return self._path or cache_file()
+
+    # --- the file ------------------------------------------------------------------------------
+    def _connect(self) -> sqlite3.Connection:
+        path = self.path
+        if self._path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        refuse_link(path)
+        if not path.exists():
+            os.close(os.open(path, os.O_CREAT | os.O_WRONLY, FILE_MODE))  # owner-only, like all derived data
+        db = sqlite3.connect(path, timeout=BUSY_TIMEOUT, isolation_level=None)
+        try:
+            db.execute("PRAGMA synchronous = NORMAL")  # a cache may lose its last write to a power cut, no more
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+            if version not in (0, FORMAT_VERSION):
+                raise sqlite3.DatabaseError(f"written in cache format {version}, this garden reads {FORMAT_VERSION}")
+            if version == 0:
+                # both take effect on an empty file only: pages of 8 KiB hold five 1.5 KiB vectors
+                # (rows stay inline, no overflow pages), and freed pages can go back to the disk
+                db.execute("PRAGMA page_size = 8192")
+                db.execute("PRAGMA auto_vacuum = INCREMENTAL")
+                db.execute("PRAGMA journal_mode = WAL")
+                db.executescript(_SCHEMA)
+                db.execute(f"PRAGMA user_version = {FORMAT_VERSION}")
+        except BaseException:
+            db.close()
+            raise
+        return db
+
+    def _heal(self, exc: sqlite3.Error) -> None:
+        reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:120]
+        for suffix in ("", "-wal", "-shm"):
+            try:
+                Path(f"{self.path}{suffix}").unlink()
+            except FileNotFoundError:
+                pass  # another process found it damaged too and removed it first
+            except OSError as err:
+                warn(f"{self.path}: damaged embedding cache ({reason}); cannot remove it "
+                     f"({err.strerror or err}), its texts are encoded again")
+                return
+        warn(f"{self.path}: damaged embedding cache ({reason}); removed, its texts are encoded again")
+
+    def _with_db(self, work, fallback):
+        """`work(db)`; a damaged file is removed (with its warning) and `fallback` returned."""
+        try:
+            with closing(self._connect()) as db:
+                return work(db)
+        except sqlite3.Error as exc:
+            if not _damaged(exc):  # locked past the timeout, a full disk, a read-only folder
+                raise GardenError(f"{self.path}: the embedding cache cannot be used ({exc}); "
+                                  "free the disk or point GARDEN_CACHE at another folder") from None
+            self._heal(exc)
+            return fallback
+
+    # --- reading and writing -------------------------------------------------------------------
+    def load(self, wanted: Iterable[str], dim: int) -> dict[str, np.ndarray]:
+        """The cached vectors of the `wanted` keys (sha256 hex of each text)."""
+        keys = sorted(set(wanted))
+        if not keys:
+            return {}
+        return self._with_db(lambda db: self._load(db, keys, dim), {})
+
+    def _load(self, db: sqlite3.Connection, keys: list[str], dim: int) -> dict[str, np.ndarray]:
+        found: dict[str, np.ndarray] = {}
+        bad: list[str] = []
+        stale: list[str] = []
+        now = int(time.time())
+        for part in _chunks(keys):
+            marks = ",".join("?" * len(part))
+            rows = db.execute(f"SELECT key, vector, used FROM vectors WHERE space = ? AND key IN ({marks})",
+                              [self.space, *part])
+            for key, blob, used in rows:
+                whole = isinstance(blob, bytes) and len(blob) == dim * 4
+                vector = np.frombuffer(blob, dtype=np.float32) if whole else None
+                if vector is None or not np.isfinite(vector).all():
+                    bad.append(key)
+                    continue
+                found[key] = vector
+                if used < now - TOUCH_AFTER:
+                    stale.append(key)
+        if bad:
+            warn(f"{self.path}: {len(bad)} damaged embedding entr{'y' if len(bad) == 1 else 'ies'} in "
+                 f"{self.space}; removed, their texts are encoded again")
+        if bad or stale:
+            with _transaction(db):
+                self._delete(db, bad)
+                for part in _chunks(stale):
+                    db.execute(f"UPDATE vectors SET used = ? WHERE space = ? AND key IN ({','.join('?' * len(part))})",
+                               [now, self.space, *part])
+        return found
+
+    def _delete(self, db: sqlite3.Connection, keys: list[str]) -> None:
+        for part in _chunks(keys):
+            db.execute(f"DELETE FROM vectors WHERE space = ? AND key IN ({','.join('?' * len(part))})",
+                       [self.space, *part])
+
+    def add(self, keys: list[str], vectors: np.ndarray) -> None:
+        """Store `vectors` (one row per key), then keep the file within the limit."""
+        if not keys:
+            return
+        now = int(time.time())
+        rows = [(self.space, key, np.ascontiguousarray(row, dtype=np.float32).tobytes(), now)
+                for key, row in zip(keys, vectors)]
+
+        def write(db: sqlite3.Connection) -> None:
+            with _transaction(db):
+                db.executemany("INSERT OR REPLACE INTO vectors (space, key, vector, used) VALUES (?, ?, ?, ?)", rows)
+            prune(db, cache_limit())
+
+        self._with_db(write, None)
+
+
+def used_bytes(db: sqlite3.Connection) -> int:
+    """Bytes of the file holding rows (free pages not counted)."""
+    pages, free, size = (db.execute(f"PRAGMA {name}").fetchone()[0]
+                         for name in ("page_count", "freelist_count", "page_size"))
+    return (pages - free) * size
+
+
+def prune(db: sqlite3.Connection, limit: int) -> int:
+    """Remove the least recently used rows until the rows take at most nine tenths of
+    `limit`; return how many went. Under the limit, nothing is done."""
+    if used_bytes(db) <= limit:
+        return 0
+    removed, target = 0, limit * 9 // 10
+    while (used := used_bytes(db)) > target:
+        rows = db.execute("SELECT COUNT(*) FROM vectors").fetchone()[0]
+        if rows == 0:
+            break
+        excess = max(1, math.ceil((used - target) * rows / used))  # rows' share of the bytes over
+        with _transaction(db):
+            removed += db.execute("DELETE FROM vectors WHERE rowid IN "
+                                  "(SELECT rowid FROM vectors ORDER BY used, space, key LIMIT ?)", (excess,)).rowcount
+    db.executescript("PRAGMA incremental_vacuum;")  # run to the end: execute() would step it once, one page
+    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # the file itself shrinks only when the log is copied back
+    return removed
+
+
+def describe(path: Path | None = None) -> dict:
+    """What the cache holds, for `garden doctor`: its file, size, limit and rows per space.
+    Nothing is created."""
+    path = path or cache_folder("embeddings", create=False) / FILE_NAME
+    report = {"path": str(path), "bytes": 0, "limit": cache_limit(), "spaces": {}}
+    if not path.is_file():
+        return report
+    report["bytes"] = path.stat().st_size
+    try:
+        with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=BUSY_TIMEOUT)) as db:
+            report["spaces"] = dict(db.execute("SELECT space, COUNT(*) FROM vectors GROUP BY space ORDER BY space"))
+    except sqlite3.Error as exc:
+        report["error"] = f"{type(exc).__name__}: {exc}"
+    return report

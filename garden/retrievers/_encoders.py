@@ -1,0 +1,329 @@
+"""Sentence encoders for all-MiniLM-L6-v2, one per backend, chosen by name (`BACKENDS`).
+
+- ``torch``: sentence-transformers itself (Reimers & Gurevych 2019, "Sentence-BERT").
+- ``onnx``: the transformer exported once to ONNX and run by onnxruntime, then the model's
+  own pooling: the mean of the last hidden state over attended tokens, L2-normalized
+  (Reimers & Gurevych 2019). At run time it needs only onnxruntime, tokenizers and numpy;
+  torch and transformers are imported only to export.
+- ``onnx-int8``: that export with int8 weights by onnxruntime's dynamic quantization
+  (weights per channel ahead of time, activations at run time). The activations' scale is
+  taken over everything in one run, so a text batched with others would get a vector that
+  depends on its neighbours: each text is run alone, which costs no speed (no padding).
+
+Exported files live in the user's cache (`garden.derived.cache`), named by backend and a
+fingerprint of what they are made from, written whole or not at all; one onnxruntime
+cannot load is removed with one warning and exported again.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import json
+import logging
+import os
+import tempfile
+import warnings
+from importlib import metadata
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from garden._notice import warn
+from garden.derived.cache import cache_folder
+from garden.derived.home import refuse_link, remove_orphans, temp_prefix
+from garden.errors import GardenError
+from garden.retrievers._cache import ProcessCache
+
+BACKENDS = ("torch", "onnx", "onnx-int8")
+MODEL_NAME = "all-MiniLM-L6-v2"
+OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+OPSET = 17
+QUANTIZATION = "dynamic QInt8 per_channel"  # what the int8 file is made with: part of its fingerprint
+INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+OUTPUT = "last_hidden_state"
+PART = ".part"
+EXPORT_HINT = "run `pip install onnx onnxruntime`, or use dense:backend=torch"
+
+
+class Encoder:
+    """Texts to float32 rows of unit length, shape (len(texts), dim)."""
+
+    backend: str = ""
+    dim: int = 0
+
+    def encode(self, texts: list[str], batch_size: int) -> np.ndarray:
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return self._encode(list(texts), batch_size)
+
+    def _encode(self, texts: list[str], batch_size: int) -> np.ndarray:
+        raise NotImplementedError
+
+class TorchEncoder(Encoder):
+    """sentence-transformers on the CPU, as the `dense` retriever has always run it."""
+
+    backend = "torch"
+
+    def __init__(self, model_path: Path):
+        _quiet_transformers()
+        import torch
+        from sentence_transformers import SentenceTransformer
+
+        torch.manual_seed(0)
+        self.model = SentenceTransformer(str(model_path), device="cpu", local_files_only=True)
+        width = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
+        self.dim = int(width())
+
+    def _encode(self, texts: list[str], batch_size: int) -> np.ndarray:
+        return self.model.encode(texts, batch_size=batch_size, normalize_embeddings=True,
+                                 convert_to_numpy=True, show_progress_bar=False).astype(np.float32)
+
+
+class OnnxEncoder(Encoder):
+    """An exported transformer run by onnxruntime, then mean pooling and L2 normalization.
+    `alone`: each text is run by itself (dynamic quantization, see above), whatever the batch size."""
+
+    def __init__(self, backend: str, model_path: Path):
+        try:
+            import onnxruntime  # noqa: F401  (lazily: only these backends need it)
+        except ImportError as exc:
+            raise _cannot(backend, exc) from None
+        self.backend, self.alone = backend, backend == "onnx-int8"
+        self.file, self.session = _ready_session(backend, model_path)
+        self.dim = int(json.loads((model_path / "config.json").read_text())["hidden_size"])
+        self.tokenizer = _tokenizer(model_path)
+        self._feeds = [i.name for i in self.session.get_inputs()]
+
+    def _encode(self, texts: list[str], batch_size: int) -> np.ndarray:
+        # longest first, as sentence-transformers does: a batch of similar lengths pads little
+        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        step = 1 if self.alone else batch_size
+        for start in range(0, len(order), step):
+            rows = order[start:start + step]
+            encodings = self.tokenizer.encode_batch([texts[i] for i in rows])
+            ids = np.array([e.ids for e in encodings], dtype=np.int64)
+            mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+            feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+            (hidden,) = self.session.run([OUTPUT], {name: feeds[name] for name in self._feeds})
+            out[rows] = mean_pool(hidden, mask)
+        return out
+
+
+def mean_pool(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """Mean of the attended token vectors, L2-normalized (Reimers & Gurevych 2019); the clamps
+    are sentence-transformers' (mask sum at 1e-9, norm at 1e-12), so an all-padding row stays finite."""
+    weights = mask[:, :, None].astype(np.float32)
+    pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+    norms = np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+    return (pooled / norms).astype(np.float32)
+
+
+def _tokenizer(model_path: Path):
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(model_path / "tokenizer.json"))
+    # tokenizer.json ships fixed padding and truncation at 128; sentence-transformers pads to
+    # the longest in the batch and truncates at the model's max_seq_length (256)
+    max_length = int(json.loads((model_path / "sentence_bert_config.json").read_text())["max_seq_length"])
+    pad = tokenizer.padding or {}
+    tokenizer.enable_truncation(max_length=max_length)
+    tokenizer.enable_padding(pad_id=pad.get("pad_id", 0), pad_token=pad.get("pad_token", "[PAD]"))
+    return tokenizer
+
+
+# --- exported files -----------------------------------------------------------------------------
+
+def _version(package: str) -> str:
+    try:
+        return metadata.version(package)  # read from the install, without importing the package
+    except metadata.PackageNotFoundError:
+        return "absent"
+
+
+@functools.lru_cache(maxsize=8)
+def _digest(model_path: str, stamp: tuple) -> str:
+    """sha256 of the weights and config.json; `stamp` (names, sizes, mtimes) keys the memo, so
+    the 90 MB are hashed once per process unless the files change."""
+    digests = []
+    for name, _, _ in stamp:
+        with open(Path(model_path) / name, "rb") as fh:
+            digests.append(f"{name}:{hashlib.file_digest(fh, 'sha256').hexdigest()}")
+    return " ".join(digests)
+
+
+def encoder_fingerprint(backend: str, model_path: Path) -> str:
+    """The backend and a fingerprint of what its vectors come from: "torch", or e.g.
+    "onnx-int8-0123abcd4567ef89" (weights, config, the exporter's, opset's and runtime's
+    versions, the quantization). Vectors cached under one are never read under another."""
+    _check_backend(backend)
+    if backend == "torch":
+        return backend
+    model_path = Path(model_path)
+    files = sorted(p.name for p in model_path.glob("*.safetensors")) + ["config.json"]
+    stamp = tuple((name, (st := os.stat(model_path / name)).st_size, st.st_mtime_ns) for name in files)
+    made_with = [_digest(str(model_path), stamp), f"torch={_version('torch')}", f"opset={OPSET}",
+                 f"onnxruntime={_version('onnxruntime')}"] + ([QUANTIZATION] if backend == "onnx-int8" else [])
+    return f"{backend}-{hashlib.sha256(' '.join(made_with).encode()).hexdigest()[:16]}"
+
+
+def exported_file(backend: str, model_path: Path) -> Path:
+    """Where the backend's exported model is kept in the user's cache (made on first use)."""
+    return cache_folder("models", MODEL_NAME) / f"{encoder_fingerprint(backend, model_path)}.onnx"
+
+
+def _reason(exc: BaseException, limit: int = 160) -> str:
+    return " ".join(f"{type(exc).__name__}: {exc}".split())[:limit]
+
+
+def _cannot(backend: str, exc: BaseException) -> GardenError:
+    return GardenError(f"dense:backend={backend}: cannot export or load {MODEL_NAME} as ONNX "
+                       f"({_reason(exc)}); {EXPORT_HINT}")
+
+
+def _session(file: Path):
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.log_severity_level = 3  # its load-time notes are not the user's concern
+    session = ort.InferenceSession(str(file), sess_options=options, providers=["CPUExecutionProvider"])
+    names, outputs = {i.name for i in session.get_inputs()}, {o.name for o in session.get_outputs()}
+    # a file that loads but is not our export is as unusable as a truncated one
+    if not {"input_ids", "attention_mask"} <= names <= set(INPUTS) or OUTPUT not in outputs:
+        raise ValueError(f"not an exported {MODEL_NAME} (inputs {sorted(names)})")
+    return session
+
+
+def _ready_session(backend: str, model_path: Path):
+    """The backend's exported file and an onnxruntime session on it, exporting it first if it
+    is missing or damaged."""
+    file = exported_file(backend, model_path)
+    refuse_link(file)
+    if file.exists():
+        try:
+            return file, _session(file)
+        except Exception as exc:  # onnxruntime fails in its own types: InvalidProtobuf, Fail, ...
+            with contextlib.suppress(OSError):  # gone already: another process found it damaged
+                file.unlink()
+            warn(f"{file}: damaged exported model ({_reason(exc, 120)}); removed, it is exported again")
+    _export(backend, model_path, file)
+    try:
+        return file, _session(file)
+    except Exception as exc:
+        raise _cannot(backend, exc) from None
+
+
+def _export(backend: str, model_path: Path, file: Path) -> None:
+    remove_orphans(file.parent, PART)
+    try:
+        if backend == "onnx":
+            _write_whole(file, lambda tmp: _torch_export(model_path, tmp))
+        else:
+            source, _ = _ready_session("onnx", model_path)
+            _write_whole(file, lambda tmp: _quantize(source, tmp))
+    except GardenError:
+        raise
+    except Exception as exc:
+        raise _cannot(backend, exc) from None
+
+
+def _write_whole(file: Path, make: Callable[[Path], None]) -> None:
+    """`make(tmp)` writes a file by path; it is made under a temporary name in the same folder
+    and renamed, so no reader ever sees half a file, and of two processes exporting at once
+    the last rename wins with a whole file."""
+    fd, tmp = tempfile.mkstemp(dir=file.parent, prefix=temp_prefix(file.name), suffix=PART)
+    os.close(fd)
+    try:
+        make(Path(tmp))
+        with open(tmp, "rb") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, file)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _quiet_transformers() -> None:
+    # Set before huggingface_hub is first imported (it reads them once): no code path may try
+    # the network; local_files_only says the same to each load.
+    os.environ.update(OFFLINE)
+    from transformers.utils import logging as hf_logging
+
+    # a packet on stdout should not arrive behind a weight-loading bar on stderr
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
+
+
+def _torch_export(model_path: Path, target: Path) -> None:
+    _quiet_transformers()
+    import torch
+    from transformers import AutoModel
+
+    model = AutoModel.from_pretrained(str(model_path), local_files_only=True).eval()
+
+    class LastHidden(torch.nn.Module):
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, input_ids, attention_mask, token_type_ids):
+            return self.inner(input_ids=input_ids, attention_mask=attention_mask,
+                              token_type_ids=token_type_ids).last_hidden_state
+
+    # the example batch has padding: traced with an all-ones mask, the mask could be dropped
+    ids = torch.tensor([[101, 7592, 2088, 102], [101, 7592, 102, 0]], dtype=torch.int64)
+    mask = (ids != 0).to(torch.int64)
+    axes = {0: "batch", 1: "sequence"}
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # tracer notes on stderr are not the user's concern
+        torch.onnx.export(LastHidden(model), (ids, mask, torch.zeros_like(ids)), str(target),
+                          input_names=list(INPUTS), output_names=[OUTPUT],
+                          dynamic_axes={name: axes for name in (*INPUTS, OUTPUT)},
+                          opset_version=OPSET, dynamo=False)
+
+
+def _quantize(source: Path, target: Path) -> None:
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    # The quantizer advises through logging.warning, which would also configure the root logger
+    # for the whole process when it has no handler: a handler of ours prevents that, and a
+    # filter drops the advice, both for this call only.
+    root, quiet = logging.getLogger(), logging.NullHandler()
+    root.addHandler(quiet)
+    root.addFilter(_not_onnxruntime)
+    try:
+        # per channel: with one scale per weight tensor the cosine to torch's vectors falls to a
+        # mean of 0.94 (0.99 per channel) on the tests' texts
+        quantize_dynamic(str(source), str(target), weight_type=QuantType.QInt8, per_channel=True)
+    finally:
+        root.removeFilter(_not_onnxruntime)
+        root.removeHandler(quiet)
+
+
+def _not_onnxruntime(record: logging.LogRecord) -> bool:
+    return "onnxruntime" not in record.pathname
+
+
+# --- loading ---------------------------------------------------------------------------------------
+
+ENCODERS: ProcessCache[Encoder] = ProcessCache(limit=len(BACKENDS))  # loading one takes seconds
+
+
+def _check_backend(backend: str) -> None:
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown encoder backend {backend!r}; valid backends: {', '.join(BACKENDS)}")
+
+
+def load_encoder(backend: str, model_path: Path) -> Encoder:
+    """The backend's encoder for the model at `model_path`, loaded once per process."""
+    _check_backend(backend)
+    if backend == "torch":
+        return ENCODERS.get((backend, str(model_path)), lambda: TorchEncoder(Path(model_path)))
+    # keyed by the cache folder too: a process that moves GARDEN_CACHE reads its own exports
+    key = (backend, str(model_path), str(cache_folder("models", MODEL_NAME, create=False)))
+    return ENCODERS.get(key, lambda: OnnxEncoder(backend, Path(model_path)))

