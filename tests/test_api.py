@@ -210,15 +210,29 @@ def test_promote_keeps_a_failing_case_where_it_is(project):
     assert not (project / "regression" / "alias-overreach.yaml").exists()
 
 
+HEAVY = ("sklearn", "torch", "transformers", "sentence_transformers", "bm25s")
+
+
+def modules_a_query_loads(project, pipeline: str) -> list[str]:
+    code = ("import sys, json\n"
+            "from garden.cli import main\n"
+            f"main(['query', 'aurora-ridge', 'camp stove fuel', '--pipeline', {pipeline!r}, '--json'])\n"
+            f"print(json.dumps([m for m in {HEAVY!r} if m in sys.modules]))")
+    done = subprocess.run([sys.executable, "-c", code], cwd=project, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def test_a_bm25_query_loads_neither_scikit_learn_nor_torch(project):
     """What a query needs, and no more: listing the retrievers' names imports their modules,
     and a module that imported its library at the top made every query pay for it (over a
     second for scikit-learn, through the tf-idf module)."""
-    code = ("import sys, json\n"
-            "from garden.cli import main\n"
-            "main(['query', 'aurora-ridge', 'camp stove fuel', '--pipeline', 'bm25', '--json'])\n"
-            "print(json.dumps([m for m in ('sklearn', 'torch', 'sentence_transformers', 'bm25s')"
-            " if m in sys.modules]))")
-    done = subprocess.run([sys.executable, "-c", code], cwd=project, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout.strip().splitlines()[-1]) == []
+    assert modules_a_query_loads(project, "bm25") == []
+
+
+def test_a_default_query_needs_no_training_stack(project):
+    """`default` encodes its query with the ONNX backend: once the model is exported (the
+    first query here does it), a query imports neither torch nor transformers, which cost
+    seconds before the first score."""
+    modules_a_query_loads(project, "default")
+    assert modules_a_query_loads(project, "default") == []
