@@ -188,6 +188,16 @@ def test_parse_spec_never_makes_a_non_finite_float():
     assert parse_spec("bm25:k1=1.5:b=1:stem=false") == ("bm25", {"k1": 1.5, "b": 1, "stem": False})
 
 
+def test_an_option_value_may_carry_a_uri():
+    """Only a colon followed by `key=` starts an option, so a URI's colons stay in its value."""
+    assert parse_spec("milvus-dense:uri=http://127.0.0.1:19530:timeout=5") == (
+        "milvus-dense", {"uri": "http://127.0.0.1:19530", "timeout": 5})
+    assert parse_spec("x:path=/a:b/c") == ("x", {"path": "/a:b/c"})
+    for bad, needle in [("bm25:abc", "got 'abc'"), ("bm25:=3", "got '=3'")]:
+        with pytest.raises(GardenError, match=needle):
+            parse_spec(bad)
+
+
 def test_every_builtin_declares_exactly_its_constructor_keywords():
     known = registered()
     for name in BUILTINS:

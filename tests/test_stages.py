@@ -59,10 +59,26 @@ def test_a_bad_ablation_name_is_one_line(name, needle):
 
 
 def test_split_structured_reads_only_structured_names():
-    assert split_structured("default") == ("default", frozenset())
-    assert split_structured("default-phrase-standout") == ("default", frozenset({"phrase", "standout"}))
+    assert split_structured("default") == ("default", frozenset(), "hybrid")
+    assert split_structured("default-phrase-standout") == ("default", frozenset({"phrase", "standout"}), "hybrid")
+    assert split_structured("default-phrase@milvus-hybrid:uri=http://127.0.0.1:19530") == (
+        "default", frozenset({"phrase"}), "milvus-hybrid:uri=http://127.0.0.1:19530")
     assert split_structured("bm25:k1=1.2") is None
     assert split_structured("my-plugin") is None
+
+
+def test_the_stages_stand_on_any_base_retriever_named_after_an_at():
+    spec = QuerySpec(STORY, PHRASE_QUERY, dt.date(2030, 1, 12))
+    assert make_pipeline("default@hybrid").run(spec).packet == make_pipeline("default").run(spec).packet
+    on_bm25s = make_pipeline("default-session@bm25s").run(spec)
+    assert make_pipeline("default-session@bm25s").retriever_name == "bm25s"
+    assert any("phrase_match" in item.labels for item in on_bm25s.packet.items)
+    assert all("bm25s" in item.why for item in on_bm25s.packet.items if "retrieved" in item.why)
+    for name, needle in [("default@nope", "no base retriever named 'nope'"),
+                         ("default@bm25:k1=-1", "option k1 must be"),
+                         ("default-zzz@bm25", "no stage named 'zzz'")]:
+        with pytest.raises(GardenError, match=needle):
+            check_pipeline(name)
 
 
 def test_removing_a_stage_removes_its_effect():

@@ -108,12 +108,10 @@ class _StructuredRuns:
 
     def run(self, name: str, texts: Sequence[str], depth: int) -> tuple[list[Ranking], float, float]:
         """(each query's ranking, seconds to build the story and indexes, seconds to rank)."""
-        from garden.pipelines import STRUCTURED, split_structured
+        from garden.pipelines import structured_pipeline
         from garden.pipelines.ranking import collection_story, prepare, rank_texts
-        from garden.pipelines.structured import StructuredPipeline
 
-        base, without = split_structured(name)
-        pipeline = StructuredPipeline(name, STRUCTURED[base], without, indexes=self.indexes)
+        pipeline = structured_pipeline(name, self.indexes)
         start = time.perf_counter()
         if self.story is None:
             self.story = collection_story(self.collection.name, self.collection.docs)

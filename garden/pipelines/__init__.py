@@ -4,11 +4,13 @@ A pipeline has one required method, ``run(spec) -> Outcome``. A bare pipeline re
 packs in score order, nothing else: the baseline every contrast is measured against.
 `default` is the structured pipeline on `hybrid`, a list of named stages (see
 structured.py); `default-phrase` is the same without its phrase stage, and any stage that
-is not essential can be removed so by name.
+is not essential can be removed so by name. `default@RETRIEVER` stands the same stages on
+another base retriever, any registered retriever with its options (`default@milvus-hybrid`,
+`default-phrase@hybrid:retrievers=bm25s+dense`).
 """
 from __future__ import annotations
 
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from garden.errors import GardenError
 from garden.models import Settings
@@ -30,13 +32,30 @@ def pipeline_names() -> list[str]:
     return sorted(registered()) + sorted(STRUCTURED)
 
 
-def split_structured(name: str) -> tuple[str, frozenset[str]] | None:
-    """(`default`, the stages removed) for `default` or `default-phrase-standout`; None for
+class Structured(NamedTuple):
+    base: str                # `default`
+    without: frozenset[str]  # the stages removed
+    retriever: str           # the base retriever's spec: `hybrid` unless `@` names another
+
+
+def split_structured(name: str) -> Structured | None:
+    """The parts of `default`, `default-phrase-standout` or `default@milvus-hybrid`; None for
     a name that is not a structured pipeline."""
-    base, _, rest = name.partition("-")
+    stages, at, retriever = name.partition("@")
+    base, _, rest = stages.partition("-")
     if base not in STRUCTURED:
         return None
-    return base, frozenset(rest.split("-")) if rest else frozenset()
+    return Structured(base, frozenset(rest.split("-")) if rest else frozenset(),
+                      retriever if at else STRUCTURED[base])
+
+
+def structured_pipeline(name: str, indexes=None):
+    """The structured pipeline a checked structured name stands for."""
+    from garden.pipelines.structured import StructuredPipeline
+
+    parts = split_structured(name)
+    shared = {} if indexes is None else {"indexes": indexes}
+    return StructuredPipeline(name, parts.retriever, parts.without, **shared)
 
 
 def describe_pipelines() -> dict[str, str]:
@@ -46,17 +65,14 @@ def describe_pipelines() -> dict[str, str]:
     removable = [s.name for s in STAGES if not s.essential]
     for name, base in STRUCTURED.items():
         out[name] = (f"structured pipeline on {base}, stages: {' -> '.join(s.name for s in STAGES)}; "
-                     f"{name}-STAGE removes one ({', '.join(removable)})")
+                     f"{name}-STAGE removes one ({', '.join(removable)}); {name}@RETRIEVER stands them "
+                     "on another base retriever")
     return out
 
 
 def make_pipeline(name: str) -> Pipeline:
-    structured = split_structured(check_pipeline(name))
-    if structured is not None:
-        from garden.pipelines.structured import StructuredPipeline
-
-        base, without = structured
-        return StructuredPipeline(name, STRUCTURED[base], without)
+    if split_structured(check_pipeline(name)) is not None:
+        return structured_pipeline(name)
     return BarePipeline(name)
 
 
@@ -77,13 +93,19 @@ def check_pipeline(name: str) -> str:
                                   + ", ".join(s.name for s in STAGES if not s.essential))
             if known[stage].essential:
                 raise GardenError(f"pipeline {name!r}: the {stage} stage is essential and cannot be removed")
+        if structured.retriever != STRUCTURED[structured.base]:
+            _check_retriever(structured.retriever, f"pipeline {name!r}: no base retriever named")
         return name
-    base, options = parse_spec(name)
-    if base not in registered():
-        raise GardenError(f"unknown pipeline {name!r}; known: {', '.join(pipeline_names())}")
-    if options:
-        make_retriever(name)
+    _check_retriever(name, "unknown pipeline")
     return name
+
+
+def _check_retriever(spec: str, unknown: str) -> None:
+    base, options = parse_spec(spec)
+    if base not in registered():
+        raise GardenError(f"{unknown} {base!r}; known: {', '.join(pipeline_names())}")
+    if options:
+        make_retriever(spec)
 
 
 def check_settings(pipeline: str, settings: Settings, where: str = "settings") -> None:

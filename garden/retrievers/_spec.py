@@ -1,10 +1,15 @@
 """Retriever specs: `name` or `name:key=value:key=value` (say `bm25:variant=plus:k1=1.2`),
-so a variant can be named wherever a pipeline name goes."""
+so a variant can be named wherever a pipeline name goes. A value may hold colons (a URI:
+`milvus-dense:uri=http://127.0.0.1:19530:timeout=5`): only a colon followed by `key=`
+starts the next option."""
 from __future__ import annotations
 
 import math
+import re
 
 from garden.errors import GardenError
+
+_NEXT_OPTION = re.compile(r":(?=[A-Za-z_][A-Za-z0-9_]*=)")
 
 
 def parse_spec(spec: str) -> tuple[str, dict]:
@@ -18,7 +23,10 @@ def parse_spec(spec: str) -> tuple[str, dict]:
 def spec_text(spec: str) -> tuple[str, dict[str, str]]:
     """The name and each option's text as written, for a declared option to read by its
     own type and for a refusal to quote."""
-    name, *pairs = spec.split(":")
+    name, *pairs = _NEXT_OPTION.split(spec)
+    name, colon, stray = name.partition(":")
+    if colon:
+        raise GardenError(f"retriever {spec!r}: options are key=value, got {stray.split(':')[0]!r}")
     options: dict[str, str] = {}
     for pair in pairs:
         key, sep, raw = pair.partition("=")
