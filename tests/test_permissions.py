@@ -43,7 +43,8 @@ def store():
 
 
 def garden(store: Path, *argv: str, home: Path | None = None) -> tuple[int, str, str]:
-    env = {"GARDEN_HOME": str(home or store / ".garden"), "GARDEN_TRACE": "0"}
+    # the other user has a cache of their own, as every user does (the platform's per-user folder)
+    env = {"GARDEN_HOME": str(home or store / ".garden"), "GARDEN_TRACE": "0", "GARDEN_CACHE": str(store / ".cache")}
     return run_as_other_user(list(argv), store, env)
 
 

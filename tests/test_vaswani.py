@@ -1,8 +1,8 @@
 """The real collection: all 93 Vaswani queries, top 1000, against the reference figures.
 
-The first run embeds the 11,429 abstracts (a minute or three on two cores) into the
-embedding cache under GARDEN_HOME, or the project's .garden/ when it is unset; later runs
-read them back and encode nothing. `default` shares that one run (the collection's story,
+The first run embeds the 11,429 abstracts (a minute or three on two cores) into the user's
+embedding cache (GARDEN_CACHE, else the platform's cache folder); later runs, in any
+checkout, read them back and encode nothing. `default` shares that one run (the collection's story,
 a second bm25 index and the phrase index, then about a quarter of a second a query), cold or
 warm: it reads the embeddings the dense run has just cached. `default-phrase` runs on 12
 queries only, enough to show a stage-removed variant ranks a collection as hybrid does.

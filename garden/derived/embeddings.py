@@ -222,9 +222,13 @@ def describe(path: Path | None = None) -> dict:
     Nothing is created."""
     path = path or cache_folder("embeddings", create=False) / FILE_NAME
     report = {"path": str(path), "bytes": 0, "limit": cache_limit(), "spaces": {}}
-    if not path.is_file():
+    try:
+        if not path.is_file():
+            return report
+        report["bytes"] = path.stat().st_size
+    except OSError as exc:  # a cache this user cannot reach: reported, not fatal to the report
+        report["error"] = f"{type(exc).__name__}: {exc.strerror or exc}"
         return report
-    report["bytes"] = path.stat().st_size
     try:
         with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=BUSY_TIMEOUT)) as db:
             report["spaces"] = dict(db.execute("SELECT space, COUNT(*) FROM vectors GROUP BY space ORDER BY space"))
