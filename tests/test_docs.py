@@ -42,4 +42,4 @@ def test_the_readme_is_the_short_front_door():
     lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
     assert len(lines) <= 200
     # the two commands .ci/run and a newcomer run, exactly
-    assert "python3 -m venv .venv && .venv/bin/pip install -e '.[test]' && .venv/bin/pytest" in lines
+    assert "python3 -m venv .venv && .venv/bin/pip install -e '.[test,milvus]' && .venv/bin/pytest" in lines

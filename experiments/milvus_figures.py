@@ -1,0 +1,209 @@
+"""Vaswani on Milvus: `bm25`, `milvus-bm25`, `dense`, `milvus-dense` side by side.
+
+1. Ingest: each Milvus member indexes the collection into an empty Milvus Lite store
+   (`--uri` for a server instead), timed; then a second retriever indexes the same
+   documents, which finds the collection and inserts nothing, timed, in this process and
+   in a new one (which loads the collection, and for `milvus-dense` the encoder).
+2. Latency: each query of the collection alone, `top(query, 1000)` (one search round trip
+   for a Milvus member; the query's encoding included for the dense pair), after
+   `--warm-up` untimed queries: p50 and p95 in milliseconds, in-process members beside
+   the Milvus ones.
+3. Figures: AP and nDCG@10 over the collection's 93 queries and its relevance judgments,
+   through `garden.evaluation.compare.compare_collection`, as `garden compare` computes them.
+   `bm25:stem=false` is shown beside them: Milvus Lite's analyzer has no stemmer.
+
+    .venv/bin/python experiments/milvus_figures.py [--docs N] [--uri http://127.0.0.1:19530] [--json]
+
+`--docs N` keeps the first N documents (and the judgments of those): a subset for a quick
+look. The garden home is a fresh temporary folder, removed at the end (`--home` to choose
+one, which is kept), so the local store starts empty; the embedding cache is the user's, so the dense vectors of Vaswani
+are read from it if an earlier run encoded them.
+
+Vaswani: ../shared/data/vaswani.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+VASWANI = DATA / "vaswani"
+# bm25 without its stemmer beside them: Milvus Lite's analyzer has none, and the gap
+# between bm25 and milvus-bm25 is mostly that
+PIPELINES = ("bm25", "bm25:stem=false", "milvus-bm25", "dense", "milvus-dense")
+MILVUS = ("milvus-bm25", "milvus-dense")
+MEASURES = ("AP", "nDCG@10")
+DEPTH = 1000
+
+
+def subset(source: Path, docs: int | None, folder: Path) -> Path:
+    """`source` itself, or a copy in `folder` holding its first `docs` documents."""
+    if docs is None:
+        return source
+    from garden.formats.corpora import load_collection
+
+    collection = load_collection(source)
+    kept = collection.docs[:docs]
+    ids = {d.id for d in kept}
+    root = folder / f"vaswani-{docs}"
+    (root / "corpus").mkdir(parents=True, exist_ok=True)
+    (root / "corpus" / "doc-text.trec").write_text(
+        "".join(f"<DOC>\n<DOCNO>{d.id}</DOCNO>\n{d.text}\n</DOC>\n" for d in kept), encoding="utf-8")
+    (root / "query-text.trec").write_text(
+        "".join(f"<top>\n<num>{qid}</num>\n<title>{text}</title>\n</top>\n"
+                for qid, text in collection.queries.items()), encoding="utf-8")
+    (root / "qrels").write_text(
+        "".join(f"{qid} 0 {doc} {rel}\n" for qid, rels in collection.qrels.items()
+                for doc, rel in rels.items() if doc in ids), encoding="utf-8")
+    return root
+
+
+def percentile(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(share * (len(ordered) - 1))))]
+
+
+def ingest(collection, options: dict) -> dict[str, dict]:
+    """Each Milvus member built into the store, then found there by a second retriever."""
+    from garden.retrievers import make_retriever
+
+    out = {}
+    for name in MILVUS:
+        first = make_retriever(name, **options)
+        start = time.perf_counter()
+        first.index(collection.docs)
+        built = time.perf_counter() - start
+        second = make_retriever(name, **options)
+        start = time.perf_counter()
+        second.index(collection.docs)
+        reused = time.perf_counter() - start
+        out[name] = {"ingest_s": built, "rows": first.inserted, "reuse_s": reused, "reuse_rows": second.inserted,
+                     "encoded": getattr(first, "encoded", None), "collection": first.collection}
+    return out
+
+
+ANOTHER_PROCESS = """
+import json, sys, time
+from garden.formats.corpora import load_collection
+from garden.retrievers import make_retriever
+collection = load_collection(sys.argv[1])
+options = json.loads(sys.argv[2])
+out = {}
+for name in json.loads(sys.argv[3]):
+    retriever = make_retriever(name, **options)
+    start = time.perf_counter()
+    retriever.index(collection.docs)
+    out[name] = {"s": time.perf_counter() - start, "rows": retriever.inserted}
+print(json.dumps(out))
+"""
+
+
+def reuse_elsewhere(path: Path, options: dict) -> dict[str, dict]:
+    """Each Milvus member's `index` in a new process, which finds the collections this one
+    built (the local store handed over first: Milvus Lite serves a store to one process)."""
+    if "uri" not in options:
+        from milvus_lite.server_manager import server_manager_instance
+
+        server_manager_instance.release_all()
+    done = subprocess.run([sys.executable, "-c", ANOTHER_PROCESS, str(path), json.dumps(options), json.dumps(MILVUS)],
+                          capture_output=True, text=True, timeout=1800, env=dict(os.environ))
+    if done.returncode != 0:
+        raise SystemExit(done.stderr[-2000:])
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def latencies(collection, options: dict, warm_up: int) -> dict[str, dict]:
+    """Each pipeline's per-query `top(query, DEPTH)` time, p50 and p95 in milliseconds."""
+    from garden.retrievers import make_retriever
+
+    queries = list(collection.queries.values())
+    out = {}
+    for name in PIPELINES:
+        retriever = make_retriever(name, **(options if name in MILVUS else {}))
+        retriever.index(collection.docs)
+        for query in queries[:warm_up]:
+            retriever.top(query, DEPTH)
+        times = []
+        for query in queries:
+            start = time.perf_counter()
+            retriever.top(query, DEPTH)
+            times.append((time.perf_counter() - start) * 1000)
+        out[name] = {"p50_ms": statistics.median(times), "p95_ms": percentile(times, 0.95)}
+    return out
+
+
+def figures(path: Path, uri: str | None) -> dict[str, dict[str, float]]:
+    from garden.evaluation.compare import compare_collection
+
+    pipelines = [f"{p}:uri={uri}" if uri and p in MILVUS else p for p in PIPELINES]
+    report = compare_collection(path, pipelines, measures=MEASURES, depth=DEPTH)
+    return {p: dict(report.evaluation.aggregates[spec]) for p, spec in zip(PIPELINES, pipelines)}
+
+
+def table(result: dict) -> str:
+    rows = ["| pipeline | AP | nDCG@10 | query p50 ms | query p95 ms | ingest s | reuse s, same process "
+            "| reuse s, next process |", "|---|---|---|---|---|---|---|---|"]
+    for name in PIPELINES:
+        fig, lat = result["figures"][name], result["latency"][name]
+        built, later = result["ingest"].get(name), result["reuse_elsewhere"].get(name)
+        cells = (f"{built['ingest_s']:.1f} ({built['rows']} rows)",
+                 f"{built['reuse_s']:.2f} ({built['reuse_rows']} rows)",
+                 f"{later['s']:.2f} ({later['rows']} rows)") if built else ("-", "-", "-")
+        rows.append(f"| {name} | {fig['AP']:.4f} | {fig['nDCG@10']:.4f} | {lat['p50_ms']:.1f} | "
+                    f"{lat['p95_ms']:.1f} | {' | '.join(cells)} |")
+    return "\n".join(rows)
+
+
+def run(docs: int | None, uri: str | None, warm_up: int, home: Path | None) -> dict:
+    scratch = Path(tempfile.mkdtemp(prefix="milvus-figures-"))
+    os.environ["GARDEN_HOME"] = str(home or scratch / ".garden")
+    from garden.formats.corpora import load_collection
+
+    try:
+        path = subset(VASWANI, docs, scratch)
+        collection = load_collection(path)
+        options = {"uri": uri} if uri else {}
+        started = time.perf_counter()
+        result = {"collection": str(VASWANI), "documents": len(collection.docs), "queries": len(collection.queries),
+                  "store": uri or str(Path(os.environ["GARDEN_HOME"]) / "milvus" / "garden.db")}
+        result["ingest"] = ingest(collection, options)
+        result["reuse_elsewhere"] = reuse_elsewhere(path, options)
+        result["latency"] = latencies(collection, options, warm_up)
+        result["figures"] = figures(path, uri)
+        result["wall_s"] = time.perf_counter() - started
+        return result
+    finally:
+        if not uri:
+            from milvus_lite.server_manager import server_manager_instance
+
+            server_manager_instance.release_all()
+        shutil.rmtree(scratch, ignore_errors=True)  # the temporary home and store (never --home)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--docs", type=int, default=None, help="keep the first N documents (default: all)")
+    parser.add_argument("--uri", default=None, help="a Milvus server instead of a fresh local store")
+    parser.add_argument("--warm-up", type=int, default=3, help="untimed queries before timing (default 3)")
+    parser.add_argument("--home", type=Path, default=None, help="the garden home (default: a fresh temporary one)")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON as well")
+    args = parser.parse_args(argv)
+    result = run(args.docs, args.uri, args.warm_up, args.home)
+    print(f"Vaswani: {result['documents']} documents, {result['queries']} queries; Milvus: {result['store']}")
+    print(table(result))
+    print(f"wall time {result['wall_s']:.0f} s")
+    if args.json:
+        print(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,430 @@
+"""The engine side of the Milvus retrievers (milvus.py): reaching Milvus, one collection
+per story and family, built once and found again, searches, and the faults, each one
+GardenError line naming the URI and what to do."""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import logging
+import os
+import re
+import stat
+import time
+from collections import Counter
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+
+from garden._notice import warn
+from garden.analyzer import retrieval_stopwords
+from garden.derived.home import derived_dir, derived_folder
+from garden.errors import GardenError
+from garden.retrievers import (Doc, RetrieverBase, check_depth, rank)
+
+SCHEMA = 1  # the collections' layout: a change gives every collection another name
+INSTALL_HINT = "pip install -e '.[milvus]'"
+SERVER_HINT = "milvus-lite server --data-dir DIR --host 127.0.0.1 --port 19530"
+DEFAULT_TIMEOUT = 10.0  # seconds: connecting and each query's round trip
+BUILD_TIMEOUT = 600.0  # seconds, at least, for each call that builds a collection (insert, flush, index, load)
+MAX_LIMIT = 16384  # Milvus's largest top-k: a search ranks at most this many records (the `limit` option's default)
+MAX_VARCHAR = 65535  # Milvus's longest VARCHAR, in bytes
+QUERIES_PER_SEARCH = 64  # queries sent in one search request by the batch paths
+INSERT_ROWS, INSERT_BYTES = 1000, 16 * 1024**2  # one insert request holds at most these
+TIE_MARGIN = 32  # a ranking to k asks for k + this, so ties at the k-th place are all seen
+STALE_BUILD = 3600  # seconds: a temporary collection older than this is an interrupted build
+K1, B = 1.5, 0.75  # `bm25`'s defaults, set explicitly (Milvus itself defaults k1 to 1.2)
+
+# what this process did, by "<retriever>:built", ":reused", ":rows inserted", ":dropped"
+COUNTS: Counter = Counter()
+
+URI_WORDS = "a Milvus server's address (http://HOST:PORT) or a Milvus Lite store's path ending in .db"
+_SERVER_URI = re.compile(r"(?i)(?:https?|tcp)://[^\s/:@]+(?::[0-9]{1,5})?(?:/[A-Za-z0-9_]*)?")
+_WORD = re.compile(r"\w+")  # Milvus Lite's standard analyzer: \w+ of the lower-cased text
+_QUIET = ("pymilvus", "pymilvus.milvus_client", "pymilvus.bulk_writer", "milvus_lite")
+
+
+def _uri(value: Any) -> str:
+    if not isinstance(value, str):
+        raise ValueError("not text")
+    text = value.strip()
+    if _SERVER_URI.fullmatch(text) or (text.endswith(".db") and "://" not in text and len(text) > 3):
+        return text
+    raise ValueError("not a Milvus URI")
+
+
+def _is_local(uri: str | None) -> bool:
+    return uri is None or "://" not in uri
+
+
+def _missing_packages(uri: str | None) -> list[str]:
+    missing = [] if importlib.util.find_spec("pymilvus") else ["pymilvus"]
+    if _is_local(uri) and not importlib.util.find_spec("milvus_lite"):
+        missing.append("milvus-lite")
+    return missing
+
+
+def tokens(text: str, stopwords: bool = True) -> list[str]:
+    """The words Milvus Lite's `standard` analyzer makes of `text` (with the stop filter
+    the collection declares): what `milvus-bm25`'s ceiling counts."""
+    words = _WORD.findall(text.lower())
+    if stopwords:
+        stop = retrieval_stopwords()
+        words = [w for w in words if w not in stop]
+    return words
+
+
+@contextmanager
+def _quiet() -> Iterator[None]:
+    """pymilvus logs every failed call (with a traceback) and an in-process Milvus Lite logs
+    its own: while a call runs they are silenced, and the failure becomes one line."""
+    loggers = [logging.getLogger(name) for name in _QUIET]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.CRITICAL + 1)
+    try:
+        yield
+    finally:
+        for lg, level in zip(loggers, levels):
+            lg.setLevel(level)
+
+
+def _owner_only(root: Path) -> None:
+    """Group and other bits off everything under `root`: the garden home is owner-only
+    (`garden doctor` enforces it) and Milvus Lite writes with the process's umask."""
+    for folder, dirs, files in os.walk(root):
+        for name in [*dirs, *files, None]:
+            path = Path(folder) if name is None else Path(folder, name)
+            try:
+                st = os.lstat(path)
+                if not stat.S_ISLNK(st.st_mode) and st.st_mode & 0o077:
+                    os.chmod(path, stat.S_IMODE(st.st_mode) & ~0o077)
+            except OSError:
+                pass
+
+
+def _sha(*parts: str):
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(part.encode("utf-8"))
+        digest.update(b"\x00")
+    return digest
+
+
+def _clip(text: str, limit: int = MAX_VARCHAR) -> str:
+    """`text` cut to at most `limit` UTF-8 bytes, on a character boundary."""
+    data = text.encode("utf-8")
+    return text if len(data) <= limit else data[:limit].decode("utf-8", "ignore")
+
+
+class _MilvusRetriever(RetrieverBase):
+    """What the Milvus retrievers share: the connection, the collection's life, the search
+    round trip and the one-line faults. A subclass says what a collection holds (`family`,
+    `identity`, `schema`, `index_params`, `rows`) and what a query is (`_queries`)."""
+
+    field = ""  # the field searched
+    metric = ""
+
+    def __init__(self, name: str, uri: str | None, timeout: float, limit: int):
+        self.name = name
+        missing = _missing_packages(uri)
+        if missing:
+            where = "" if "pymilvus" in missing else " for a local store (or give uri=http://HOST:PORT)"
+            raise GardenError(f"retriever {name}: needs {' and '.join(missing)}{where}; install with `{INSTALL_HINT}`")
+        self.uri = uri
+        self.timeout = float(timeout)
+        self.limit = int(limit)
+        self.ids: list[str] = []
+        self.collection: str | None = None
+        self.inserted = 0  # rows this retriever inserted (0 when it found its collection)
+        self._rows = 0
+        self._client = None
+        self._store: Path | None = None  # the local store's folder, when the garden home holds it
+        self._last: tuple[str, dict[str, float]] | None = None
+
+    # --- where -----------------------------------------------------------------------
+
+    @property
+    def where(self) -> str:
+        """The URI as errors show it."""
+        if self.uri is not None:
+            return self.uri
+        return str(self._store) if self._store is not None else "the Milvus Lite store under the garden home"
+
+    def _target(self) -> str:
+        if self.uri is None:
+            self._store = derived_folder("milvus") / "garden.db"
+            return str(self._store)
+        if _is_local(self.uri):
+            path = Path(self.uri).expanduser().absolute()
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise GardenError(f"retriever {self.name}: {path.parent}: cannot create the folder for the Milvus "
+                                  f"Lite store: {exc.strerror or exc}") from None
+            if derived_dir().absolute() in path.parents:
+                self._store = path
+            return str(path)
+        return self.uri
+
+    # --- faults ----------------------------------------------------------------------
+
+    def _fault(self, what: str, exc: BaseException) -> GardenError:
+        text = " ".join(str(getattr(exc, "message", None) or exc).split())[:300]
+        low = text.lower()
+        who = f"retriever {self.name}"
+        if isinstance(exc, ImportError):
+            return GardenError(f"{who}: the Milvus client does not import ({text}); reinstall with `{INSTALL_HINT}`")
+        if _is_local(self.uri) and "open local milvus failed" in low:
+            return GardenError(
+                f"{who}: cannot open the Milvus Lite store {self.where}: another process has it open (Milvus Lite "
+                f"serves a store to one process at a time) or it is not a Milvus Lite store; serve it with "
+                f"`milvus-lite server --data-dir {self.where} --host 127.0.0.1 --port 19530` and give "
+                f"uri=http://127.0.0.1:19530, or wait for the other process")
+        if any(word in low for word in ("deadline", "timeout", "timed out")):
+            return GardenError(f"{who}: Milvus at {self.where} did not answer ({what}) within "
+                               f"{self._wait(what):g} s; check the server, or raise the timeout option "
+                               f"({self.name}:timeout=60)")
+        if any(word in low for word in ("fail connecting", "unavailable", "connection refused", "failed to connect")):
+            return GardenError(f"{who}: cannot reach Milvus at {self.where} ({text}); start a server "
+                               f"(`{SERVER_HINT}`, installed by `{INSTALL_HINT}`) or check the uri option")
+        if self.collection and ("not exist" in low or "not found" in low):
+            return GardenError(f"{who}: collection {self.collection} is missing at {self.where} (dropped by "
+                               f"another process, or the server's data folder changed); run again to rebuild it")
+        if self.collection and ("released" in low or "not loaded" in low or "load()" in low):
+            return GardenError(f"{who}: collection {self.collection} is not loaded at {self.where} (the server "
+                               f"restarted?); run again to load it")
+        return GardenError(f"{who}: Milvus at {self.where}: {what} failed ({text}); check the server and the uri "
+                           f"option, or run again to rebuild the collection")
+
+    def _wait(self, what: str) -> float:
+        return self.timeout if what in ("connect", "search") else max(self.timeout, BUILD_TIMEOUT)
+
+    @contextmanager
+    def _rpc(self, what: str) -> Iterator[None]:
+        try:
+            with _quiet():
+                yield
+        except GardenError:
+            raise
+        except Exception as exc:  # whatever pymilvus or grpc raised: one line, never a traceback
+            raise self._fault(what, exc) from None
+
+    def _call(self, what: str, method: str, *args, **kwargs):
+        with self._rpc(what):
+            return getattr(self._client, method)(*args, timeout=self._wait(what), **kwargs)
+
+    def _connect(self):
+        if self._client is None:
+            target = self._target()
+            with self._rpc("connect"):
+                from pymilvus import MilvusClient
+
+                self._client = MilvusClient(uri=target, timeout=self.timeout)
+            if self._store is not None:
+                _owner_only(self._store.parent)
+        return self._client
+
+    # --- what a collection is --------------------------------------------------------
+
+    def family(self) -> str:
+        """The kind and options a collection is built with, as a name part."""
+        raise NotImplementedError
+
+    def identity(self) -> list[str]:
+        """What else its content depends on (a model release, parameters)."""
+        return []
+
+    def schema(self, client):
+        raise NotImplementedError
+
+    def index_params(self, client):
+        raise NotImplementedError
+
+    def rows(self, docs: Sequence[Doc]) -> Iterator[dict]:
+        """The rows to insert, one per record (ids already unique)."""
+        raise NotImplementedError
+
+    def _names(self, docs: Sequence[Doc]) -> tuple[str, str, str]:
+        """(the collection's name, the id set's hash, the content's hash)."""
+        id_set = _sha(*sorted({d.id for d in docs})).hexdigest()[:12]
+        content = _sha(str(SCHEMA), self.family(), *self.identity())
+        for doc in docs:
+            content.update(doc.id.encode("utf-8") + b"\x00" + doc.text.encode("utf-8") + b"\x01")
+        digest = content.hexdigest()[:16]
+        return f"garden_{self.family()}_s{SCHEMA}_{id_set}_{digest}", id_set, digest
+
+    def _check_docs(self, docs: Sequence[Doc]) -> None:
+        for doc in docs:
+            if len(doc.id.encode("utf-8")) > MAX_VARCHAR:
+                raise GardenError(f"retriever {self.name}: record {doc.id[:60]!r}...: an id longer than "
+                                  f"{MAX_VARCHAR} bytes cannot be a Milvus primary key")
+
+    # --- indexing --------------------------------------------------------------------
+
+    def index(self, docs: Sequence[Doc]) -> None:
+        self.ids = [d.id for d in docs]
+        self._rows = len(set(self.ids))
+        self._last = None
+        self.inserted = 0
+        self.collection = None
+        if not docs:
+            return  # nothing to search: no collection, every query scores nothing
+        self._check_docs(docs)
+        name, id_set, digest = self._names(docs)
+        client = self._connect()
+        self.collection = name
+        self._publish(client, name, id_set, digest, docs)
+        if self._store is not None:
+            _owner_only(self._store)
+
+    def _properties(self, id_set: str, digest: str) -> dict[str, str]:
+        return {"garden.schema": str(SCHEMA), "garden.family": self.family(), "garden.ids": id_set,
+                "garden.content": digest, "garden.rows": str(self._rows)}
+
+    def _intact(self, name: str, id_set: str, digest: str) -> bool:
+        """Whether the collection `name` holds this story's rows as this schema lays them out."""
+        stats = self._call("check the collection", "get_collection_stats", name)
+        described = self._call("check the collection", "describe_collection", name)
+        properties = {k: str(v) for k, v in (described.get("properties") or {}).items()}
+        fields = {f.get("name") for f in described.get("fields", [])}
+        wanted = self._properties(id_set, digest)
+        return (int(stats.get("row_count", -1)) == self._rows and all(properties.get(k) == v for k, v in wanted.items())
+                and {"id", "text", self.field} <= fields)
+
+    def _drop_stale(self, names: list[str], name: str, id_set: str) -> None:
+        """Drop the other collections of this family and id set: older contents, older
+        schemas, builds interrupted more than STALE_BUILD seconds ago."""
+        mine = re.compile(rf"garden_{re.escape(self.family())}_s[0-9]+_{id_set}_[0-9a-f]{{16}}(?:_t([0-9]+)_[0-9]+)?")
+        now = time.time()
+        for other in names:
+            found = mine.fullmatch(other)
+            if found is None or other == name:
+                continue
+            if found.group(1) is not None and now - int(found.group(1)) < STALE_BUILD:
+                continue  # another process may be building it now
+            self._call("drop a stale collection", "drop_collection", other)
+            COUNTS[f"{self.name}:dropped"] += 1
+
+    def _publish(self, client, name: str, id_set: str, digest: str, docs: Sequence[Doc]) -> None:
+        names = list(self._call("list collections", "list_collections"))
+        self._drop_stale(names, name, id_set)
+        if name in names:
+            if self._intact(name, id_set, digest):
+                self._call("load the collection", "load_collection", name)
+                COUNTS[f"{self.name}:reused"] += 1
+                return
+            warn(f"{self.where}: collection {name} is not the garden's or is incomplete; dropped, rebuilding")
+            self._call("drop a damaged collection", "drop_collection", name)
+        temporary = f"{name}_t{int(time.time())}_{os.getpid()}"
+        self._build(client, temporary, id_set, digest, docs)
+        try:
+            self._call("publish the collection", "rename_collection", temporary, name)
+        except GardenError:
+            # another process published the same content first: use theirs
+            if not self._call("list collections", "has_collection", name):
+                raise
+            self._call("drop a temporary collection", "drop_collection", temporary)
+        self._call("load the collection", "load_collection", name)
+        COUNTS[f"{self.name}:built"] += 1
+
+    def _build(self, client, name: str, id_set: str, digest: str, docs: Sequence[Doc]) -> None:
+        with self._rpc("create the collection"):
+            schema = self.schema(client)
+            params = self.index_params(client)
+        self._call("create the collection", "create_collection", name, schema=schema,
+                   properties=self._properties(id_set, digest))
+        batch: list[dict] = []
+        size = 0
+        seen: set[str] = set()
+        unique = [d for d in docs if not (d.id in seen or seen.add(d.id))]
+        for row in self.rows(unique):
+            batch.append(row)
+            size += len(row["text"]) * 4 + 4 * len(row.get("vector", ())) + len(row["id"])
+            if len(batch) >= INSERT_ROWS or size >= INSERT_BYTES:
+                self._insert(name, batch)
+                batch, size = [], 0
+        if batch:
+            self._insert(name, batch)
+        # one flush after every insert: Milvus Lite keeps BM25's statistics per segment, so
+        # the whole story goes into one
+        self._call("flush the collection", "flush", name)
+        self._call("index the collection", "create_index", name, params)
+
+    def _insert(self, name: str, batch: list[dict]) -> None:
+        self._call("insert records", "insert", name, batch)
+        self.inserted += len(batch)
+        COUNTS[f"{self.name}:rows inserted"] += len(batch)
+
+    # --- searching -------------------------------------------------------------------
+
+    def _queries(self, queries: list[str]) -> list:
+        """What is sent for each query: its text, or its vector."""
+        raise NotImplementedError
+
+    def _score(self, distance: float) -> float:
+        return float(distance)
+
+    def _search(self, data: list, limit: int) -> list[list[tuple[str, float]]]:
+        """One round trip per QUERIES_PER_SEARCH queries: each query's hits, as Milvus gives them."""
+        out: list[list[tuple[str, float]]] = []
+        for start in range(0, len(data), QUERIES_PER_SEARCH):
+            chunk = data[start:start + QUERIES_PER_SEARCH]
+            result = self._call("search", "search", self.collection, data=chunk, anns_field=self.field,
+                                limit=limit, output_fields=["id"], search_params={"metric_type": self.metric})
+            for hits in result:
+                out.append([(str(hit["id"]), self._score(hit["distance"])) for hit in hits])
+        return out
+
+    def _every(self) -> int:
+        return min(self._rows, self.limit)
+
+    def score_many(self, queries: Sequence[str]) -> list[dict[str, float]]:
+        """Each query's scores of the records Milvus ranks: every record for `milvus-dense`,
+        every record holding a query word for `milvus-bm25`, the best `limit` of them at
+        most (by default 16384, Milvus's largest top-k). One round trip per
+        QUERIES_PER_SEARCH queries; every hit crosses the wire, so on a large story a
+        lower `limit` is the faster score (11,429 records: about 0.4 s a query in full,
+        40 ms at limit=1000)."""
+        queries = list(queries)
+        results: list[dict[str, float]] = [{} for _ in queries]
+        live = [i for i, q in enumerate(queries) if q.strip()]
+        if self.collection is None or not live:
+            return results
+        found = self._search(self._queries([queries[i] for i in live]), self._every())
+        for i, hits in zip(live, found):
+            results[i] = dict(hits)
+        return results
+
+    def score(self, query: str) -> dict[str, float]:
+        if self._last is None or self._last[0] != query:
+            # a pipeline reads the scores twice (to fuse, and to normalize): one round trip
+            self._last = (query, self._score_one(query))
+        return self._last[1]
+
+    def _score_one(self, query: str) -> dict[str, float]:
+        return self.score_many([query])[0]
+
+    def top_many(self, queries: Sequence[str], k: int | None = None) -> list[list[tuple[str, float]]]:
+        """Each query's best `k`, ties by id as `rank` breaks them: Milvus is asked for k +
+        TIE_MARGIN, and asked again for everything when a tie runs past that."""
+        check_depth(k)
+        queries = list(queries)
+        results: list[list[tuple[str, float]]] = [[] for _ in queries]
+        live = [i for i, q in enumerate(queries) if q.strip()]
+        if self.collection is None or not live or k == 0:
+            return results
+        every = self._every()
+        limit = every if k is None else min(every, k + TIE_MARGIN)
+        data = self._queries([queries[i] for i in live])
+        found = self._search(data, limit)
+        for n, (i, hits) in enumerate(zip(live, found)):
+            ranked = rank(dict(hits), k)
+            if k is not None and limit < every and len(hits) == limit and ranked \
+                    and ranked[-1][1] == min(score for _, score in hits):
+                ranked = rank(dict(self._search(data[n:n + 1], every)[0]), k)
+            results[i] = ranked
+        return results
+
+    def top(self, query: str, k: int | None = None) -> list[tuple[str, float]]:
+        return self.top_many([query], k)[0]

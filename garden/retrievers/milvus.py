@@ -1,0 +1,254 @@
+"""`milvus-bm25`, `milvus-dense`, `milvus-hybrid`: the store's retrieval run on Milvus.
+
+Retrieval alone moves: the story's records are indexed as a Milvus collection and each
+query is answered by a Milvus search; the story tables, the phrase index and every stage
+after retrieval (the gate, the reranker, packing) stay in the garden's process. The client
+is `pymilvus`; the engine is Milvus Lite (PyPI `milvus-lite`) in a local store under the
+garden home by default (`derived_dir()/milvus/garden.db`, served from inside this
+process), or any Milvus server named by the `uri` option (`http://127.0.0.1:19530`; say
+one `milvus-lite server --data-dir DIR --host 127.0.0.1 --port 19530` serves). Neither
+package is needed by the rest of the garden: they are imported on first use, and making
+one of these retrievers without them is one GardenError naming `pip install -e '.[milvus]'`.
+
+`milvus-bm25` is Milvus's full-text search: the record text in a VARCHAR field with an
+analyzer, a BM25 schema Function writing a SPARSE_FLOAT_VECTOR field, searched with
+metric BM25 (k1 = 1.5, b = 0.75 and Lucene's idf log(1 + (N - n + 0.5) / (n + 0.5)), the
+numbers of `bm25`; the analyzer is Milvus's `standard` one: words of letters and digits,
+lower-cased, with `bm25`'s stopword list; Milvus Lite has no stemmer). `milvus-dense` holds
+the garden's own all-MiniLM-L6-v2 embeddings (from the embedding cache and encoder,
+exactly as `dense` makes them) in a FLOAT_VECTOR field searched exactly (index FLAT,
+metric IP), and encodes queries as `dense` does, so it ranks as `dense` does. `milvus-hybrid`
+is `hybrid` (reciprocal-rank fusion, k = 60) of the two.
+
+Each retriever indexes a story once. Its collection's name carries the retriever's family
+(kind and options), a schema version, the sha256 of the story's sorted record ids and the
+sha256 of its content (ids and texts, the family, the schema, and for `milvus-dense` the
+model release and backend): an unchanged story finds its collection, in this process or a
+later one, and inserts nothing (its row count and recorded properties are checked); a
+changed one gets a new collection, built under a temporary name and renamed into place
+when complete, and the other collections of the same family and the same id set (an
+edited story, an older schema) are dropped. A collection is known as the same story's by
+its id set only: a story that gains or loses records leaves its old collection behind
+(removing `derived_dir()/milvus`, or dropping the `garden_*` collections on a server,
+costs one rebuild).
+
+Records carry their id and text only: that is all a retriever is given (`Doc`). The
+record's kind, project, privacy and dates are not pushed down as scalar fields, so no
+filter runs in Milvus; every candidate is checked by the garden's own gate after
+retrieval, as for every retriever.
+
+Options: `uri` (above), `timeout` (seconds, default 10: connecting and each search;
+building calls wait at least BUILD_TIMEOUT), `limit` (the most records one search
+returns, default and at most 16384), `k1`, `b` and `stopwords` for `milvus-bm25`, `backend`
+for `milvus-dense` (as `dense`'s), and `k` and `depth` for `milvus-hybrid` (as `hybrid`'s).
+
+Faults are one GardenError line naming the retriever and the URI, and what to do: an
+engine that cannot be reached, a Milvus Lite store another process holds, a call that
+outlives `timeout`, a collection missing or not the garden's. Nothing falls back to an
+in-process retriever.
+"""
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+
+from garden.analyzer import retrieval_stopwords
+from garden.errors import GardenError
+from garden.retrievers import (LEXICAL, SEMANTIC, Doc, boolean, choice, custom, integer,
+                               number, register)
+from garden.retrievers._encoders import BACKENDS, load_encoder
+from garden.retrievers.bm25 import lucene_idf
+from garden.retrievers.dense import DEFAULT_BACKEND, DenseRetriever, cache_space, model_width
+from garden.retrievers.hybrid import HybridRetriever
+from garden.retrievers._milvus import (B, DEFAULT_TIMEOUT, K1, MAX_LIMIT, MAX_VARCHAR, URI_WORDS, _clip,
+                                      _MilvusRetriever, _sha, _uri, tokens)
+
+
+
+
+@register("milvus-bm25", "Milvus full-text BM25 (k1=1.5, b=0.75, Lucene idf; standard analyzer with bm25's "
+                         "stopwords, no stemming) on a local Milvus Lite store or a server (uri)")
+class MilvusBM25(_MilvusRetriever):
+    kind = LEXICAL
+    field, metric = "sparse", "BM25"
+    OPTIONS = {"uri": custom(URI_WORDS, _uri, _uri), "timeout": number(0, above=True),
+               "limit": integer(1, MAX_LIMIT), "k1": number(0, above=True), "b": number(0, 1), "stopwords": boolean()}
+
+    def __init__(self, uri: str | None = None, timeout: float = DEFAULT_TIMEOUT, limit: int = MAX_LIMIT,
+                 k1: float = K1, b: float = B, stopwords: bool = True):
+        super().__init__("milvus-bm25", uri, timeout, limit)
+        self.k1, self.b, self.stopwords = float(k1), float(b), stopwords
+        self._df: Counter = Counter()
+        self._n = 0
+
+    def family(self) -> str:
+        options = _sha(repr(self.k1), repr(self.b), str(self.stopwords)).hexdigest()[:8]
+        return f"bm25_{options}"
+
+    def identity(self) -> list[str]:
+        return [json.dumps(self._analyzer(), sort_keys=True)]
+
+    def _analyzer(self) -> dict:
+        # `lowercase` as a filter: a Milvus server's standard tokenizer does not lower-case by
+        # itself; Milvus Lite's always does and reads only the stop filter
+        filters: list = ["lowercase"]
+        if self.stopwords:
+            filters.append({"type": "stop", "stop_words": sorted(retrieval_stopwords())})
+        return {"tokenizer": "standard", "filter": filters}
+
+    def schema(self, client):
+        from pymilvus import DataType, Function, FunctionType
+
+        schema = client.create_schema(auto_id=False, enable_dynamic_field=False)
+        schema.add_field("id", DataType.VARCHAR, is_primary=True, max_length=MAX_VARCHAR)
+        schema.add_field("text", DataType.VARCHAR, max_length=MAX_VARCHAR, enable_analyzer=True,
+                         analyzer_params=self._analyzer())
+        schema.add_field(self.field, DataType.SPARSE_FLOAT_VECTOR)
+        schema.add_function(Function(name="text_bm25", function_type=FunctionType.BM25,
+                                     input_field_names=["text"], output_field_names=[self.field]))
+        return schema
+
+    def index_params(self, client):
+        params = client.prepare_index_params()
+        params.add_index(field_name=self.field, index_type="SPARSE_INVERTED_INDEX", metric_type="BM25",
+                         params={"bm25_k1": self.k1, "bm25_b": self.b})
+        return params
+
+    def _check_docs(self, docs: Sequence[Doc]) -> None:
+        super()._check_docs(docs)
+        for doc in docs:
+            if len(doc.text.encode("utf-8")) > MAX_VARCHAR:
+                raise GardenError(f"retriever {self.name}: record {doc.id}: its text is longer than Milvus's "
+                                  f"{MAX_VARCHAR}-byte VARCHAR, so Milvus cannot search all of it; use bm25")
+
+    def rows(self, docs: Sequence[Doc]) -> Iterator[dict]:
+        for doc in docs:
+            yield {"id": doc.id, "text": doc.text}
+
+    def index(self, docs: Sequence[Doc]) -> None:
+        super().index(docs)
+        # the statistics `ceiling` reads, counted as the collection's analyzer counts them
+        seen: set[str] = set()
+        unique = [d for d in docs if not (d.id in seen or seen.add(d.id))]
+        self._n = len(unique)
+        self._df = Counter(word for d in unique for word in set(tokens(d.text, self.stopwords)))
+
+    def _queries(self, queries: list[str]) -> list:
+        return list(queries)
+
+    def _score(self, distance: float) -> float:
+        # a BM25 score is never negative; Milvus Lite 3.2 reports it negated, a Milvus
+        # server as it is
+        return abs(float(distance))
+
+    def ceiling(self, query: str) -> float:
+        """The best score any record could reach for `query`, as `bm25` bounds its own:
+        each query word saturated, sum of idf x (k1 + 1) over the query's words as the
+        collection's analyzer makes them (a repeated word counts each time, as Milvus
+        weighs it), a word no record holds at the highest idf. The statistics are the
+        story's, counted in this process when it is indexed (Milvus gives no idf back);
+        Milvus Lite keeps its own per segment, and a story indexed in one flush is one
+        segment, so they are the same numbers. 0 for an empty story."""
+        if not self._n:
+            return 0.0
+        return sum(lucene_idf(self._n, self._df.get(word, 0)) * (self.k1 + 1)
+                   for word in tokens(query, self.stopwords))
+
+
+@register("milvus-dense", "all-MiniLM-L6-v2 embeddings (as dense makes them) searched exactly (FLAT, IP) in "
+                          "Milvus; a local Milvus Lite store or a server (uri)")
+class MilvusDense(_MilvusRetriever):
+    kind = SEMANTIC
+    field, metric = "vector", "IP"
+    OPTIONS = {"uri": custom(URI_WORDS, _uri, _uri), "timeout": number(0, above=True),
+               "limit": integer(1, MAX_LIMIT), "backend": choice(*BACKENDS)}
+
+    def __init__(self, uri: str | None = None, timeout: float = DEFAULT_TIMEOUT, limit: int = MAX_LIMIT,
+                 backend: str = DEFAULT_BACKEND):
+        super().__init__("milvus-dense", uri, timeout, limit)
+        self.backend = backend
+        self._dense = DenseRetriever(backend=backend)  # the model's files, checked now, with their install line
+        self.width = model_width(self._dense.model_path)
+
+    @property
+    def encoded(self) -> int:
+        """Record texts this retriever ran through the model (not found in the embedding cache)."""
+        return self._dense.encoded
+
+    def family(self) -> str:
+        return "dense_" + re.sub(r"[^A-Za-z0-9]", "_", self.backend)
+
+    def identity(self) -> list[str]:
+        return [cache_space(self.backend), str(self.width)]
+
+    def schema(self, client):
+        from pymilvus import DataType
+
+        schema = client.create_schema(auto_id=False, enable_dynamic_field=False)
+        schema.add_field("id", DataType.VARCHAR, is_primary=True, max_length=MAX_VARCHAR)
+        schema.add_field("text", DataType.VARCHAR, max_length=MAX_VARCHAR)
+        schema.add_field(self.field, DataType.FLOAT_VECTOR, dim=self.width)
+        return schema
+
+    def index_params(self, client):
+        params = client.prepare_index_params()
+        params.add_index(field_name=self.field, index_type="FLAT", metric_type="IP")
+        return params
+
+    def rows(self, docs: Sequence[Doc]) -> Iterator[dict]:
+        # the vectors `dense` would search: its embedding cache, the model for what is missing
+        self._dense.index(docs)
+        matrix = self._dense.matrix
+        try:
+            for doc, vector in zip(docs, matrix):
+                # the text is kept for reading; scoring reads the vector, so a text past
+                # Milvus's VARCHAR is stored cut
+                yield {"id": doc.id, "text": _clip(doc.text), self.field: vector.astype(np.float32)}
+        finally:
+            self._dense.matrix = np.zeros((0, 0), dtype=np.float32)  # held by Milvus now
+            self._dense.ids = []
+
+    def index(self, docs: Sequence[Doc]) -> None:
+        super().index(docs)
+        # queries always need the model: loaded now, so the first query does not pay for it
+        load_encoder(self.backend, self._dense.model_path)
+
+    def _queries(self, queries: list[str]) -> list:
+        # as `dense`: a batch encoded at once (its `top_many`), one query through the
+        # process's query-vector cache (its `score`)
+        vectors = self._dense._encode(queries)
+        return [v.astype(np.float32).tolist() for v in vectors]
+
+    def _score_one(self, query: str) -> dict[str, float]:
+        if self.collection is None or not query.strip():
+            return {}
+        vector = self._dense._query_vector(query).astype(np.float32).tolist()
+        return dict(self._search([vector], self._every())[0])
+
+    def ceiling(self, query: str) -> float:
+        """1.0: a score is the cosine of two unit vectors."""
+        return 1.0
+
+
+@register("milvus-hybrid", "reciprocal-rank fusion (k=60) of milvus-bm25 and milvus-dense, as hybrid fuses")
+class MilvusHybrid(HybridRetriever):
+    """`hybrid` of `milvus-bm25` and `milvus-dense`, sharing `uri`, `timeout` and `limit`:
+    each member answers in its own round trip, and the ranks are fused in this process."""
+
+    OPTIONS = {"uri": custom(URI_WORDS, _uri, _uri), "timeout": number(0, above=True),
+               "limit": integer(1, MAX_LIMIT), "backend": choice(*BACKENDS), "k": number(0, above=True),
+               "depth": integer(1)}
+    MAKES_MEMBERS = True
+
+    def __init__(self, uri: str | None = None, timeout: float = DEFAULT_TIMEOUT, limit: int = MAX_LIMIT,
+                 backend: str = DEFAULT_BACKEND, k: float = 60.0, depth: int = 1000, registry=None):
+        shared: dict[str, Any] = {"timeout": float(timeout), "limit": int(limit)}
+        if uri is not None:
+            shared["uri"] = uri
+        super().__init__(("milvus-bm25", "milvus-dense"), k=k, depth=depth, registry=registry,
+                         options={"milvus-bm25": shared, "milvus-dense": {**shared, "backend": backend}})
+        self.name = "milvus-hybrid"
