@@ -329,6 +329,12 @@ def cmd_generate(args) -> int:
     return 0
 
 
+def cmd_serve(args) -> int:
+    from garden.serve import serve
+
+    return serve(args.stories, host=args.host, port=args.port, allow_remote=args.allow_remote, mcp=args.mcp)
+
+
 def _trace_window(p: argparse.ArgumentParser) -> None:
     """--since/--until: the days of a folder of traces to read (from the files' names)."""
     p.add_argument("--since", type=_date, help="of a folder of traces: the first day read (YYYY-MM-DD)")
@@ -509,6 +515,18 @@ def build_parser() -> argparse.ArgumentParser:
                    "(default fixtures/NAME.yaml, or fixtures/NAME.jsonl past 10,000 records, too many for YAML); "
                    "the cases go to cases/NAME/ beside its fixtures folder")
     p.add_argument("--force", action="store_true", help="replace an existing story file and cases folder")
+
+    p = _command(sub, "serve", cmd_serve, "answer queries over HTTP (or MCP on stdio with --mcp) from one process "
+                 "that keeps the stories, indexes and model warm; every query traced")
+    p.add_argument("stories", nargs="*", help="story names or paths to serve (default: every story in fixtures/)")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; any address "
+                   "beyond loopback needs --allow-remote)")
+    p.add_argument("--port", type=_whole_number, default=8765, help="TCP port (default 8765; 0: any free port, "
+                   "printed on start)")
+    p.add_argument("--allow-remote", action="store_true", help="allow a --host beyond loopback: the server has no "
+                   "authentication")
+    p.add_argument("--mcp", action="store_true", help="serve MCP over stdin/stdout instead of HTTP (tools: recall, "
+                   "list_stories)")
     return parser
 
 

@@ -1,0 +1,142 @@
+"""`garden serve`: one long-lived process answering queries, its stories and model kept warm.
+
+Over HTTP (Starlette on uvicorn, `garden.serve.http`) by default; with ``mcp=True``, as an
+MCP server over stdio (`garden.serve.mcp`), for an agent to call. Either way each packet is
+exactly what `garden query --json` prints for the same inputs, and each query is written to
+the trace as that command writes it, so `garden compare`, `judge` and `capture` read a served
+day like any other. See docs/serve.md.
+
+The server has no authentication: it binds a loopback address unless told, in so many words,
+to serve beyond this machine (``allow_remote``).
+"""
+from __future__ import annotations
+
+import ipaddress
+import os
+import socket
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+
+from garden._notice import warn
+from garden.errors import GardenError
+
+__all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "is_loopback", "serve"]
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8765
+
+
+def is_loopback(host: str) -> bool:
+    """`localhost`, or an address of the loopback network (127.0.0.0/8, ::1)."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_address(host: str, port: int, allow_remote: bool) -> None:
+    if not isinstance(port, int) or not 0 <= port <= 65535:
+        raise GardenError(f"`port`: a TCP port is a whole number from 0 to 65535 (0: any free port), got {port!r}")
+    if not is_loopback(host) and not allow_remote:
+        raise GardenError(f"`host` {host}: not a loopback address, and the server has no authentication; "
+                          "pass --allow-remote to serve beyond this machine")
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    """A listening socket on host:port (port 0: a free port the system picks)."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise GardenError(f"`host` {host}: not an address this machine can bind: {exc.strerror or exc}") from None
+    family, kind, proto, _, address = infos[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if family == socket.AF_INET6:
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        sock.bind(address)
+        sock.listen(128)
+    except OSError as exc:
+        sock.close()
+        raise GardenError(f"`port` {port}: cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    sock.set_inheritable(True)
+    return sock
+
+
+def _url(sock: socket.socket) -> str:
+    host, port = sock.getsockname()[:2]
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+@contextmanager
+def _stdout_to_stderr():
+    """Anything written to stdout (by the garden, a library it loads, or C code below them)
+    goes to stderr instead, for as long as the block runs: in MCP mode stdout is the wire."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def _require(*modules: str) -> None:
+    """GardenError naming what to install when a package the server needs is missing."""
+    import importlib.util
+
+    missing = [m for m in modules if importlib.util.find_spec(m) is None]
+    if missing:
+        raise GardenError(f"garden serve needs {', '.join(missing)}, not installed here: "
+                          f"pip install {' '.join(missing)}")
+
+
+def serve(stories: list[str] | None = None, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
+          allow_remote: bool = False, mcp: bool = False, root: str | Path | None = None) -> int:
+    """Serve the named stories (names in fixtures/ or paths to story files; default: every
+    story in fixtures/ of `root`, the working folder) until stopped. Returns the exit code.
+
+    Over HTTP: the address is checked (a non-loopback `host` needs `allow_remote`), bound,
+    the stories loaded and warmed, and only then one line printed on stdout saying where it
+    serves (with a warning on stderr when beyond loopback). With ``mcp=True``: MCP over
+    stdio; nothing but the protocol is written to stdout."""
+    from garden.derived.home import check_environment
+    from garden.serve._core import Garden, Shelf
+
+    check_environment()
+    _require(*(("mcp",) if mcp else ("starlette", "uvicorn")))
+    if mcp:
+        with _stdout_to_stderr():
+            garden = Garden(Shelf.open(stories, Path(root) if root else None))
+            garden.warm(warn)
+        from garden.serve.mcp import run_stdio
+
+        run_stdio(garden)
+        return 0
+
+    check_address(host, port, allow_remote)
+    garden = Garden(Shelf.open(stories, Path(root) if root else None))
+    sock = _bind(host, port)
+    try:
+        garden.warm(warn)
+        import uvicorn
+
+        from garden.serve.http import build_app
+
+        config = uvicorn.Config(build_app(garden), log_level="warning", access_log=False, lifespan="off",
+                                server_header=False, timeout_graceful_shutdown=10)
+        names = garden.shelf.names()
+        print(f"garden: serving {len(names)} stor{'y' if len(names) == 1 else 'ies'} ({', '.join(names)}) "
+              f"on {_url(sock)}; ctrl-c stops", flush=True)
+        if not is_loopback(host):
+            warn(f"serving on {host}, beyond this machine: anyone who can reach {_url(sock)} can query every "
+                 "story served, private records included when asked, and nothing authenticates them")
+        uvicorn.Server(config).run(sockets=[sock])
+    finally:
+        sock.close()
+    return 0

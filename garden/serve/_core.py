@@ -1,0 +1,346 @@
+"""What a served garden holds and does, whatever the door (HTTP or MCP over stdio).
+
+`Shelf` is the set of stories a server answers for, each kept loaded until its file changes
+on disk (one `stat` a query tells; an edited file is read again, a broken edit refused with
+its located error until it is fixed). `Garden` checks a request field by field, so every
+refusal names the field it is about, and runs the query as `garden query` runs it: the same
+packet, the same trace line. One lock serializes the queries: the pipeline's caches (indexes,
+embeddings, the query encoder) are not known to be safe to use from two threads at once.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import os
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from garden.errors import GardenError, StoryError
+from garden.models import DEFAULT_BUDGET
+from garden.text import one_line, shown
+
+ERROR_LIMIT = 1000                 # characters of one error line, as the command line prints them
+MAX_BUDGET = 1_000_000             # characters: a packet is context for a reader, not a dump of the store
+MAX_SESSION = 32                   # earlier queries of a session, each run again to know what it delivered
+RACY_NS = 2_000_000_000            # a file changed this recently may change again within one clock tick
+DATE = re.compile(r"\d{4}-\d{2}-\d{2}", re.ASCII)
+FIELDS = ("story", "text", "pipeline", "as_of", "budget", "hints", "settings", "include_private", "session")
+
+
+class RequestError(Exception):
+    """A refused request: the HTTP status, one line, and the field it is about (None when
+    it is about the request as a whole)."""
+
+    def __init__(self, status: int, message: str, field: str | None = None):
+        self.status = status
+        self.message = one_line(message, ERROR_LIMIT)
+        self.field = field
+        super().__init__(self.message)
+
+    def to_json(self) -> dict:
+        return {"error": self.message, "field": self.field}
+
+
+def _first_line(exc: GardenError) -> str:
+    """A library error as one line: its first message, and how many more it listed."""
+    messages = [m.strip() for m in exc.messages if m.strip()] or [str(exc)]
+    more = len(messages) - 1
+    return messages[0] + (f" (and {more} more problem{'s' * (more > 1)})" if more else "")
+
+
+# --- the stories served ---------------------------------------------------------------------
+
+
+@dataclass
+class _Loaded:
+    key: tuple            # the file's identity and times when it was read
+    racy: bool            # read within RACY_NS of its last change: read again next time
+    story: Any = None     # the Story, or None when the file does not build
+    error: GardenError | None = None
+
+
+@dataclass
+class Shelf:
+    """The stories served, by name: a name and the file it stands for. A loaded story is
+    kept until its file changes (size, times or inode), so a query costs one `stat`, and an
+    edit is picked up by the next query without a restart."""
+
+    paths: dict[str, Path]
+    loaded: dict[str, _Loaded] = field(default_factory=dict)
+
+    @classmethod
+    def open(cls, names: list[str] | None = None, root: Path | None = None) -> "Shelf":
+        """The stories named (names in fixtures/ or paths to story files), or every story
+        in fixtures/ of `root` (the working folder). A name that finds no file is refused
+        here, before anything is served."""
+        from garden.formats.stories import find_story_files, resolve_story_path
+
+        root = root or Path.cwd()
+        paths: dict[str, Path] = {}
+        if names:
+            problems = []
+            for name in names:
+                try:
+                    path = resolve_story_path(name, root)
+                except GardenError as exc:
+                    problems += exc.messages
+                    continue
+                paths.setdefault(path.stem if name.endswith((".yaml", ".yml", ".jsonl")) else name, path)
+            if problems:
+                raise GardenError(problems)
+        else:
+            for path in find_story_files(root):
+                if not path.is_symlink():
+                    paths.setdefault(path.stem, path)   # NAME.yaml before NAME.jsonl, as a name finds them
+        if not paths:
+            raise GardenError(f"no stories to serve: {root / 'fixtures'} holds no story file; name one or more")
+        return cls(paths)
+
+    def names(self) -> list[str]:
+        return list(self.paths)
+
+    def get(self, name: str):
+        """The story `name` stands for as its file is now; RequestError if it is not served,
+        its file is gone, or it does not build (the located error, the server unharmed)."""
+        from garden.formats.stories import load_story
+
+        path = self.paths.get(name)
+        if path is None:
+            raise RequestError(404, f"no story named {shown(name, 80)} is served here; served: "
+                               + ", ".join(self.paths), "story")
+        try:
+            st = os.stat(path)
+        except OSError as exc:
+            raise RequestError(404, f"story {name}: {path}: {exc.strerror or exc}", "story") from None
+        key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        entry = self.loaded.get(name)
+        if entry is None or entry.key != key or entry.racy:
+            started = time.time_ns()
+            try:
+                entry = _Loaded(key, False, story=load_story(path))
+            except GardenError as exc:
+                entry = _Loaded(key, False, error=exc)
+            after = os.stat(path)
+            # changed while it was read, or so recently that a second change could keep the
+            # same size and times: not trusted beyond this query
+            entry.racy = ((after.st_size, after.st_mtime_ns, after.st_ctime_ns) != key[2:]
+                          or started - max(st.st_mtime_ns, st.st_ctime_ns) < RACY_NS)
+            self.loaded[name] = entry
+        if entry.error is not None:
+            status = 422 if isinstance(entry.error, StoryError) or path.exists() else 404
+            raise RequestError(status, f"story {name}: {_first_line(entry.error)}", "story")
+        return entry.story, path
+
+    def describe(self) -> list[dict]:
+        """Each story served: its name, file, story id, record count and whether it builds."""
+        out = []
+        for name, path in self.paths.items():
+            row: dict[str, Any] = {"name": name, "path": str(path)}
+            try:
+                story, _ = self.get(name)
+            except RequestError as exc:
+                row.update(ok=False, error=exc.message)
+            else:
+                row.update(ok=True, story=story.story, records=len(story.records))
+            out.append(row)
+        return out
+
+
+# --- one query ------------------------------------------------------------------------------
+
+
+@dataclass
+class QueryRequest:
+    """A query as the request gave it, each field checked for its type and range."""
+
+    story: str
+    text: str
+    pipeline: str = "default"
+    as_of: dt.date | None = None
+    budget: int = DEFAULT_BUDGET
+    hints: Mapping[str, Any] | None = None
+    settings: Mapping[str, Any] | None = None
+    include_private: bool = False
+    session: list[str] = field(default_factory=list)
+
+
+def _kind(value: Any) -> str:
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null",
+            int: "a number", float: "a number"}.get(type(value), type(value).__name__)
+
+
+def parse_request(body: Any, stories: list[str]) -> QueryRequest:
+    """A request body (the parsed JSON) as a QueryRequest; RequestError naming the field
+    on the first problem. Nothing the library checks itself (hints' and settings' fields,
+    the query's characters) is checked twice: those are refused by the query, as the
+    command line refuses them, and named by their field there."""
+    if not isinstance(body, dict):
+        raise RequestError(400, f"the request body must be a JSON object, not {_kind(body)}", "body")
+    unknown = [k for k in body if k not in FIELDS]
+    if unknown:
+        raise RequestError(422, f"unknown field {shown(unknown[0], 80)}; a query takes "
+                           + ", ".join(FIELDS), one_line(unknown[0], 80))
+
+    def typed(name: str, types: tuple, what: str, default: Any = None) -> Any:
+        """The field's value, or `default` when it is absent or null; refused unless one of `types`."""
+        value = body.get(name)
+        if value is None:
+            return default
+        if (isinstance(value, bool) and bool not in types) or not isinstance(value, types):
+            raise RequestError(422, f"{name}: must be {what}, got {_kind(value)} {shown(value, 80)}", name)
+        return value
+
+    text = typed("text", (str,), "the query, a string")
+    if text is None:
+        raise RequestError(422, "text: required: the query, a string", "text")
+    story = typed("story", (str,), "a story name (see /stories)")
+    if story is None:
+        if len(stories) != 1:
+            raise RequestError(422, "story: required: this server serves " + ", ".join(stories), "story")
+        story = stories[0]
+    pipeline = typed("pipeline", (str,), "a pipeline name (see /pipelines)", "default")
+    as_of = typed("as_of", (str,), "a date, YYYY-MM-DD")
+    if as_of is not None:
+        try:
+            if not DATE.fullmatch(as_of):
+                raise ValueError
+            as_of = dt.date.fromisoformat(as_of)
+        except ValueError:
+            raise RequestError(422, f"as_of: not a date (YYYY-MM-DD, from 0001-01-01 to 9999-12-31): "
+                               f"{shown(as_of, 80)}", "as_of") from None
+    budget = typed("budget", (int,), "a whole number of characters", DEFAULT_BUDGET)
+    if not 1 <= budget <= MAX_BUDGET:
+        raise RequestError(422, f"budget: a positive number of characters, at most {MAX_BUDGET:,}; got {budget}",
+                           "budget")
+    hints = typed("hints", (dict,), 'an object {"topics": [...], "entities": [...]}')
+    settings = typed("settings", (dict,), 'an object of pipeline settings, e.g. {"standout": 1.2}')
+    include_private = typed("include_private", (bool,), "true or false", False)
+    session = typed("session", (list,), "a list of the session's earlier queries (strings)") or []
+    if len(session) > MAX_SESSION:
+        raise RequestError(422, f"session: at most {MAX_SESSION} earlier queries, got {len(session)}", "session")
+    for n, earlier in enumerate(session, start=1):
+        if not isinstance(earlier, str):
+            raise RequestError(422, f"session: query #{n}: must be a string, got {_kind(earlier)}", "session")
+    return QueryRequest(story, text, pipeline, as_of, budget, hints, settings, include_private, list(session))
+
+
+# messages of the library, by how they begin, and the field each is about
+_PREFIXES = (("query text:", "text"), ("query:", "text"), ("settings:", "settings"), ("hints:", "hints"),
+             ("as_of:", "as_of"), ("a budget", "budget"), ("session:", "session"), ("pipeline ", "pipeline"),
+             ("unknown pipeline", "pipeline"), ("story ", "story"), ("no story", "story"))
+
+
+def field_of(message: str) -> str | None:
+    if "`as_of`" in message:   # "story S has no dates; pass `as_of`"
+        return "as_of"
+    return next((name for prefix, name in _PREFIXES if message.startswith(prefix)), None)
+
+
+class Garden:
+    """A served garden: its stories, the lock its queries take turns on, and its counts."""
+
+    def __init__(self, shelf: Shelf):
+        self.shelf = shelf
+        self.lock = threading.Lock()
+        self.started = time.monotonic()
+        self.queries = 0
+        self.refused = 0
+
+    # --- the read-only answers
+
+    def pipelines(self) -> dict[str, str]:
+        from garden.api import pipelines
+
+        return pipelines()
+
+    def stories(self) -> list[dict]:
+        with self.lock:
+            return self.shelf.describe()
+
+    def health(self) -> dict:
+        return {"ok": True, "stories": self.shelf.names(), "pipelines": list(self.pipelines()),
+                "uptime_s": round(time.monotonic() - self.started, 3), "queries": self.queries,
+                "refused": self.refused}
+
+    # --- queries
+
+    def warm(self, report=None) -> None:
+        """Load each story and run one untraced query on it under `default`, so the first
+        real query finds the indexes built and the embedding model loaded."""
+        from garden.evaluation.runner import run_query
+        from garden.formats.stories import latest_date
+        from garden.rerank.query import QuerySpec
+
+        for name in self.shelf.names():
+            try:
+                story, path = self.shelf.get(name)
+                run_query(QuerySpec(story, "warm", latest_date(story), story_path=str(path)), "default",
+                          trace=False)
+            except (RequestError, GardenError) as exc:
+                if report is not None:
+                    report(f"story {name} is served but does not answer yet: "
+                           f"{exc.message if isinstance(exc, RequestError) else _first_line(exc)}")
+
+    def query(self, body: Any) -> dict:
+        """The packet for one request body, exactly what `garden query --json` prints for the
+        same inputs, written to the trace as that command writes it; RequestError otherwise."""
+        try:
+            request = parse_request(body, self.shelf.names())   # no need to wait for the lock to refuse
+        except RequestError:
+            with self.lock:
+                self.refused += 1
+            raise
+        with self.lock:
+            try:
+                packet = self._run(request)
+            except RequestError:
+                self.refused += 1
+                raise
+            self.queries += 1
+            return packet
+
+    def _run(self, r: QueryRequest) -> dict:
+        """`garden.api.query` on a story kept loaded, with the session's earlier queries: the
+        same checks in the same order, the same spec, the same trace line. (`api.query` reads
+        and validates the story file on every call, which costs half a second on a LoCoMo
+        conversation, and takes no session; hence its steps here, one by one.)"""
+        from garden.derived.home import check_environment
+        from garden.evaluation.runner import run_query
+        from garden.formats.stories import latest_date
+        from garden.formats.yaml_reader import validated
+        from garden.models import Hints, Settings, check_query_text
+        from garden.pipelines import check_pipeline, check_settings
+        from garden.rerank.query import QuerySpec
+
+        try:
+            check_environment()
+        except GardenError as exc:
+            raise RequestError(500, f"the server's garden home is not usable: {_first_line(exc)}") from None
+        for name, text in [("text", r.text), *(("session", q) for q in r.session)]:
+            try:
+                check_query_text(text)
+            except ValueError as exc:
+                raise RequestError(422, f"{'query text' if name == 'text' else 'session'}: {exc}", name) from None
+        story, path = self.shelf.get(r.story)
+        try:
+            check_pipeline(r.pipeline)
+        except GardenError as exc:
+            line = _first_line(exc)
+            raise RequestError(404 if line.startswith("unknown pipeline") else 422, line, "pipeline") from None
+        try:
+            hints = Hints() if r.hints is None else validated(Hints, r.hints, "hints")
+            overrides = Settings() if r.settings is None else validated(Settings, r.settings, "settings")
+            check_settings(r.pipeline, overrides, "settings")
+            spec = QuerySpec(story, r.text, r.as_of or latest_date(story), r.budget, hints,
+                             bool(r.include_private), overrides, list(r.session), str(path))
+            outcome = run_query(spec, r.pipeline, trace=True)
+        except GardenError as exc:
+            line = _first_line(exc)
+            raise RequestError(422, line, field_of(line)) from None
+        except OSError as exc:   # the trace could not be written: the server's fault, not the request's
+            where = exc.filename or "the trace"
+            raise RequestError(500, f"{where}: {exc.strerror or exc}") from None
+        return outcome.packet.model_dump(mode="json", exclude={"fallback"})

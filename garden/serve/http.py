@@ -1,0 +1,222 @@
+"""The garden over HTTP: a Starlette application, served by uvicorn.
+
+    GET  /health        ok, the stories and pipelines served, uptime, queries answered and refused
+    GET  /stories       each story served: name, file, story id, records, whether it builds
+    GET  /pipelines     every pipeline name with one line saying what it does (`garden pipelines --json`)
+    POST /query         one query: the packet `garden query --json` prints, written to the trace
+    GET  /openapi.json  this interface as OpenAPI 3.1
+
+Every refusal is one JSON object, ``{"error": "one line", "field": "the field or null"}``,
+with a 4xx status (400 a body that is not a JSON object, 404 an unknown story, pipeline or
+path, 413 a body past `MAX_BODY`, 422 a field the query refuses); a fault of the server is a
+500 of the same shape. No traceback is ever sent, and no request stops the server.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from garden.serve._core import FIELDS, MAX_BUDGET, MAX_SESSION, Garden, RequestError
+from garden.text import one_line
+
+MAX_BODY = 64 * 1024   # bytes of a request body: a query, its hints, settings and session fit many times over
+
+
+def _error(exc: RequestError) -> JSONResponse:
+    return JSONResponse(exc.to_json(), status_code=exc.status)
+
+
+def _refuse_constant(name: str):
+    raise ValueError(f"{name} is not a JSON number (RFC 8259 has no NaN or infinity)")
+
+
+def _object_without_repeats(pairs: list[tuple[str, Any]]) -> dict:
+    seen: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in seen:
+            raise ValueError(f"the key {key!r} appears twice in one object")
+        seen[key] = value
+    return seen
+
+
+async def read_json(request: Request) -> Any:
+    """The request's body as JSON, read up to MAX_BODY bytes (the declared length is checked
+    before anything is read, the bytes read are counted as they come); RequestError otherwise."""
+    declared = request.headers.get("content-length")
+    if declared is not None:
+        if not declared.isascii() or not declared.isdigit():
+            raise RequestError(400, f"Content-Length is not a number of bytes: {one_line(declared, 40)}", "body")
+        if int(declared) > MAX_BODY:
+            raise RequestError(413, f"the body is {int(declared):,} bytes; a query is at most {MAX_BODY:,}", "body")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY:
+            raise RequestError(413, f"the body is more than {MAX_BODY:,} bytes; a query is at most that", "body")
+        chunks.append(chunk)
+    raw = b"".join(chunks)
+    if not raw.strip():
+        raise RequestError(400, "the body is empty: send a JSON object with at least text", "body")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise RequestError(400, f"the body is not UTF-8 (byte {exc.start})", "body") from None
+    try:
+        return json.loads(text, parse_constant=_refuse_constant, object_pairs_hook=_object_without_repeats)
+    except RecursionError:
+        raise RequestError(400, "the body is not JSON the server reads: nested too deeply", "body") from None
+    except ValueError as exc:   # json.JSONDecodeError, a repeated key, NaN, a number of too many digits
+        raise RequestError(400, f"the body is not valid JSON: {exc}", "body") from None
+
+
+def build_app(garden: Garden) -> Starlette:
+    """The application answering for `garden`."""
+
+    async def health(request: Request) -> JSONResponse:
+        return JSONResponse(garden.health())
+
+    async def stories(request: Request) -> JSONResponse:
+        return JSONResponse({"stories": await run_in_threadpool(garden.stories)})
+
+    async def pipelines(request: Request) -> JSONResponse:
+        return JSONResponse(await run_in_threadpool(garden.pipelines))
+
+    async def query(request: Request) -> JSONResponse:
+        try:
+            body = await read_json(request)
+            # the query blocks (the pipeline, the trace write): a worker thread runs it, and
+            # the garden's lock lets one query run at a time
+            packet = await run_in_threadpool(garden.query, body)
+        except RequestError as exc:
+            if exc.status >= 500:
+                print(f"garden: warning: POST /query: {exc.message}", file=sys.stderr, flush=True)
+            return _error(exc)
+        return JSONResponse(packet)
+
+    async def openapi(request: Request) -> JSONResponse:
+        return JSONResponse(openapi_document())
+
+    async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
+        if exc.status_code == 404:
+            message = f"no such path: {request.url.path}; see /openapi.json"
+        elif exc.status_code == 405:
+            message = f"{request.method} is not answered at {request.url.path}; see /openapi.json"
+        else:
+            message = str(exc.detail)
+        return JSONResponse({"error": one_line(message, 300), "field": None}, status_code=exc.status_code,
+                            headers=getattr(exc, "headers", None))
+
+    async def fault(request: Request, exc: Exception) -> JSONResponse:
+        # a bug, not bad input: one line to the client and to the server's log, never a traceback
+        line = one_line(f"{type(exc).__name__}: {exc}", 300)
+        print(f"garden: warning: {request.method} {request.url.path} failed: {line}", file=sys.stderr, flush=True)
+        return JSONResponse({"error": f"the server failed on this request: {line}", "field": None}, status_code=500)
+
+    routes = [Route("/health", health, methods=["GET"]), Route("/stories", stories, methods=["GET"]),
+              Route("/pipelines", pipelines, methods=["GET"]), Route("/query", query, methods=["POST"]),
+              Route("/openapi.json", openapi, methods=["GET"])]
+    return Starlette(routes=routes, exception_handlers={HTTPException: http_error, Exception: fault})
+
+
+# --- the interface, described ---------------------------------------------------------------
+
+
+def _packet_schemas() -> dict:
+    """The packet's JSON Schema (from the model `garden schemas` writes packet.schema.json
+    from) with its definitions as OpenAPI components."""
+    from garden.models import Packet
+
+    schema = Packet.model_json_schema(ref_template="#/components/schemas/{model}")
+    defs = schema.pop("$defs", {})
+    schema["properties"].pop("fallback", None)   # never in a served packet, as in `garden query --json`
+    return {**defs, "Packet": schema}
+
+
+def _ref(name: str) -> dict:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _get(summary: str, description: str, schema: dict) -> dict:
+    return {"get": {"summary": summary, "responses": {"200": {
+        "description": description, "content": {"application/json": {"schema": schema}}}}}}
+
+
+def openapi_document() -> dict:
+    error = {"description": "refused: one line, and the field it is about",
+             "content": {"application/json": {"schema": _ref("Error")}}}
+    query_request = {
+        "type": "object", "additionalProperties": False, "required": ["text"],
+        "properties": {
+            "story": {"type": "string", "description": "a story served (GET /stories); optional when only one is"},
+            "text": {"type": "string", "description": "the query"},
+            "pipeline": {"type": "string", "default": "default", "description": "see GET /pipelines"},
+            "as_of": {"type": ["string", "null"], "format": "date",
+                      "description": "injected now, YYYY-MM-DD (default: the latest date the story mentions)"},
+            "budget": {"type": "integer", "minimum": 1, "maximum": MAX_BUDGET, "default": 1200,
+                       "description": "packet budget in characters of item text"},
+            "hints": {"type": ["object", "null"], "additionalProperties": False,
+                      "properties": {"topics": {"type": "array", "items": {"type": "string"}},
+                                     "entities": {"type": "array", "items": {"type": "string"}}}},
+            "settings": {"type": ["object", "null"],
+                         "description": 'pipeline settings to override, e.g. {"standout": 1.2}; a setting no stage '
+                                        "of the pipeline uses is refused"},
+            "include_private": {"type": "boolean", "default": False,
+                                "description": "allow private records into the packet"},
+            "session": {"type": ["array", "null"], "maxItems": MAX_SESSION, "items": {"type": "string"},
+                        "description": "the session's earlier queries, oldest first: what they delivered is not "
+                                       "served again"},
+        },
+    }
+    assert set(query_request["properties"]) == set(FIELDS)
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "garden serve", "version": "1",
+                 "description": "Queries against the stories of one garden store, answered by one warm process. "
+                                "Each packet is what `garden query --json` prints for the same inputs, and each "
+                                "query is written to the trace as that command writes it."},
+        "paths": {
+            "/health": _get("is the server up, and what it serves", "ok", _ref("Health")),
+            "/stories": _get("the stories served", "each story: name, path, story id, records, ok (or error)",
+                             _ref("Stories")),
+            "/pipelines": _get("every pipeline name with what it does",
+                               "name -> description, as `garden pipelines --json`",
+                               {"type": "object", "additionalProperties": {"type": "string"}}),
+            "/query": {"post": {
+                "summary": "one query: the packet, written to the trace",
+                "requestBody": {"required": True, "content": {"application/json": {"schema": _ref("QueryRequest")}}},
+                "responses": {"200": {"description": "the packet `garden query --json` prints",
+                                      "content": {"application/json": {"schema": _ref("Packet")}}},
+                              "400": {**error, "description": "the body is not a JSON object"},
+                              "404": {**error, "description": "no such story or pipeline"},
+                              "413": {**error, "description": f"the body is past {MAX_BODY:,} bytes"},
+                              "422": {**error, "description": "a field is refused (named in `field`), or the "
+                                                              "story does not build (its located error)"},
+                              "500": {**error, "description": "the server failed (its garden home, a bug)"}}}},
+            "/openapi.json": _get("this document", "OpenAPI 3.1", {"type": "object"}),
+        },
+        "components": {"schemas": {
+            "QueryRequest": query_request,
+            "Error": {"type": "object", "required": ["error", "field"],
+                      "properties": {"error": {"type": "string", "description": "one line"},
+                                     "field": {"type": ["string", "null"],
+                                               "description": "the request field refused, `body` for the body "
+                                                              "as a whole, null for none"}}},
+            "Health": {"type": "object", "properties": {
+                "ok": {"type": "boolean"}, "stories": {"type": "array", "items": {"type": "string"}},
+                "pipelines": {"type": "array", "items": {"type": "string"}}, "uptime_s": {"type": "number"},
+                "queries": {"type": "integer"}, "refused": {"type": "integer"}}},
+            "Stories": {"type": "object", "properties": {"stories": {"type": "array", "items": {
+                "type": "object", "properties": {"name": {"type": "string"}, "path": {"type": "string"},
+                                                 "ok": {"type": "boolean"}, "story": {"type": "string"},
+                                                 "records": {"type": "integer"}, "error": {"type": "string"}}}}}},
+            **_packet_schemas(),
+        }},
+    }
