@@ -78,8 +78,10 @@ def contrast_cell(result) -> str:
 
 
 def show_contrast(report: ContrastReport) -> None:
-    # as wide as the terminal; written to a file or a pipe, wide enough not to wrap a cell
-    wide = Console(soft_wrap=False, width=None if sys.stdout.isatty() else 240)
+    # as wide as the terminal; written to a file or a pipe, as wide as the table needs (a
+    # table takes its natural width, so this bounds nothing real): no cell folds, however
+    # many retrievers are registered
+    wide = Console(soft_wrap=False, width=None if sys.stdout.isatty() else 2000)
     table = Table(title="contrast: each case under each pipeline (main query, then its controls)")
     table.add_column("case", overflow="fold")
     table.add_column("suite")

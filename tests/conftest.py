@@ -14,6 +14,18 @@ ROOT = Path(__file__).resolve().parents[1]
 settings.register_profile("garden", derandomize=True, database=None, deadline=None)
 settings.load_profile("garden")
 
+# The suite runs on the machine's cores, one module per worker (pyproject's addopts). These
+# modules take minutes where the rest take seconds: collected first, each starts at once on
+# a worker of its own, instead of being the last thing the run waits for.
+LONGEST_FIRST = ("test_locomo_compare.py", "test_vaswani.py", "test_scale.py", "test_notebooks.py",
+                 "test_properties.py")
+
+
+def pytest_collection_modifyitems(items):
+    """Order the long modules first (a stable sort: every module keeps its own order)."""
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+
 
 @pytest.fixture
 def project(tmp_path, monkeypatch):

@@ -199,9 +199,12 @@ def run_cases(paths: list[str] | None, pipeline: str = "default") -> RunReport:
 
 
 def available_baselines() -> tuple[list[str], dict[str, str]]:
-    """Bare retrievers that can run here, and why the others cannot."""
+    """Bare retrievers that can run here, and why the others cannot; a retriever that
+    declares `in_contrast = False` is left out of the matrix."""
     ok, missing = [], {}
     for name, reg in registered().items():
+        if getattr(reg.factory, "in_contrast", True) is False:
+            continue
         try:
             reg.factory()
             ok.append(name)

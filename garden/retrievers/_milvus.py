@@ -118,6 +118,7 @@ def _clip(text: str, limit: int = MAX_VARCHAR) -> str:
 
 
 class _MilvusRetriever(RetrieverBase):
+    in_contrast = False  # the same rankings on another engine: named where wanted, not a matrix column
     """What the Milvus retrievers share: the connection, the collection's life, the search
     round trip and the one-line faults. A subclass says what a collection holds (`family`,
     `identity`, `schema`, `index_params`, `rows`) and what a query is (`_queries`)."""

@@ -92,6 +92,10 @@ class RetrieverBase(abc.ABC):
 
     name: str
     kind: str = LEXICAL
+    # a column of `garden contrast`'s matrix; False for a retriever that moves an existing one
+    # to another engine (the Milvus members): named like any other, it is not a baseline
+    # of its own, and the matrix does not stand up an engine to say what it already says
+    in_contrast: bool = True
 
     @abc.abstractmethod
     def index(self, docs: Sequence[Doc]) -> None:

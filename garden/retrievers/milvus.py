@@ -239,6 +239,8 @@ class MilvusHybrid(HybridRetriever):
     """`hybrid` of `milvus-bm25` and `milvus-dense`, sharing `uri`, `timeout` and `limit`:
     each member answers in its own round trip, and the ranks are fused in this process."""
 
+    in_contrast = False  # as its members: not a column of the contrast matrix
+
     OPTIONS = {"uri": custom(URI_WORDS, _uri, _uri), "timeout": number(0, above=True),
                "limit": integer(1, MAX_LIMIT), "backend": choice(*BACKENDS), "k": number(0, above=True),
                "depth": integer(1)}
