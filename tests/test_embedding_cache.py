@@ -201,6 +201,15 @@ def test_a_bad_cache_limit_is_one_line(project, cache, monkeypatch, capsys, text
     assert len(err) == 1 and "GARDEN_CACHE_LIMIT" in err[0]
 
 
+def test_a_cache_that_is_a_file_is_one_line(project, cache, monkeypatch, capsys):
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    cache.write_text("not a folder")
+    assert main(["query", "aurora-ridge", "gaming", "--pipeline", "bm25"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"GARDEN_CACHE={cache}" in err[0] and "not a folder" in err[0]
+    assert cache.read_text() == "not a folder"
+
+
 def test_a_link_inside_the_cache_is_refused(cache, tmp_path):
     outside = tmp_path / "outside"
     outside.mkdir()

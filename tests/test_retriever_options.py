@@ -71,6 +71,8 @@ BAD = [
     ("hybrid:retrievers=bm25+bm25", ["retrievers", "twice"]),
     ("dense:batch_size=0", ["retriever dense", "batch_size", "'0'", "whole number >= 1"]),
     ("dense:batch_size=1.5", ["batch_size", "'1.5'", "whole number >= 1"]),
+    ("dense:backend=gpu", ["unknown backend 'gpu'", "torch, onnx, onnx-int8"]),
+    ("default@dense:backend=gpu", ["unknown backend 'gpu'", "torch, onnx, onnx-int8"]),
 ]
 
 
