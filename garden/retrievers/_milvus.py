@@ -20,7 +20,7 @@ from garden._notice import warn
 from garden.analyzer import retrieval_stopwords
 from garden.derived.home import derived_dir, derived_folder
 from garden.errors import GardenError
-from garden.retrievers import (Doc, RetrieverBase, check_depth, rank)
+from garden.retrievers import Doc, RetrieverBase, check_depth, custom, integer, number, rank
 
 SCHEMA = 1  # the collections' layout: a change gives every collection another name
 INSTALL_HINT = "pip install -e '.[milvus]'"
@@ -51,6 +51,11 @@ def _uri(value: Any) -> str:
     if _SERVER_URI.fullmatch(text) or (text.endswith(".db") and "://" not in text and len(text) > 3):
         return text
     raise ValueError("not a Milvus URI")
+
+
+# where the engine is and how long to wait for it: the options every Milvus retriever takes
+ENGINE_OPTIONS = {"uri": custom(URI_WORDS, _uri, _uri), "timeout": number(0, above=True),
+                  "limit": integer(1, MAX_LIMIT)}
 
 
 def _is_local(uri: str | None) -> bool:

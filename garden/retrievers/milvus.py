@@ -58,14 +58,14 @@ import numpy as np
 
 from garden.analyzer import retrieval_stopwords
 from garden.errors import GardenError
-from garden.retrievers import (LEXICAL, SEMANTIC, Doc, boolean, choice, custom, integer,
+from garden.retrievers import (LEXICAL, SEMANTIC, Doc, boolean, choice, integer,
                                number, register)
 from garden.retrievers._encoders import BACKENDS, load_encoder
 from garden.retrievers.bm25 import lucene_idf
 from garden.retrievers.dense import DEFAULT_BACKEND, DenseRetriever, cache_space, model_width
 from garden.retrievers.hybrid import HybridRetriever
-from garden.retrievers._milvus import (B, DEFAULT_TIMEOUT, K1, MAX_LIMIT, MAX_VARCHAR, URI_WORDS, _clip,
-                                      _MilvusRetriever, _sha, _uri, tokens)
+from garden.retrievers._milvus import (ENGINE_OPTIONS, B, DEFAULT_TIMEOUT, K1, MAX_LIMIT, MAX_VARCHAR, _clip,
+                                      _MilvusRetriever, _sha, tokens)
 
 
 
@@ -75,8 +75,7 @@ from garden.retrievers._milvus import (B, DEFAULT_TIMEOUT, K1, MAX_LIMIT, MAX_VA
 class MilvusBM25(_MilvusRetriever):
     kind = LEXICAL
     field, metric = "sparse", "BM25"
-    OPTIONS = {"uri": custom(URI_WORDS, _uri, _uri), "timeout": number(0, above=True),
-               "limit": integer(1, MAX_LIMIT), "k1": number(0, above=True), "b": number(0, 1), "stopwords": boolean()}
+    OPTIONS = {**ENGINE_OPTIONS, "k1": number(0, above=True), "b": number(0, 1), "stopwords": boolean()}
 
     def __init__(self, uri: str | None = None, timeout: float = DEFAULT_TIMEOUT, limit: int = MAX_LIMIT,
                  k1: float = K1, b: float = B, stopwords: bool = True):
@@ -164,8 +163,7 @@ class MilvusBM25(_MilvusRetriever):
 class MilvusDense(_MilvusRetriever):
     kind = SEMANTIC
     field, metric = "vector", "IP"
-    OPTIONS = {"uri": custom(URI_WORDS, _uri, _uri), "timeout": number(0, above=True),
-               "limit": integer(1, MAX_LIMIT), "backend": choice(*BACKENDS)}
+    OPTIONS = {**ENGINE_OPTIONS, "backend": choice(*BACKENDS)}
 
     def __init__(self, uri: str | None = None, timeout: float = DEFAULT_TIMEOUT, limit: int = MAX_LIMIT,
                  backend: str = DEFAULT_BACKEND):
@@ -241,9 +239,7 @@ class MilvusHybrid(HybridRetriever):
 
     in_contrast = False  # as its members: not a column of the contrast matrix
 
-    OPTIONS = {"uri": custom(URI_WORDS, _uri, _uri), "timeout": number(0, above=True),
-               "limit": integer(1, MAX_LIMIT), "backend": choice(*BACKENDS), "k": number(0, above=True),
-               "depth": integer(1)}
+    OPTIONS = {**ENGINE_OPTIONS, "backend": choice(*BACKENDS), "k": number(0, above=True), "depth": integer(1)}
     MAKES_MEMBERS = True
 
     def __init__(self, uri: str | None = None, timeout: float = DEFAULT_TIMEOUT, limit: int = MAX_LIMIT,
