@@ -24,7 +24,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from garden.errors import GardenError
 
@@ -159,7 +159,8 @@ def query(story: "PathLike | Story", text: str, *, pipeline: str = "default",
           as_of: dt.date | str | None = None, budget: int = 1200,
           hints: "Hints | Mapping[str, list[str]] | None" = None,
           settings: "Settings | Mapping[str, Any] | None" = None,
-          include_private: bool = False, trace: bool = False) -> dict:
+          include_private: bool = False, trace: bool = False, session: Sequence[str] = (),
+          story_path: PathLike | None = None) -> dict:
     """One query: the packet as a JSON-able dict, exactly what `garden query --json` prints
     (decision, reason, warnings, items with labels and why, rejected, budget).
 
@@ -170,7 +171,9 @@ def query(story: "PathLike | Story", text: str, *, pipeline: str = "default",
     overrides pipeline settings (``{"standout": 1.2}``). With ``trace=True`` the query is
     appended to today's trace file, ready for `compare`; off by default, so exploring in a
     notebook leaves no trail unless asked to. (A trace names a loaded story by its name, so
-    a replay reads the story's file, not an in-memory edit.)
+    a replay reads the story's file, not an in-memory edit; `story_path` names the file a
+    story given loaded was read from, so its trace line can be replayed too.) `session` is
+    the session's earlier queries, oldest first, as a case's `session` gives them.
 
         >>> packet = query("aurora-ridge", "Why have I not felt like gaming recently?",
         ...                as_of="2030-01-06")
@@ -190,10 +193,15 @@ def query(story: "PathLike | Story", text: str, *, pipeline: str = "default",
         check_query_text(text)
     except ValueError as exc:
         raise GardenError(f"query text: {exc}") from None
+    for n, earlier in enumerate(session, start=1):
+        try:
+            check_query_text(earlier)
+        except ValueError as exc:
+            raise GardenError(f"session: query #{n}: {exc}") from None
     if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
         raise GardenError(f"a budget is a positive number of characters, got {budget!r}")
     if isinstance(story, Story):
-        loaded, story_path = story, None
+        loaded, story_path = story, None if story_path is None else str(story_path)
     else:
         path = _story_path(story)
         loaded, story_path = load_story(path), str(path)
@@ -202,7 +210,7 @@ def query(story: "PathLike | Story", text: str, *, pipeline: str = "default",
     # than silently ignored (`pipeline="bm25", settings={"standout": 2}`)
     check_settings(pipeline, overrides, "settings")
     spec = QuerySpec(loaded, text, _as_of(as_of) or latest_date(loaded), budget,
-                     _model(Hints, hints, "hints"), bool(include_private), overrides, [], story_path)
+                     _model(Hints, hints, "hints"), bool(include_private), overrides, list(session), story_path)
     outcome = run_query(spec, pipeline, trace=trace)
     return outcome.packet.model_dump(mode="json", exclude={"fallback"})
 

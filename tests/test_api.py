@@ -53,6 +53,18 @@ def test_query_takes_a_loaded_story_a_path_and_a_date(project):
     assert "pref.mira.milk" in [item["id"] for item in by_object["items"]]
 
 
+def test_query_takes_a_session_and_names_a_loaded_storys_file_in_the_trace(project):
+    from garden.derived.traces import read_trace, trace_file
+
+    story = api.load_story("aurora-ridge")
+    path = project / "fixtures" / "aurora-ridge.yaml"
+    api.query(story, GAMING, as_of="2030-01-06", session=["What does Mira play?"], story_path=path, trace=True)
+    [event] = read_trace(trace_file(dt.date.today()))
+    assert event.session == ["What does Mira play?"] and event.story_path == str(path)
+    with pytest.raises(GardenError, match="session: query #2"):
+        api.query(story, GAMING, session=["fine", "\x1b[31m"])
+
+
 def test_query_hints_settings_and_budget_reach_the_pipeline(project):
     hinted = api.query("aurora-ridge", "Why have I not felt like it recently?", as_of="2030-01-06",
                        hints={"topics": ["gaming"]})

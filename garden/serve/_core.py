@@ -303,17 +303,14 @@ class Garden:
             return packet
 
     def _run(self, r: QueryRequest) -> dict:
-        """`garden.api.query` on a story kept loaded, with the session's earlier queries: the
-        same checks in the same order, the same spec, the same trace line. (`api.query` reads
-        and validates the story file on every call, which costs half a second on a LoCoMo
-        conversation, and takes no session; hence its steps here, one by one.)"""
+        """`garden.api.query` on a story kept loaded (reading and checking the file on every
+        call would cost half a second on a LoCoMo conversation), with the session's earlier
+        queries: the same packet and the same trace line as `garden query`. The fields whose
+        refusal has a status of its own are checked first, so each names its field."""
+        from garden.api import query
         from garden.derived.home import check_environment
-        from garden.evaluation.runner import run_query
-        from garden.formats.stories import latest_date
-        from garden.formats.yaml_reader import validated
-        from garden.models import Hints, Settings, check_query_text
-        from garden.pipelines import check_pipeline, check_settings
-        from garden.rerank.query import QuerySpec
+        from garden.models import check_query_text
+        from garden.pipelines import check_pipeline
 
         try:
             check_environment()
@@ -331,16 +328,12 @@ class Garden:
             line = _first_line(exc)
             raise RequestError(404 if line.startswith("unknown pipeline") else 422, line, "pipeline") from None
         try:
-            hints = Hints() if r.hints is None else validated(Hints, r.hints, "hints")
-            overrides = Settings() if r.settings is None else validated(Settings, r.settings, "settings")
-            check_settings(r.pipeline, overrides, "settings")
-            spec = QuerySpec(story, r.text, r.as_of or latest_date(story), r.budget, hints,
-                             bool(r.include_private), overrides, list(r.session), str(path))
-            outcome = run_query(spec, r.pipeline, trace=True)
+            return query(story, r.text, pipeline=r.pipeline, as_of=r.as_of, budget=r.budget, hints=r.hints,
+                         settings=r.settings, include_private=bool(r.include_private), trace=True,
+                         session=r.session, story_path=path)
         except GardenError as exc:
             line = _first_line(exc)
             raise RequestError(422, line, field_of(line)) from None
         except OSError as exc:   # the trace could not be written: the server's fault, not the request's
             where = exc.filename or "the trace"
             raise RequestError(500, f"{where}: {exc.strerror or exc}") from None
-        return outcome.packet.model_dump(mode="json", exclude={"fallback"})
