@@ -250,3 +250,28 @@ def test_prune_never_enters_a_symlinked_default_folder(home, tmp_path):
 
 def test_prune_of_a_missing_folder_is_a_no_op(tmp_path):
     assert prune_traces(TODAY, folder=tmp_path / "nothing") == []
+
+
+def _write_many(home: str, count: int, width: int) -> None:
+    os.environ["GARDEN_HOME"] = home
+    big = {"candidates": [{"id": f"r{i}", "scores": {"bm25": i / 7}} for i in range(width)]}
+    for n in range(count):
+        write_trace(event(f"q{n}").model_copy(update={"stages": big}), dt.date(2030, 1, 12))
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="a server's workers are forked processes")
+def test_two_processes_writing_large_lines_at_once_leave_every_line_whole(home):
+    import multiprocessing
+
+    # lines of ~100 KB: a write that long is not one page, so a writer that read the file's
+    # size mid-write of another would once seal a whole line as torn (an empty line)
+    context = multiprocessing.get_context("fork")
+    procs = [context.Process(target=_write_many, args=(os.environ["GARDEN_HOME"], 40, 3000)) for _ in range(3)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+        assert p.exitcode == 0
+    lines = trace_file(dt.date(2030, 1, 12)).read_bytes().split(b"\n")
+    assert lines[-1] == b""
+    assert [len(json.loads(line)["stages"]["candidates"]) for line in lines[:-1]] == [3000] * 120

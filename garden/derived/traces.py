@@ -30,6 +30,11 @@ from garden.models import TraceEvent
 from garden.derived.home import (FILE_MODE, LINK_REFUSAL, MAX_RETENTION_DAYS, derived_dir, derived_folder,
                                   tracing_enabled)
 
+try:
+    import fcntl
+except ImportError:   # not on Windows, where appends from two processes are not to be shared anyway
+    fcntl = None
+
 TRACE_VERSION = 1
 # ASCII digits only, matched in full: `$` alone would also accept a trailing newline
 TRACE_NAME = re.compile(r"trace-(\d{4})-(\d{2})-(\d{2})\.jsonl", re.ASCII)
@@ -67,6 +72,11 @@ def write_trace(event: TraceEvent, day: dt.date | None = None) -> Path:
         if not stat.S_ISREG(st.st_mode):
             raise GardenError(f"{path}: exists and is not a regular file; the garden writes its trace there "
                               "(move it away)")
+        if fcntl is not None:
+            # one writer at a time: without it, a second process (a server's other worker)
+            # could read the size of a line still being written and seal it as torn
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            st = os.fstat(fd)
         if st.st_size and os.pread(fd, 1, st.st_size - 1) != b"\n":
             line = b"\n" + line  # seal a torn last line; the reader skips it, the new event stays whole
         view = memoryview(line)
