@@ -52,25 +52,30 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
+    """Resident memory of the process `pid` and of its children (a server's workers)."""
+    total = 0
+    pids = [pid, *map(int, Path(f"/proc/{pid}/task/{pid}/children").read_text().split())]
+    for one in pids:
+        for line in Path(f"/proc/{one}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                total += int(line.split()[1])
+    return total / 1024
 
 
 class Served:
     """`garden serve STORY --port 0` in `root`; its URL from the line it prints on start."""
 
-    def __init__(self, root: Path, env: dict, story: str):
+    def __init__(self, root: Path, env: dict, story: str, workers: int = 1):
         self.started = time.perf_counter()
-        self.proc = subprocess.Popen([*GARDEN, "serve", story, "--port", "0"], cwd=root, env=env,
+        self.proc = subprocess.Popen([*GARDEN, "serve", story, "--port", "0", "--workers", str(workers)],
+                                     cwd=root, env=env,
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         banner = self.proc.stdout.readline()
         if not banner.startswith("garden: serving"):
             self.stop()
             raise SystemExit(f"the server did not start: {banner!r}")
         self.banner_s = time.perf_counter() - self.started
-        self.url = banner.split(" on ", 1)[1].split(";")[0]
+        self.url = banner.split(" on ", 1)[1].split(";")[0].split()[0]
 
     def first_answer(self, body: dict) -> float:
         with httpx.Client(base_url=self.url, timeout=120) as client:
@@ -179,6 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--questions", type=int, default=0, help="ask the first N questions (default: all)")
     parser.add_argument("--rounds", type=int, default=1, help="passes over the questions at each level (default 1)")
     parser.add_argument("--max-seconds", type=float, default=60, help="time bound of each level (default 60)")
+    parser.add_argument("--workers", type=int, default=2, help="the server's worker processes (default 2: two cores)")
     parser.add_argument("--json", help="also write the figures to this file")
     args = parser.parse_args(argv)
 
@@ -199,10 +205,10 @@ def main(argv: list[str] | None = None) -> int:
               f"{os.cpu_count()} cores; levels {', '.join(map(str, LEVELS))} clients, {args.rounds} rounds each, "
               f"at most {args.max_seconds:g} s a level")
 
-        cold = Served(root, env, story_name)
+        cold = Served(root, env, story_name, args.workers)
         cold_first = cold.first_answer(bodies[0])
         cold.stop()
-        served = Served(root, env, story_name)
+        served = Served(root, env, story_name, args.workers)
         warm_first = served.first_answer(bodies[0])
         try:
             for body in bodies:   # the warm pass

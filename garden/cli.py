@@ -332,7 +332,8 @@ def cmd_generate(args) -> int:
 def cmd_serve(args) -> int:
     from garden.serve import serve
 
-    return serve(args.stories, host=args.host, port=args.port, allow_remote=args.allow_remote, mcp=args.mcp)
+    return serve(args.stories, host=args.host, port=args.port, allow_remote=args.allow_remote, mcp=args.mcp,
+                 workers=args.workers)
 
 
 def _trace_window(p: argparse.ArgumentParser) -> None:
@@ -527,6 +528,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "authentication")
     p.add_argument("--mcp", action="store_true", help="serve MCP over stdin/stdout instead of HTTP (tools: recall, "
                    "list_stories)")
+    p.add_argument("--workers", type=_whole_number, default=1, metavar="N", help="processes answering on the one "
+                   "port, each with its own stories, indexes and model (default 1; on two cores, 2 answers two "
+                   "queries at once)")
     return parser
 
 

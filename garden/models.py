@@ -437,6 +437,8 @@ class TraceEvent(BaseModel):
     @field_validator("stages")
     @classmethod
     def _stages_are_finite(cls, value: dict[str, Any]) -> dict[str, Any]:
+        if not _holds_non_finite(value):   # the common case, without building a path per value
+            return value
         pending: list[tuple[str, Any]] = [(k, v) for k, v in value.items()]
         while pending:  # a work list rather than recursion: no shape of stages meets the recursion limit
             where, item = pending.pop()
@@ -447,6 +449,25 @@ class TraceEvent(BaseModel):
             elif isinstance(item, (list, tuple)):
                 pending.extend((f"{where}[{i}]", v) for i, v in enumerate(item))
         return value
+
+
+def _holds_non_finite(value: Any) -> bool:
+    """Whether a NaN or an infinity is anywhere in `value` (dicts, lists and tuples walked).
+    A trace's stages hold thousands of numbers a query, so this pass names no path; the
+    validator above walks again, naming one, only when this finds something."""
+    pending = [value]
+    isfinite = math.isfinite
+    while pending:
+        item = pending.pop()
+        kind = type(item)
+        if kind is float or isinstance(item, float):
+            if not isfinite(item):
+                return True
+        elif kind is dict:
+            pending.extend(item.values())
+        elif kind is list or kind is tuple or isinstance(item, (dict, list, tuple)):
+            pending.extend(item.values() if isinstance(item, dict) else item)
+    return False
 
 
 # --- what the stages declare ------------------------------------------------------

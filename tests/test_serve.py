@@ -8,6 +8,7 @@ again without a restart; the trace it writes replays under `garden compare`.
 """
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import os
 import queue
@@ -55,7 +56,7 @@ class Server:
             self.stop()
             raise AssertionError(f"no start line in {START_TIMEOUT}s; stderr: {''.join(self.stderr)[-2000:]}")
         assert self.banner.startswith("garden: serving "), self.banner + "".join(self.stderr)
-        self.url = self.banner.split(" on ", 1)[1].split(";")[0]
+        self.url = self.banner.split(" on ", 1)[1].split(";")[0].split()[0]
         self.client = httpx.Client(base_url=self.url, timeout=120)
         assert self.client.get("/health").json()["ok"] is True
 
@@ -386,6 +387,45 @@ def test_an_unknown_story_is_refused_before_serving(tmp_path):
     done = subprocess.run([*GARDEN, "serve", "nowhere", "--port", "0"], cwd=root, env=store_env(root),
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "no story named 'nowhere'" in done.stderr
+
+
+def test_two_workers_answer_on_one_port_with_one_count_and_one_trace(tmp_path):
+    root = copy_store(tmp_path)
+    served = Server(root, "aurora-ridge", "--workers", "2")
+    try:
+        assert "with 2 workers" in served.banner
+        workers = Path(f"/proc/{served.proc.pid}/task/{served.proc.pid}/children").read_text().split()
+        assert len(workers) == 2
+        bodies = [{"story": "aurora-ridge", "text": text} for text in
+                  ("what does mira play", "why paper?", "Why have I not felt like gaming recently?")] * 4
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            answers = list(pool.map(lambda body: httpx.post(f"{served.url}/query", json=body, timeout=120), bodies))
+        assert [a.status_code for a in answers] == [200] * len(bodies)
+        assert answers[0].json() == answers[3].json() == answers[6].json()   # whichever worker answered
+        assert served.post({"story": "aurora-ridge", "text": "x", "budget": 0}).status_code == 422
+        health = served.client.get("/health").json()
+        assert (health["queries"], health["refused"]) == (len(bodies), 1)   # counted across both workers
+        lines = [json.loads(line) for path in sorted((root / ".garden" / "traces").glob("trace-*.jsonl"))
+                 for line in path.read_text(encoding="utf-8").splitlines()]
+        assert len(lines) == len(bodies)
+    finally:
+        served.client.close()
+        served.proc.terminate()
+        served.proc.wait(timeout=30)
+    assert served.proc.returncode == 0 and "Traceback" not in "".join(served.stderr)
+    assert not any(Path(f"/proc/{pid}").exists() for pid in workers)
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["--workers", "0"], "--workers: a whole number of processes from 1 to 64, got 0"),
+    (["--workers", "2", "--mcp"], "MCP serves one client over stdio"),
+])
+def test_a_bad_worker_count_is_one_line(tmp_path, argv, says):
+    root = copy_store(tmp_path)
+    done = subprocess.run([*GARDEN, "serve", "--port", "0", *argv], cwd=root, env=store_env(root),
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and done.stdout == ""
+    assert len(done.stderr.splitlines()) == 1 and says in done.stderr
 
 
 def test_loopback_names():

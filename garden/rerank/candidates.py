@@ -8,7 +8,7 @@ from garden.models import PacketItem, Record
 CURATED_KINDS = ("state", "decision")
 
 
-@dataclass
+@dataclass(slots=True)
 class Candidate:
     record: Record
     scores: dict[str, float] = field(default_factory=dict)   # each retriever's raw score
@@ -21,10 +21,11 @@ class Candidate:
     door: str | None = None          # how it entered: retriever, phrase, supersession, provenance
     predecessors: list["Candidate"] = field(default_factory=list)   # ride right behind this one
     successor: "Candidate | None" = None
+    # the record's id, read thousands of times a query (every sort and every lookup)
+    id: str = field(init=False)
 
-    @property
-    def id(self) -> str:
-        return self.record.id
+    def __post_init__(self) -> None:
+        self.id = self.record.id
 
     @property
     def lane(self) -> str:

@@ -39,11 +39,13 @@ class Retrieve(StageBase, name="retrieve", settings=(CANDIDATES, SEMANTIC_FLOOR,
         parts = retriever.members()
         normalized = {n: relevance(m, spec.query, content, settings.semantic_floor) for n, m in parts.items()}
         explicit = set(res.explicit_ids)
+        semantic = {name: is_semantic(m) for name, m in parts.items()}
+        by_id = story.by_id
         for rid in ids:
             if rid in ctx.candidates:
                 continue
-            c = Candidate(story.by_id[rid], {k: v.get(rid, 0.0) for k, v in members.items()})
-            c.score = total_relevance(normalized, parts, c, settings.semantic_weight)
+            c = Candidate(by_id[rid], {k: v.get(rid, 0.0) for k, v in members.items()})
+            c.score = total_relevance(normalized, semantic, c, settings.semantic_weight)
             if c.score > 0 or rid in anchored:
                 ctx.candidates[rid] = c
                 if rid in explicit:
@@ -54,16 +56,20 @@ class Retrieve(StageBase, name="retrieve", settings=(CANDIDATES, SEMANTIC_FLOOR,
                 ctx.admit(story.by_id[rid], "retriever", certain=True)
 
 
-def total_relevance(normalized: dict[str, dict[str, float]], members: dict, c: Candidate,
+def total_relevance(normalized: dict[str, dict[str, float]], semantic: dict[str, bool], c: Candidate,
                     semantic_weight: float = 1.0) -> float:
     """The sum over members of each one's normalized relevance for the candidate, a
-    semantic member's times `semantic_weight`, each member that counts named in `why`."""
+    semantic member's (`semantic[name]`) times `semantic_weight`, each member that counts
+    named in `why`."""
     total = 0.0
     for name in c.scores:
-        value = normalized.get(name, {}).get(c.id, 0.0)
-        semantic = is_semantic(members[name])
-        if value > 0:
-            c.why.append(f"{name} cosine {c.scores[name]:.3f}" if semantic
-                         else f"{name} {value:.3f} of the query's best possible match")
-        total += value * semantic_weight if semantic else value
+        value = normalized[name].get(c.id, 0.0) if name in normalized else 0.0
+        if semantic[name]:
+            if value > 0:
+                c.why.append(f"{name} cosine {c.scores[name]:.3f}")
+            total += value * semantic_weight
+        else:
+            if value > 0:
+                c.why.append(f"{name} {value:.3f} of the query's best possible match")
+            total += value
     return total

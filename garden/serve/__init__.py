@@ -25,6 +25,7 @@ __all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "is_loopback", "serve"]
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
+MAX_WORKERS = 64
 
 
 def is_loopback(host: str) -> bool:
@@ -97,18 +98,26 @@ def _require(*modules: str) -> None:
 
 
 def serve(stories: list[str] | None = None, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
-          allow_remote: bool = False, mcp: bool = False, root: str | Path | None = None) -> int:
+          allow_remote: bool = False, mcp: bool = False, root: str | Path | None = None, workers: int = 1) -> int:
     """Serve the named stories (names in fixtures/ or paths to story files; default: every
     story in fixtures/ of `root`, the working folder) until stopped. Returns the exit code.
 
     Over HTTP: the address is checked (a non-loopback `host` needs `allow_remote`), bound,
     the stories loaded and warmed, and only then one line printed on stdout saying where it
-    serves (with a warning on stderr when beyond loopback). With ``mcp=True``: MCP over
-    stdio; nothing but the protocol is written to stdout."""
+    serves (with a warning on stderr when beyond loopback). `workers` processes answer on
+    the one port (see garden/serve/_workers.py), each with its own copy of the stories,
+    indexes and model. With ``mcp=True``: MCP over stdio, one process; nothing but the
+    protocol is written to stdout."""
     from garden.derived.home import check_environment
-    from garden.serve._core import Garden, Shelf
+    from garden.serve._core import Counts, Garden, Shelf
+    from garden.serve._workers import can_fork, run_workers
 
     check_environment()
+    if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= MAX_WORKERS:
+        raise GardenError(f"`workers`: a whole number of processes from 1 to {MAX_WORKERS}, got {workers!r}")
+    if workers > 1 and (mcp or not can_fork()):
+        raise GardenError("`workers`: more than one needs HTTP on a system that can fork; "
+                          + ("MCP serves one client over stdio" if mcp else "this one cannot"))
     _require(*(("mcp",) if mcp else ("starlette", "uvicorn")))
     if mcp:
         with _stdout_to_stderr():
@@ -120,23 +129,35 @@ def serve(stories: list[str] | None = None, host: str = DEFAULT_HOST, port: int 
         return 0
 
     check_address(host, port, allow_remote)
-    garden = Garden(Shelf.open(stories, Path(root) if root else None))
+    shelf = Shelf.open(stories, Path(root) if root else None)   # a name that finds nothing: refused before binding
+    counts = Counts()
     sock = _bind(host, port)
-    try:
-        garden.warm(warn)
+
+    def banner() -> None:
+        names = shelf.names()
+        print(f"garden: serving {len(names)} stor{'y' if len(names) == 1 else 'ies'} ({', '.join(names)}) "
+              f"on {_url(sock)}" + (f" with {workers} workers" if workers > 1 else "") + "; ctrl-c stops",
+              flush=True)
+        if not is_loopback(host):
+            warn(f"serving on {host}, beyond this machine: anyone who can reach {_url(sock)} can query every "
+                 "story served, private records included when asked, and nothing authenticates them")
+
+    def answer(worker: int, ready) -> None:
+        garden = Garden(shelf, counts)
+        garden.warm(warn if worker == 0 else None)   # one worker says what does not answer yet, not each
         import uvicorn
 
         from garden.serve.http import build_app
 
-        config = uvicorn.Config(build_app(garden), log_level="warning", access_log=False, lifespan="off",
-                                server_header=False, timeout_graceful_shutdown=10)
-        names = garden.shelf.names()
-        print(f"garden: serving {len(names)} stor{'y' if len(names) == 1 else 'ies'} ({', '.join(names)}) "
-              f"on {_url(sock)}; ctrl-c stops", flush=True)
-        if not is_loopback(host):
-            warn(f"serving on {host}, beyond this machine: anyone who can reach {_url(sock)} can query every "
-                 "story served, private records included when asked, and nothing authenticates them")
+        config = uvicorn.Config(build_app(garden, shared=workers > 1), log_level="warning", access_log=False,
+                                lifespan="off", server_header=False, timeout_graceful_shutdown=10)
+        ready()
         uvicorn.Server(config).run(sockets=[sock])
+
+    try:
+        if workers == 1:
+            answer(0, banner)
+            return 0
+        return run_workers(workers, answer, banner)
     finally:
         sock.close()
-    return 0

@@ -239,15 +239,47 @@ def field_of(message: str) -> str | None:
     return next((name for prefix, name in _PREFIXES if message.startswith(prefix)), None)
 
 
-class Garden:
-    """A served garden: its stories, the lock its queries take turns on, and its counts."""
+class Counts:
+    """The queries answered and refused, by every worker of a server. Made before the
+    workers fork, so they share one pair of counters (`multiprocessing` shared memory and
+    its lock); a single-process server has the same two numbers in the same place."""
 
-    def __init__(self, shelf: Shelf):
+    def __init__(self):
+        import multiprocessing
+
+        self._lock = multiprocessing.Lock()
+        self._values = multiprocessing.RawArray("q", 2)   # answered, refused
+
+    def add(self, refused: bool = False) -> None:
+        with self._lock:
+            self._values[int(refused)] += 1
+
+    @property
+    def queries(self) -> int:
+        return self._values[0]
+
+    @property
+    def refused(self) -> int:
+        return self._values[1]
+
+
+class Garden:
+    """A served garden: its stories, the lock its queries take turns on, and its counts
+    (shared with the server's other workers, if it has any)."""
+
+    def __init__(self, shelf: Shelf, counts: Counts | None = None):
         self.shelf = shelf
         self.lock = threading.Lock()
         self.started = time.monotonic()
-        self.queries = 0
-        self.refused = 0
+        self.counts = counts or Counts()
+
+    @property
+    def queries(self) -> int:
+        return self.counts.queries
+
+    @property
+    def refused(self) -> int:
+        return self.counts.refused
 
     # --- the read-only answers
 
@@ -290,17 +322,16 @@ class Garden:
         try:
             request = parse_request(body, self.shelf.names())   # no need to wait for the lock to refuse
         except RequestError:
-            with self.lock:
-                self.refused += 1
+            self.counts.add(refused=True)
             raise
         with self.lock:
             try:
                 packet = self._run(request)
             except RequestError:
-                self.refused += 1
+                self.counts.add(refused=True)
                 raise
-            self.queries += 1
-            return packet
+        self.counts.add()
+        return packet
 
     def _run(self, r: QueryRequest) -> dict:
         """`garden.api.query` on a story kept loaded (reading and checking the file on every

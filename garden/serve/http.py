@@ -77,8 +77,14 @@ async def read_json(request: Request) -> Any:
         raise RequestError(400, f"the body is not valid JSON: {exc}", "body") from None
 
 
-def build_app(garden: Garden) -> Starlette:
-    """The application answering for `garden`."""
+def build_app(garden: Garden, shared: bool = False) -> Starlette:
+    """The application answering for `garden`. `shared`: one of several workers on one
+    port. Then a query runs on the event loop itself, so a busy worker accepts nothing
+    until it is done, and each answer closes its connection, so the next request is
+    accepted by whichever worker is idle; a kept-alive connection would stay with the
+    worker that first accepted it, and four clients could all queue on one worker while the
+    other sits idle. (A new loopback connection costs a fraction of a millisecond.)"""
+    close = {"connection": "close"} if shared else None
 
     async def health(request: Request) -> JSONResponse:
         return JSONResponse(garden.health())
@@ -92,14 +98,14 @@ def build_app(garden: Garden) -> Starlette:
     async def query(request: Request) -> JSONResponse:
         try:
             body = await read_json(request)
-            # the query blocks (the pipeline, the trace write): a worker thread runs it, and
-            # the garden's lock lets one query run at a time
-            packet = await run_in_threadpool(garden.query, body)
+            # the query blocks (the pipeline, the trace write): alone in its process, a worker
+            # thread runs it, and the garden's lock lets one query run at a time
+            packet = garden.query(body) if shared else await run_in_threadpool(garden.query, body)
         except RequestError as exc:
             if exc.status >= 500:
                 print(f"garden: warning: POST /query: {exc.message}", file=sys.stderr, flush=True)
-            return _error(exc)
-        return JSONResponse(packet)
+            return JSONResponse(exc.to_json(), status_code=exc.status, headers=close)
+        return JSONResponse(packet, headers=close)
 
     async def openapi(request: Request) -> JSONResponse:
         return JSONResponse(openapi_document())
