@@ -92,7 +92,8 @@ def test_damaged_rows_are_removed_and_encoded_again(cache, capsys):
     healthy.index(TINY)
     expected = healthy.score("a lamp by the sea")
     with closing(sqlite3.connect(cache_file())) as db, db:
-        [(d1,), (d2,)] = db.execute("SELECT key FROM vectors ORDER BY key LIMIT 2").fetchall()
+        [(d1,), (d2,)] = db.execute("SELECT key FROM vectors WHERE space = ? ORDER BY key LIMIT 2",
+                                    (healthy.cache.space,)).fetchall()   # two documents' rows, not the query's
         db.execute("UPDATE vectors SET vector = ? WHERE key = ?", (b"\x00" * 17, d1))            # torn
         db.execute("UPDATE vectors SET vector = ? WHERE key = ?",
                    (np.full(DIM, np.nan, dtype=np.float32).tobytes(), d2))                     # not numbers
@@ -226,3 +227,22 @@ def test_doctor_reports_the_cache(project, cache, capsys):
     out = capsys.readouterr().out
     [line] = [line for line in out.splitlines() if line.startswith("embedding cache ")]
     assert str(cache_file()) in line and "m/torch: 3 vectors" in line and "2048 MiB" in line
+
+
+def test_a_query_is_encoded_once_per_user_and_alike_alone_or_in_a_batch(cache):
+    questions = ["who trims the lamp?", "what is in the tart?", "where do quarries leave pools?"]
+    first = make_retriever("dense")
+    first.index(TINY)
+    QUERY_VECTORS.clear()
+    batch = first.top_many(questions, 3)
+    assert first.queries_encoded == 3
+    assert describe()["spaces"][first.query_cache.space] == 3   # kept beside the documents, in a space of its own
+    alone = [first._query_vector(q) for q in questions]
+    # as another process would: nothing remembered in memory, the user's cache read
+    QUERY_VECTORS.clear()
+    second = make_retriever("dense")
+    second.index(TINY)
+    again = second._query_vectors(list(reversed(questions)))
+    assert second.queries_encoded == 0 and second.encoded == 0
+    assert all(np.array_equal(a, b) for a, b in zip(alone, reversed(list(again))))
+    assert [[d for d, _ in ranked] for ranked in batch] == [[d for d, _ in second.top(q, 3)] for q in questions]

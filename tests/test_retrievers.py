@@ -89,12 +89,13 @@ def test_lexical_retrievers_share_the_analyzer_so_stems_match(name):
 
 
 # The batched paths (`top_many`, `score_many`) and the single path (`score`) of the
-# lexical retrievers run the same arithmetic, so they must agree exactly. `dense` encodes
-# a batch of queries in one forward pass (with padding) and multiplies a matrix, where
-# `score` encodes one query and multiplies a vector: the float32 kernels differ, and on
-# some machines the cosines differ in the last bits (0.7522276639938354 against
-# 0.7522277235984802 was seen). There the ranking must agree exactly and the scores within
-# PATH_TOLERANCE, a few float32 ulps at 1.0.
+# lexical retrievers run the same arithmetic, so they must agree exactly. `dense` gives a
+# query the same vector either way (each encoded alone), but multiplies a matrix for a
+# batch where `score` multiplies a vector: the float32 kernels differ, and on some
+# machines the cosines differ in the last bits (0.7522276639938354 against
+# 0.7522277235984802 was seen, when a batch was still encoded in one forward pass). There
+# the ranking must agree exactly and the scores within PATH_TOLERANCE, a few float32 ulps
+# at 1.0.
 PATH_TOLERANCE = {"bm25s": 0.0, "tfidf": 0.0, "dense": 1e-6}
 
 

@@ -9,8 +9,13 @@ Encoding a corpus is the slow part, so document embeddings are kept in the user'
 (`garden.derived.embeddings`), keyed by model, backend and the sha256 of the text: a second
 run, in any checkout and any process, encodes only texts it has not seen.
 
-`QUERY_VECTORS` keeps each query's embedding for the process, by (model, backend, query):
-a session, a sweep or a contrast asks the same question many times.
+A query's embedding is kept twice: for the process in `QUERY_VECTORS`, by (model, backend,
+query), since a session, a sweep or a contrast asks the same question many times; and in
+the user's cache beside the documents' (its own space, `.../query`), so a benchmark's
+questions asked again by another process, or another checkout, are not encoded again.
+Every query, asked alone or in a batch, is encoded alone, one text per run, as a live
+query is: a query's vector is then the same whichever way it was first asked, and a batch
+ranks exactly as its queries one by one.
 """
 from __future__ import annotations
 
@@ -35,6 +40,7 @@ BATCH_SIZE = 64  # fixed: padding within a batch depends on it, so results do to
 PROGRESS_OVER = 256  # show a progress bar when encoding more texts than this
 CHUNK = 2048  # texts encoded between cache writes, so an interrupted run keeps its work
 QUERY_CACHE_SIZE = 4096
+QUERY_SPACE = "/query"   # the embedding cache's space for queries: the documents' space and this suffix
 DEFAULT_BACKEND = "onnx"  # experiments/encoder_backends.py: the fastest within 0.005 of torch on every figure
 
 QUERY_VECTORS: ProcessCache[np.ndarray] = ProcessCache(limit=QUERY_CACHE_SIZE)  # (model, backend, query) -> vector
@@ -96,6 +102,7 @@ class DenseRetriever(RetrieverBase):
         self.backend = backend
         self.model_path = model_dir()  # fail now, with the install line, not mid-run
         self.cache = EmbeddingCache(cache_space(backend))
+        self.query_cache = EmbeddingCache(cache_space(backend) + QUERY_SPACE)
         self.ids: list[str] = []
         self._docs = DocIds()
         self._last: tuple[str, ArrayScores] | None = None
@@ -151,20 +158,32 @@ class DenseRetriever(RetrieverBase):
         self.index(docs)
 
     def _similarities(self, queries: list[str]) -> np.ndarray:
-        vectors = self._encode(queries)
-        self.queries_encoded += len(queries)
-        return vectors @ self.matrix.T
+        return self._query_vectors(queries) @ self.matrix.T
 
     def _query_vector(self, query: str) -> np.ndarray:
-        """One query's embedding, remembered for the process (`QUERY_VECTORS`): a session,
-        a sweep or a contrast asks the same question many times, and encoding it is the
-        slow part."""
+        return self._query_vectors([query])[0]
 
-        def encode() -> np.ndarray:
-            self.queries_encoded += 1
-            return self._encode([query])[0]
-
-        return QUERY_VECTORS.get((str(self.model_path), self.backend, query), encode)
+    def _query_vectors(self, queries: list[str]) -> np.ndarray:
+        """Each query's embedding, one row per query: from `QUERY_VECTORS`, else the user's
+        cache, else encoded alone and kept in both (see the module's docstring)."""
+        model = str(self.model_path)
+        unique = list(dict.fromkeys(queries))
+        vectors = {q: QUERY_VECTORS.get((model, self.backend, q), None) for q in unique
+                   if (model, self.backend, q) in QUERY_VECTORS}
+        missing = [q for q in unique if q not in vectors]
+        stored = self.query_cache.load([text_key(q) for q in missing], model_width(self.model_path)) if missing else {}
+        fresh: list[str] = []
+        for n, query in enumerate(missing, start=1):
+            vector = stored.get(text_key(query))
+            if vector is None:
+                vector = self._encode([query])[0]
+                self.queries_encoded += 1
+                fresh.append(query)
+            vectors[query] = QUERY_VECTORS.get((model, self.backend, query), lambda v=vector: v)
+            if fresh and (len(fresh) == CHUNK or n == len(missing)):   # an interrupted run keeps its work
+                self.query_cache.add([text_key(q) for q in fresh], np.stack([vectors[q] for q in fresh]))
+                fresh = []
+        return np.stack([vectors[q] for q in queries])
 
     def score(self, query: str) -> ArrayScores | dict[str, float]:
         """Every document's cosine with the query, as an array read as a mapping."""
@@ -177,7 +196,7 @@ class DenseRetriever(RetrieverBase):
         return self._last[1]
 
     def score_many(self, queries: Sequence[str]) -> list[dict[str, float]]:
-        """All queries encoded in batches: the per-query cost of the model call shrinks."""
+        """Every document's cosine with each query: one matrix product for the batch."""
         results: list[dict[str, float]] = [{} for _ in queries]
         live = [i for i, q in enumerate(queries) if q.strip()]
         if not self.ids or not live:

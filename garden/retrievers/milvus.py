@@ -216,10 +216,9 @@ class MilvusDense(_MilvusRetriever):
         load_encoder(self.backend, self._dense.model_path)
 
     def _queries(self, queries: list[str]) -> list:
-        # as `dense`: a batch encoded at once (its `top_many`), one query through the
-        # process's query-vector cache (its `score`)
-        vectors = self._dense._encode(queries)
-        return [v.astype(np.float32).tolist() for v in vectors]
+        # the vectors `dense` gives these queries, alone or in a batch (kept in the process
+        # and in the user's cache)
+        return [v.astype(np.float32).tolist() for v in self._dense._query_vectors(queries)]
 
     def _score_one(self, query: str) -> dict[str, float]:
         if self.collection is None or not query.strip():
