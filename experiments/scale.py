@@ -66,13 +66,27 @@ def _spread(ms: list[float]) -> dict[str, float]:
     return {"p50": float(np.median(ms)), "p95": float(np.percentile(ms, 95))}
 
 
+def case_queries(cases_dir: Path, story) -> tuple[list, list]:
+    """Every generated case's queries that build (the case and its controls) as query specs
+    on `story`, and beside each its (case id, expectation): what every run times."""
+    from garden.formats.cases import load_case, spec_for
+
+    specs, expects = [], []
+    for case_file in sorted(cases_dir.glob("*.yaml")):
+        loaded = load_case(case_file)
+        queries = [q for q in loaded.queries if not q.expect.build_error]
+        specs += [spec_for(q, story) for q in queries]
+        expects += [(loaded.id, q.expect) for q in queries]
+    return specs, expects
+
+
 def one_size(size: int, rounds: int, work: Path) -> dict:
     """Every figure of one size; runs in its own process (see main)."""
     root = work / f"r{size}"
     os.environ["GARDEN_HOME"] = str(root / ".garden")
     os.environ["GARDEN_TRACE"] = "0"
     from garden.derived.indexes import COUNTS, PROCESS_INDEXES, IndexCache
-    from garden.formats.cases import check, load_case, spec_for
+    from garden.formats.cases import check
     from garden.formats.stories import load_story
     from garden.pipelines import make_pipeline
 
@@ -99,12 +113,7 @@ def one_size(size: int, rounds: int, work: Path) -> dict:
             if not marker.exists():  # this cold build encoded every text: the one-time cost
                 marker.write_text(json.dumps({"seconds": cold}))
             out["dense_first_encoding_s"] = json.loads(marker.read_text())["seconds"]
-    specs, expects = [], []
-    for case_file in sorted(cases_dir.glob("*.yaml")):
-        loaded = load_case(case_file)
-        queries = [q for q in loaded.queries if not q.expect.build_error]
-        specs += [spec_for(q, story) for q in queries]
-        expects += [(loaded.id, q.expect) for q in queries]
+    specs, expects = case_queries(cases_dir, story)
     pipelines = {name: make_pipeline(name) for name in PIPELINES}
     out["cases_passed"] = {}
     for name, pipeline in pipelines.items():  # untimed: indexes from their saves, query embeddings cached

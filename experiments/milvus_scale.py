@@ -1,0 +1,444 @@
+"""The Milvus cost table: ingest, query latency and peak memory of `default` on Milvus, beside in-process `default`.
+
+Per size, on the generated stories of experiments/scale.py (seed 7; its folder of stores is
+shared, `--stores`, so neither script generates a store the other made):
+
+- encode: in-process `dense` indexes the story, in a process of its own, so the user's
+  embedding cache holds its vectors. The first ever run at a size encodes them (timed, and
+  kept beside the story as scale.py keeps it); later runs read them. Every index below then
+  reads the cache, so what it times is the engine's own work;
+- ingest, each configuration in a process of its own, so its peak resident set
+  (`ru_maxrss`) is that configuration's alone: the base retriever's two members indexed one
+  after the other, each timed: `bm25` and `dense` in the garden's process (`default`'s
+  `hybrid`); `milvus-bm25` and `milvus-dense` into a fresh Milvus Lite store under a
+  temporary garden home (embedded: served from inside the garden's process); the same into a
+  `milvus-lite server` on loopback, started for the size on a fresh data folder (or the
+  server `GARDEN_MILVUS_SERVER` names). Then every generated case's queries once under the
+  structured pipeline on that base, so the peak includes answering;
+- latency, in one more process: `default`, `default@milvus-hybrid` and
+  `default@milvus-hybrid:uri=SERVER`, made by name as a user makes them (the Milvus ones find
+  the collections built above), one untimed pass, then `--rounds` rounds interleaved query
+  by query, so a slow moment of a shared machine falls on all three. The untimed pass also
+  says whether each passes the generated cases, and whether the packets and the top five
+  candidates agree with `default`'s and with those of `default` on unstemmed `bm25` (made in
+  Python, compared with only: Milvus Lite has no stemmer), over all queries and over the
+  ASCII ones (Milvus Lite's analyzer keeps a run of CJK characters one word);
+- the server's peak resident set (VmHWM) is read from /proc when this script started it.
+
+Each size's homes, Milvus Lite store and server data are made under `--work` and removed
+when the size is done; the figures are kept in `--work`/milvus_scale.json (`--again` shows
+its table).
+
+    .venv/bin/python experiments/milvus_scale.py [--sizes 10000,100000] [--rounds 3] [--json]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import resource
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+PROJECT = Path(__file__).resolve().parents[1]
+if str(PROJECT) not in sys.path:  # run as a script: the project's packages by name
+    sys.path.insert(0, str(PROJECT))
+
+from experiments.scale import SEED, WORK as SCALE_WORK, _spread, _timed, case_queries, story_at  # noqa: E402
+
+WORK = PROJECT / "experiments" / "out" / "milvus_scale"
+CONFIGURATIONS = ("in process", "embedded", "server")
+FIRST_ENCODING = "dense-first-encoding.json"  # scale.py's marker beside the story: the one-time encoding
+TOP = 5  # the candidates compared between pipelines
+UNSTEMMED = "in process, unstemmed"  # compared with, not timed: see unstemmed_default
+
+
+def base_retriever(configuration: str, uri: str | None, timeout: float | None) -> str:
+    """The base retriever's spec under `default` for a configuration."""
+    if configuration == "in process":
+        return "hybrid"
+    spec = "milvus-hybrid"
+    if configuration == "server":
+        spec += f":uri={uri}"
+    return spec + (f":timeout={timeout:g}" if timeout else "")
+
+
+def pipeline_name(base: str) -> str:
+    return "default" if base == "hybrid" else f"default@{base}"
+
+
+def _use_home(home: Path) -> None:
+    """This process's garden home; no trace written: the runs are measurements, not queries to keep."""
+    os.environ["GARDEN_HOME"] = str(home)
+    os.environ["GARDEN_TRACE"] = "0"
+
+
+def _peak_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KB
+
+
+# --- the processes of one size -------------------------------------------------------------
+
+def encode(size: int, stores: Path, home: Path) -> dict:
+    """In-process `dense` on the story: fills the user's embedding cache, so every later index
+    reads it. The first encoding at a size is kept beside the story (scale.py's marker)."""
+    _use_home(home)
+    from garden.derived.indexes import documents
+    from garden.formats.stories import load_story
+    from garden.retrievers import make_retriever
+
+    story_path, _ = story_at(size, stores)
+    docs = documents(load_story(story_path))
+    dense = make_retriever("dense")
+    seconds, _ = _timed(lambda: dense.index(docs))
+    marker = story_path.parents[1] / FIRST_ENCODING
+    if dense.encoded and not marker.exists():
+        marker.write_text(json.dumps({"seconds": seconds, "encoded": dense.encoded}))
+    first = json.loads(marker.read_text()) if marker.exists() else {}
+    return {"records": len(docs), "seconds": seconds, "encoded": dense.encoded, "first_encoding": first}
+
+
+def _prebuilt(base: str, retriever):
+    """An index cache that hands the pipeline the base retriever this process indexed (and
+    timed member by member) itself; every other index (the phrase index) as usual."""
+    from garden.derived.indexes import IndexCache
+
+    class Prebuilt(IndexCache):
+        def retriever(self, story, name):
+            return retriever if name == base else super().retriever(story, name)
+
+    return Prebuilt()
+
+
+def ingest(size: int, configuration: str, uri: str | None, timeout: float | None, stores: Path, home: Path) -> dict:
+    """One configuration alone: its members indexed (each timed), then every case's query
+    once through the structured pipeline on it; the process's peak memory."""
+    _use_home(home)
+    from garden.derived.indexes import documents
+    from garden.formats.stories import load_story
+    from garden.pipelines import structured_pipeline
+    from garden.retrievers import make_retriever
+
+    story_path, cases_dir = story_at(size, stores)
+    story = load_story(story_path)
+    docs = documents(story)
+    base = base_retriever(configuration, uri, timeout)
+    retriever = make_retriever(base)
+    members = {}
+    for name, member in retriever.members().items():
+        seconds, _ = _timed(lambda: member.index(docs))
+        members[name] = {"seconds": seconds, "rows": getattr(member, "inserted", None),
+                         "encoded": getattr(member, "encoded", None)}
+    pipeline = structured_pipeline(pipeline_name(base), indexes=_prebuilt(base, retriever))
+    specs, _ = case_queries(cases_dir, story)
+    answering, _ = _timed(lambda: [pipeline.run(spec) for spec in specs])
+    return {"base": base, "members": members, "queries": len(specs), "answer_all_s": answering,
+            "peak_mb": _peak_mb()}
+
+
+def _top(outcome) -> frozenset[str]:
+    return frozenset(c["id"] for c in outcome.stages.get("candidates", [])[:TOP])
+
+
+def _agreement(runs: dict[str, list], reference: str, queries: list[str]) -> dict[str, dict[str, float]]:
+    """For each pipeline, the share of queries whose packet (ids in order) and whose top
+    TOP candidates (as a set) are `reference`'s; the latter also over the ASCII queries alone,
+    where Milvus Lite's words and the garden's differ only by stemming (a run of CJK
+    characters is one word to Milvus Lite's `standard` analyzer, not to the garden's)."""
+    ref = runs[reference]
+    plain = [i for i, q in enumerate(queries) if q.isascii()]
+    out = {}
+    for name, outcomes in runs.items():
+        same = [_top(a) == _top(b) for a, b in zip(outcomes, ref)]
+        out[name] = {"same_packet": sum(a.packet.ids() == b.packet.ids() for a, b in zip(outcomes, ref)) / len(ref),
+                     f"same_top{TOP}": sum(same) / len(ref),
+                     f"same_top{TOP}_ascii": sum(same[i] for i in plain) / len(plain) if plain else None,
+                     "ascii_queries": len(plain)}
+    return out
+
+
+def unstemmed_default(docs):
+    """`default` on `hybrid` of `bm25:stem=false` and `dense`: the in-process pipeline on
+    Milvus Lite's kind of words (no stemmer), which `default@milvus-hybrid` should agree
+    with closely. Made from Python: a spec cannot give a hybrid's member its options."""
+    from garden.pipelines import structured_pipeline
+    from garden.retrievers import make_retriever
+
+    base = make_retriever("hybrid", options={"bm25": {"stem": False}})
+    base.index(docs)
+    return structured_pipeline("default", indexes=_prebuilt("hybrid", base))
+
+
+def latency(size: int, uri: str | None, timeout: float | None, rounds: int, stores: Path, home: Path) -> dict:
+    """The three pipelines in one process, by name: one untimed pass (cases passed,
+    agreement), then `rounds` rounds interleaved query by query."""
+    _use_home(home)  # the embedded configuration's home: its store holds the collections
+    from garden.derived.indexes import documents
+    from garden.formats.cases import check
+    from garden.formats.stories import load_story
+    from garden.pipelines import make_pipeline
+
+    story_path, cases_dir = story_at(size, stores)
+    story = load_story(story_path)
+    specs, expects = case_queries(cases_dir, story)
+    names = {c: pipeline_name(base_retriever(c, uri, timeout)) for c in CONFIGURATIONS}
+    pipelines = {c: make_pipeline(name) for c, name in names.items()}
+    runs = {c: [p.run(spec) for spec in specs] for c, p in pipelines.items()}  # untimed: warm
+    unstemmed = unstemmed_default(documents(story))
+    runs[UNSTEMMED] = [unstemmed.run(spec) for spec in specs]  # agreement only, not timed
+    cases = {case for case, _ in expects}
+    passed = {}
+    for c, outcomes in runs.items():
+        failed = {case for spec, outcome, (case, expect) in zip(specs, outcomes, expects)
+                  if check(expect, outcome.packet, story, spec.include_private)}
+        passed[c] = {"passed": len(cases - failed), "of": len(cases)}
+    queries = [spec.query for spec in specs]
+    times: dict[str, list[float]] = {c: [] for c in CONFIGURATIONS}
+    stages: dict[str, dict[str, list[float]]] = {c: {} for c in CONFIGURATIONS}
+    for _ in range(rounds):
+        for spec in specs:
+            for c, pipeline in pipelines.items():
+                seconds, outcome = _timed(lambda: pipeline.run(spec))
+                times[c].append(seconds * 1e3)
+                for stage, ms in outcome.timings_ms.items():
+                    stages[c].setdefault(stage, []).append(ms)
+    return {"pipelines": names, "queries": len(specs), "rounds": rounds,
+            "query_ms": {c: _spread(v) for c, v in times.items()},
+            "stage_ms": {c: {s: _spread(v) for s, v in by.items()} for c, by in stages.items()},
+            "cases_passed": passed,
+            "agreement": _agreement(runs, "in process", queries),
+            "agreement_unstemmed": _agreement(runs, UNSTEMMED, queries),
+            "embedded_vs_server": _agreement(runs, "embedded", queries)["server"],
+            "peak_mb": _peak_mb()}
+
+
+# --- the server ------------------------------------------------------------------------------
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def start_server(data_dir: Path, log: Path) -> tuple[subprocess.Popen, str]:
+    """`milvus-lite server` on a free loopback port serving `data_dir`, as tests/test_milvus.py
+    starts it: (process, URI). It binds the loopback only: it has no authentication."""
+    for _ in range(3):
+        port = _free_port()
+        with open(log, "ab") as out:
+            proc = subprocess.Popen([sys.executable, "-m", "milvus_lite", "server", "--data-dir", str(data_dir),
+                                     "--host", "127.0.0.1", "--port", str(port)], stdout=out, stderr=out)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                    return proc, f"http://127.0.0.1:{port}"
+            except OSError:
+                time.sleep(0.2)
+        stop_server(proc)
+    raise RuntimeError(f"milvus-lite server did not start on a loopback port; see {log}")
+
+
+def stop_server(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def server_memory_mb(pid: int) -> dict[str, float]:
+    """The server's peak and current resident set, from /proc (kB there)."""
+    fields = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmHWM", "VmRSS"):
+            fields[key] = int(value.split()[0]) / 1024
+    return {"peak_mb": fields.get("VmHWM"), "rss_mb": fields.get("VmRSS")}
+
+
+# --- one size, each part in a process of its own ---------------------------------------------
+
+def _child(*args: str) -> dict:
+    """This script with `args` in a new process: its JSON, or the error it died with."""
+    done = subprocess.run([sys.executable, str(Path(__file__).resolve()), *args],
+                          capture_output=True, text=True, cwd=PROJECT)
+    if done.returncode != 0:
+        return {"error": done.stderr.strip()[-2000:] or f"exit {done.returncode}"}
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _say(text: str) -> None:
+    print(time.strftime("%H:%M:%S"), text, file=sys.stderr, flush=True)
+
+
+def one_size(size: int, rounds: int, work: Path, stores: Path, timeout: float | None) -> dict:
+    """Every figure of one size: encode, the three ingests, latency, the server's memory.
+    A part that fails is kept as its error; the rest are still measured."""
+    started = time.perf_counter()
+    story_at(size, stores)
+    work.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix=f"r{size}-", dir=work))
+    common = ["--size", str(size), "--stores", str(stores)] + (["--timeout", str(timeout)] if timeout else [])
+    out: dict = {"records": size}
+    given = os.environ.get("GARDEN_MILVUS_SERVER")
+    proc = None
+    try:
+        _say(f"{size:,}: encode")
+        out["encode"] = _child("--part", "encode", "--home", str(scratch / "home-encode"), *common)
+        if given:
+            uri = given
+        else:
+            proc, uri = start_server(scratch / "server-data", work / f"server-{size}.log")  # kept after the run
+        out["server"] = {"uri": uri, "started_here": proc is not None}
+        out["ingest"] = {}
+        for configuration in CONFIGURATIONS:
+            _say(f"{size:,}: ingest, {configuration}")
+            home = scratch / f"home-{configuration.replace(' ', '-')}"  # home-embedded: the latency part's too
+            out["ingest"][configuration] = _child("--part", "ingest", "--configuration", configuration,
+                                                  "--uri", uri, "--home", str(home), *common)
+        _say(f"{size:,}: latency, {rounds} rounds")
+        out["latency"] = _child("--part", "latency", "--uri", uri, "--rounds", str(rounds),
+                                "--home", str(scratch / "home-embedded"), *common)
+        if proc is not None:
+            out["server"].update(server_memory_mb(proc.pid))
+    finally:
+        if proc is not None:
+            stop_server(proc)
+        shutil.rmtree(scratch, ignore_errors=True)  # the temporary homes, the store and the server's data
+    out["wall_s"] = time.perf_counter() - started
+    _say(f"{size:,}: done in {out['wall_s']:.0f} s")
+    return out
+
+
+# --- the table -----------------------------------------------------------------------------
+
+HEADER = ("| records | pipeline | index lexical s | index dense s | query p50 ms | query p95 ms | p50 x default "
+          f"| same top-{TOP} as default | same top-{TOP} as default, bm25 unstemmed | same packet as default "
+          "| cases passed | peak MB, garden | peak MB, server |")
+
+
+def _cell(value, fmt: str | None = None) -> str:
+    """A figure as the table shows it: three significant digits, whole numbers from 100 up."""
+    if value is None:
+        return "-"
+    return (fmt or ("{:,.0f}" if abs(value) >= 100 else "{:.3g}")).format(value)
+
+
+def _shown(name: str) -> str:
+    """A pipeline's name without this run's port."""
+    return re.sub(r"(://127\.0\.0\.1):[0-9]+", r"\1:PORT", name)
+
+
+def _row(result: dict, configuration: str) -> str:
+    made, lat = result["ingest"].get(configuration, {}), result.get("latency", {})
+    where = "" if configuration == "in process" else f" ({configuration})"
+    name = f"`{_shown(lat.get('pipelines', {}).get(configuration, configuration))}`{where}"
+    if "error" in made:
+        return f"| {result['records']:,} | {name} | failed: {made['error'].splitlines()[-1][:160]} |"
+    lexical, dense = list(made["members"].values())
+    ms = lat.get("query_ms", {})
+    mine, ref = ms.get(configuration), ms.get("in process")
+    agree = lat.get("agreement", {}).get(configuration, {})
+    unstemmed = lat.get("agreement_unstemmed", {}).get(configuration, {})
+    passed = lat.get("cases_passed", {}).get(configuration)
+    server = result.get("server", {}).get("peak_mb") if configuration == "server" else None
+    rows = f" ({lexical['rows']:,} rows)" if lexical.get("rows") is not None else ""
+    return " | ".join([
+        f"| {result['records']:,}", name, _cell(lexical["seconds"]) + rows, _cell(dense["seconds"]),
+        _cell(mine and mine["p50"]), _cell(mine and mine["p95"]),
+        _cell(mine and ref and mine["p50"] / ref["p50"], "{:.1f}"),
+        _cell(agree.get(f"same_top{TOP}"), "{:.0%}"), _cell(unstemmed.get(f"same_top{TOP}"), "{:.0%}"),
+        _cell(agree.get("same_packet"), "{:.0%}"),
+        f"{passed['passed']}/{passed['of']}" if passed else "-",
+        _cell(made["peak_mb"], "{:,.0f}"), _cell(server, "{:,.0f}") + " |"])
+
+
+def table(report: dict) -> str:
+    rows = [HEADER, "|" + "---|" * (HEADER.count("|") - 1)]
+    for result in report["results"]:
+        rows += [_row(result, c) for c in CONFIGURATIONS]
+    return "\n".join(rows)
+
+
+def notes(report: dict) -> list[str]:
+    """What the table has no column for: the encoding, failures, the wall time of each size."""
+    lines = []
+    for result in report["results"]:
+        size, enc, lat = result["records"], result.get("encode", {}), result.get("latency", {})
+        if "error" in enc:
+            lines.append(f"{size:,}: encode failed: {enc['error'].splitlines()[-1]}")
+        else:
+            first = enc.get("first_encoding") or {}
+            lines.append(f"{size:,}: embedding cache {enc['seconds']:.1f} s this run ({enc['encoded']:,} texts "
+                         f"encoded); first ever encoding {_cell(first.get('seconds'), '{:.0f}')} s "
+                         f"({_cell(first.get('encoded'), '{:,}')} texts)")
+        if "error" in lat:
+            lines.append(f"{size:,}: latency failed: {lat['error'].splitlines()[-1]}")
+        elif lat:
+            same, unstemmed = lat["embedded_vs_server"], lat["agreement_unstemmed"]["embedded"]
+            lines.append(f"{size:,}: on the {unstemmed['ascii_queries']} ASCII queries, the embedded "
+                         f"configuration has the same top-{TOP} as `default` on "
+                         f"{_cell(lat['agreement']['embedded'][f'same_top{TOP}_ascii'], '{:.0%}')} and as "
+                         f"`default` with bm25 unstemmed on {_cell(unstemmed[f'same_top{TOP}_ascii'], '{:.0%}')}")
+            lines.append(f"{size:,}: {lat['queries']} queries x {lat['rounds']} rounds; embedded and server give the "
+                         f"same packet on {same['same_packet']:.0%} and the same top-{TOP} on "
+                         f"{same[f'same_top{TOP}']:.0%}; `default` with bm25 unstemmed passes "
+                         f"{lat['cases_passed'][UNSTEMMED]['passed']}/{lat['cases_passed'][UNSTEMMED]['of']} cases; "
+                         f"the latency process peaked at {lat['peak_mb']:,.0f} MB")
+        lines.append(f"{size:,}: wall time {result['wall_s'] / 60:.1f} min")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="10000,100000")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--work", type=Path, default=WORK, help="where the temporary homes, store and server data live")
+    ap.add_argument("--stores", type=Path, default=SCALE_WORK, help="the generated stories (scale.py's, shared)")
+    ap.add_argument("--timeout", type=float, default=None, help="the Milvus retrievers' timeout option, seconds")
+    ap.add_argument("--json", action="store_true", help="print the result as JSON as well")
+    ap.add_argument("--again", type=Path, metavar="JSON", help="show a saved run's table instead of measuring")
+    # one part of one size, in this process (see one_size)
+    ap.add_argument("--part", choices=("encode", "ingest", "latency"), help=argparse.SUPPRESS)
+    ap.add_argument("--size", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--configuration", choices=CONFIGURATIONS, help=argparse.SUPPRESS)
+    ap.add_argument("--uri", help=argparse.SUPPRESS)
+    ap.add_argument("--home", type=Path, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.part:
+        print(json.dumps(run_part(args)))
+        return 0
+    if args.again:
+        report = json.loads(args.again.read_text())
+    else:
+        sizes = [int(s) for s in args.sizes.split(",")]
+        report = {"seed": SEED, "rounds": args.rounds,
+                  "results": [one_size(s, args.rounds, args.work, args.stores, args.timeout) for s in sizes]}
+        args.work.mkdir(parents=True, exist_ok=True)
+        (args.work / "milvus_scale.json").write_text(json.dumps(report, indent=1))
+    print(table(report))
+    print("\n".join(notes(report)))
+    if args.json:
+        print(json.dumps(report, indent=1))
+    return 0
+
+
+def run_part(args) -> dict:
+    if args.part == "encode":
+        return encode(args.size, args.stores, args.home)
+    if args.part == "ingest":
+        return ingest(args.size, args.configuration, args.uri, args.timeout, args.stores, args.home)
+    return latency(args.size, args.uri, args.timeout, args.rounds, args.stores, args.home)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
