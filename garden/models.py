@@ -419,9 +419,11 @@ class TraceEvent(BaseModel):
     """One line of a trace file: enough to replay the query, and what each stage did."""
 
     # No float in it may be NaN or infinite, `stages` included (typed Any, so checked by
-    # hand below): pydantic's JSON writes them as null, and a null score makes the line
-    # unreadable to `garden compare` (RFC 8259, section 6: JSON numbers are finite).
-    model_config = ConfigDict(allow_inf_nan=False)
+    # hand below): a null score would make the line unreadable to `garden compare` (RFC
+    # 8259, section 6: JSON numbers are finite). Serialized, a non-finite number is written
+    # as the bare token NaN or Infinity rather than null, so that `write_trace` can see one
+    # in an event built unchecked (`model_construct`) with a scan of the line's bytes.
+    model_config = ConfigDict(allow_inf_nan=False, ser_json_inf_nan="constants")
 
     version: int = 1
     story: str

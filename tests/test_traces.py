@@ -275,3 +275,16 @@ def test_two_processes_writing_large_lines_at_once_leave_every_line_whole(home):
     lines = trace_file(dt.date(2030, 1, 12)).read_bytes().split(b"\n")
     assert lines[-1] == b""
     assert [len(json.loads(line)["stages"]["candidates"]) for line in lines[:-1]] == [3000] * 120
+
+
+def test_an_event_built_unchecked_is_still_refused_a_number_that_is_not_finite(home):
+    from pydantic import ValidationError
+
+    good = event("NaN bread and Infinity pools")   # the letters in text are no number
+    assert write_trace(good, dt.date(2030, 1, 12)).read_text(encoding="utf-8").count("\n") == 1
+    for bad in (float("nan"), float("inf")):
+        fields = {**dict(good), "stages": {"candidates": [{"id": "a", "scores": {"bm25": bad}}]}}
+        with pytest.raises(ValidationError, match="must be finite"):
+            write_trace(TraceEvent.model_construct(**fields), dt.date(2030, 1, 12))
+    lines = trace_file(dt.date(2030, 1, 12)).read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 1 and json.loads(lines[0])["query"] == "NaN bread and Infinity pools"

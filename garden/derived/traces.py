@@ -58,6 +58,10 @@ def write_trace(event: TraceEvent, day: dt.date | None = None) -> Path:
     derived_folder("traces")  # made if missing; refused if a link or not a folder
     path = trace_file(day or dt.date.today())
     line = (event.model_dump_json() + "\n").encode("utf-8")
+    if b"NaN" in line or b"Infinity" in line:
+        # a non-finite number (or those letters in some text): an event the pipeline built
+        # unchecked is checked in full now, and refused naming where the number is
+        TraceEvent.model_validate(event.model_dump())
     # O_NOFOLLOW: a link in place of the file is refused, not written through. O_NONBLOCK:
     # a FIFO in its place cannot make the open hang; a regular file ignores it.
     flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)

@@ -26,6 +26,7 @@ __all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "is_loopback", "serve"]
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
 MAX_WORKERS = 64
+LISTEN_BACKLOG = 128   # connections the kernel holds before one is accepted
 
 
 def is_loopback(host: str) -> bool:
@@ -59,7 +60,7 @@ def _bind(host: str, port: int) -> socket.socket:
         if family == socket.AF_INET6:
             sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
         sock.bind(address)
-        sock.listen(128)
+        sock.listen(LISTEN_BACKLOG)
     except OSError as exc:
         sock.close()
         raise GardenError(f"`port` {port}: cannot listen on {host}:{port}: {exc.strerror or exc}") from None
@@ -95,6 +96,23 @@ def _require(*modules: str) -> None:
     if missing:
         raise GardenError(f"garden serve needs {', '.join(missing)}, not installed here: "
                           f"pip install {' '.join(missing)}")
+
+
+def _accepting_one_at_a_time():
+    """A uvicorn server that takes one connection each time its socket wakes it (asyncio
+    accepts up to `backlog` connections a wake-up), with the kernel's queue left as deep as
+    `_bind` made it. For several workers on one socket: a worker that has just finished a
+    query would otherwise take every connection waiting, and queue them behind each other,
+    while another worker sat idle."""
+    import uvicorn
+
+    class AcceptingOneAtATime(uvicorn.Server):
+        async def startup(self, sockets=None) -> None:
+            await super().startup(sockets)
+            for sock in sockets or ():
+                sock.listen(LISTEN_BACKLOG)   # asyncio listened with the accept count, 1
+
+    return AcceptingOneAtATime
 
 
 def serve(stories: list[str] | None = None, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
@@ -149,10 +167,14 @@ def serve(stories: list[str] | None = None, host: str = DEFAULT_HOST, port: int 
 
         from garden.serve.http import build_app
 
-        config = uvicorn.Config(build_app(garden, shared=workers > 1), log_level="warning", access_log=False,
-                                lifespan="off", server_header=False, timeout_graceful_shutdown=10)
+        # the standard library's event loop even where uvloop is installed: with two workers
+        # and four clients, uvloop put p50 at 36-40 ms against 28-29 ms (experiments/serve_load.py)
+        shared = workers > 1
+        config = uvicorn.Config(build_app(garden, shared=shared), log_level="warning", access_log=False,
+                                lifespan="off", server_header=False, timeout_graceful_shutdown=10, loop="asyncio",
+                                backlog=1 if shared else LISTEN_BACKLOG)
         ready()
-        uvicorn.Server(config).run(sockets=[sock])
+        (_accepting_one_at_a_time() if shared else uvicorn.Server)(config).run(sockets=[sock])
 
     try:
         if workers == 1:
