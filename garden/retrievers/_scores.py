@@ -58,6 +58,18 @@ class ArrayScores(Mapping):
             raise KeyError(rid)
         return float(self.array[i])
 
+    def get(self, rid: str, default=None):
+        # Mapping.get, without its exception on a miss: the stages read every candidate's
+        # score of every member, hundreds a query
+        i = self.docs.positions.get(rid)
+        if i is None or (self.kept is not None and not self.kept[i]):
+            return default
+        return float(self.array[i])
+
+    def __contains__(self, rid: object) -> bool:
+        i = self.docs.positions.get(rid)
+        return i is not None and (self.kept is None or bool(self.kept[i]))
+
     def _kept(self, array: np.ndarray) -> np.ndarray:
         return array if self.kept is None else array[self.kept]
 
