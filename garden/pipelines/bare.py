@@ -32,10 +32,10 @@ class BarePipeline:
         for rid, score in rank(scores):
             if score <= 0:
                 continue
-            c = Candidate(spec.story.by_id[rid], {k: v.get(rid, 0.0) for k, v in members.items()}, score)
-            c.label(evidence_kind(c.scores, members_of), f"{self.name} score {score:.4f}")
-            cands.append(c)
+            cands.append(Candidate(spec.story.by_id[rid], {k: v.get(rid, 0.0) for k, v in members.items()}, score))
         packed, used = pack(cands, spec.budget)
+        for c in packed:   # labels show on packed items only: the rest are not labelled (hundreds a query)
+            c.label(evidence_kind(c.scores, members_of), f"{self.name} score {c.score:.4f}")
         t2 = time.perf_counter()
         packet = Packet(decision="retrieve", reason=f"bare {self.name}: always retrieves", warnings=[],
                         items=[c.item() for c in packed],

@@ -85,9 +85,11 @@ def evidence_kind(scores_by_member: Mapping[str, float], members: Mapping[str, R
     """`lexical_only` when some member that is not semantic gives the item a positive
     score, else `semantic_only`: the label of an item nothing stronger supports.
     `scores_by_member` is one item's raw score from each member (a key of `members`)."""
-    unknown = [name for name in scores_by_member if name not in members]
-    if unknown:
+    if not members.keys() >= scores_by_member.keys():
+        unknown = [name for name in scores_by_member if name not in members]
         raise GardenError(f"scores of {', '.join(map(repr, unknown))}, which is not a member "
                           f"({', '.join(members) or 'none'})")
-    lexical = any(v > 0 for name, v in scores_by_member.items() if members[name].kind != SEMANTIC)
-    return LEXICAL_ONLY if lexical else SEMANTIC_ONLY
+    for name, value in scores_by_member.items():   # a loop, not any(): asked of every candidate
+        if value > 0 and members[name].kind != SEMANTIC:
+            return LEXICAL_ONLY
+    return SEMANTIC_ONLY
