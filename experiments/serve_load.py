@@ -1,7 +1,8 @@
 """`garden serve` under load: concurrent HTTP clients on loopback, beside the Python API.
 
 One LoCoMo conversation (conv-47 by default) is imported into a scratch store
-(`garden import locomo`), and `garden serve` is started on it as a subprocess. Then:
+(`garden import locomo`), and `garden serve --workers N` (default 2, one per core) is started
+on it as a subprocess. Then:
 
 1. Start-up: from spawning the process to its first answer, twice: on a fresh garden home
    (the story's indexes built) and again after a restart (indexes saved, embeddings and the
@@ -10,15 +11,16 @@ One LoCoMo conversation (conv-47 by default) is imported into a scratch store
 3. Load: 1, 4 and 16 clients, each a thread with its own HTTP connection, take the
    questions from one shared queue until `--rounds` passes over them are asked or
    `--max-seconds` run out. Per level: requests, errors, p50 and p95 latency as the client
-   sees it (send to whole response), and queries per second. The server runs one query at
-   a time (see docs/serve.md), so with N clients a request waits for up to N-1 others.
+   sees it (send to whole response), and queries per second. Each worker runs one query at
+   a time (see docs/serve.md), so with N clients on W workers a request waits for about
+   N/W - 1 others.
 4. The same questions through the Python API in this process, on the story loaded once
    (`api.query(story, ...)`, untraced): the cost of the query itself, without HTTP or the
    lock; and a few through `api.query("locomo-47", ...)`, which reads the file each call.
 5. Checks: no request failed; every line of the server's trace is whole JSON, one per
    query it answered; the server's resident memory before and after the load.
 
-    .venv/bin/python experiments/serve_load.py [FILE] [--questions N] [--rounds 1] [--max-seconds 60]
+    .venv/bin/python experiments/serve_load.py [FILE] [--questions N] [--rounds 1] [--max-seconds 60] [--workers 2]
 
 LoCoMo: Maharana et al., ACL 2024, CC BY-NC 4.0; read from ../shared/data/locomo.
 """
