@@ -39,7 +39,6 @@ import os
 import re
 import resource
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -51,6 +50,7 @@ if str(PROJECT) not in sys.path:  # run as a script: the project's packages by n
     sys.path.insert(0, str(PROJECT))
 
 from experiments.scale import SEED, WORK as SCALE_WORK, _spread, _timed, case_queries, story_at  # noqa: E402
+from garden.retrievers._milvus_server import start_local_server, stop_local_server  # noqa: E402
 
 WORK = PROJECT / "experiments" / "out" / "milvus_scale"
 CONFIGURATIONS = ("in process", "embedded", "server")
@@ -220,41 +220,6 @@ def latency(size: int, uri: str | None, timeout: float | None, rounds: int, stor
 
 # --- the server ------------------------------------------------------------------------------
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def start_server(data_dir: Path, log: Path) -> tuple[subprocess.Popen, str]:
-    """`milvus-lite server` on a free loopback port serving `data_dir`, as tests/test_milvus.py
-    starts it: (process, URI). It binds the loopback only: it has no authentication."""
-    for _ in range(3):
-        port = _free_port()
-        with open(log, "ab") as out:
-            proc = subprocess.Popen([sys.executable, "-m", "milvus_lite", "server", "--data-dir", str(data_dir),
-                                     "--host", "127.0.0.1", "--port", str(port)], stdout=out, stderr=out)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and proc.poll() is None:
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                    return proc, f"http://127.0.0.1:{port}"
-            except OSError:
-                time.sleep(0.2)
-        stop_server(proc)
-    raise RuntimeError(f"milvus-lite server did not start on a loopback port; see {log}")
-
-
-def stop_server(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
 def server_memory_mb(pid: int) -> dict[str, float]:
     """The server's peak and current resident set, from /proc (kB there)."""
     fields = {}
@@ -297,7 +262,7 @@ def one_size(size: int, rounds: int, work: Path, stores: Path, timeout: float | 
         if given:
             uri = given
         else:
-            proc, uri = start_server(scratch / "server-data", work / f"server-{size}.log")  # kept after the run
+            proc, uri = start_local_server(scratch / "server-data", work / f"server-{size}.log")  # kept after the run
         out["server"] = {"uri": uri, "started_here": proc is not None}
         out["ingest"] = {}
         for configuration in CONFIGURATIONS:
@@ -312,7 +277,7 @@ def one_size(size: int, rounds: int, work: Path, stores: Path, timeout: float | 
             out["server"].update(server_memory_mb(proc.pid))
     finally:
         if proc is not None:
-            stop_server(proc)
+            stop_local_server(proc)
         shutil.rmtree(scratch, ignore_errors=True)  # the temporary homes, the store and the server's data
     out["wall_s"] = time.perf_counter() - started
     _say(f"{size:,}: done in {out['wall_s']:.0f} s")

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from garden.retrievers._milvus_server import start_local_server, stop_local_server
 from garden.derived.indexes import documents
 from garden.errors import GardenError
 from garden.formats.stories import load_story
@@ -42,40 +43,6 @@ def docs(story):
     return documents(story)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def start_server(data_dir: Path) -> tuple[subprocess.Popen, str]:
-    """`milvus-lite server` on a free loopback port, serving `data_dir`: (process, URI)."""
-    for _ in range(3):
-        port = _free_port()
-        proc = subprocess.Popen([sys.executable, "-m", "milvus_lite", "server", "--data-dir", str(data_dir),
-                                 "--host", "127.0.0.1", "--port", str(port)],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and proc.poll() is None:
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                    return proc, f"http://127.0.0.1:{port}"
-            except OSError:
-                time.sleep(0.2)
-        stop_server(proc)
-    pytest.fail("milvus-lite server did not start on a loopback port")
-
-
-def stop_server(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     """The URI of a Milvus server: `GARDEN_MILVUS_SERVER` when set (CI starts
@@ -86,11 +53,11 @@ def server(tmp_path_factory):
     if given:
         yield given
         return
-    proc, uri = start_server(tmp_path_factory.mktemp("milvus-server") / "data")
+    proc, uri = start_local_server(tmp_path_factory.mktemp("milvus-server") / "data")
     try:
         yield uri
     finally:
-        stop_server(proc)
+        stop_local_server(proc)
 
 
 @pytest.fixture
@@ -457,12 +424,12 @@ def test_on_a_server_a_second_process_reuses_the_collection(server, tmp_path):
 
 @needs_milvus
 def test_a_server_that_stops_is_one_line_naming_it(tmp_path, docs):
-    proc, uri = start_server(tmp_path / "data")
+    proc, uri = start_local_server(tmp_path / "data")
     try:
         retriever = indexed("milvus-bm25", docs, uri=uri, timeout=3)
         assert retriever.top("kerosene stove", 1)
     finally:
-        stop_server(proc)
+        stop_local_server(proc)
     start = time.monotonic()
     with pytest.raises(GardenError) as exc:
         retriever.top("propane stove", 1)
