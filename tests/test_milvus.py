@@ -436,3 +436,92 @@ def test_a_server_that_stops_is_one_line_naming_it(tmp_path, docs):
     assert time.monotonic() - start < 3 + 3
     line = one_line(exc)
     assert uri in line and re.search(r"cannot reach|did not answer", line), line
+
+
+# --- pushing the gate's hard rules down -------------------------------------------------------
+
+def _fields(story):
+    from garden.rerank.timeline import record_fields
+
+    return {r.id: record_fields(r, story) for r in story.records if r.kind != "control"}
+
+
+@needs_milvus
+@pytest.mark.parametrize("where", ["store", "server"])
+def test_a_pushed_down_search_scores_exactly_the_records_the_hard_rules_admit(where, request, garden_home):
+    import datetime as dt
+
+    from garden.retrievers import Eligible
+
+    story = load_story(ROOT / "fixtures" / "saltmarsh-ferry.yaml")
+    docs, fields = documents(story), _fields(story)
+    options = {"uri": request.getfixturevalue("server")} if where == "server" else {}
+    retriever = make_retriever("milvus-dense:pushdown=true", **options)
+    retriever.describe_records(fields)
+    retriever.index(docs)
+    plain = indexed("milvus-dense", docs, **options)
+    assert retriever.collection != plain.collection  # the fields are another layout
+    days = sorted({dt.date.fromordinal(f.appeared) for f in fields.values() if f.appeared})
+    assert len(days) > 2
+    seen_excluded = False
+    for day in (days[0], days[len(days) // 2], days[-1]):
+        for private in (False, True):
+            eligible = Eligible(day, private)
+            scored = retriever.components("the fog horn at the north landing", eligible)["milvus-dense"]
+            admitted = {rid for rid, f in fields.items() if eligible.admits(f)}
+            assert set(scored) == admitted  # milvus-dense scores every record it may
+            seen_excluded |= len(admitted) < len(fields)
+            everything = plain.score("the fog horn at the north landing")
+            assert all(abs(everything[rid] - s) <= 1e-6 for rid, s in scored.items())  # a filter, not a rescoring
+    assert seen_excluded
+
+
+@needs_milvus
+def test_a_changed_field_gives_another_collection(garden_home):
+    story = load_story(ROOT / "fixtures" / "saltmarsh-ferry.yaml")
+    docs, fields = documents(story), _fields(story)
+    first = make_retriever("milvus-bm25:pushdown=true")
+    first.describe_records(fields)
+    first.index(docs)
+    rid = next(iter(fields))
+    changed = {**fields, rid: fields[rid]._replace(private=not fields[rid].private)}
+    second = make_retriever("milvus-bm25:pushdown=true")
+    second.describe_records(changed)
+    second.index(docs)
+    assert second.inserted and second.collection != first.collection
+
+
+@needs_milvus
+def test_pushed_down_the_gates_verdicts_hold_and_the_gate_still_checks(project, monkeypatch):
+    """door-retriever's query on `default@milvus-hybrid:pushdown=true`: the private note and
+    the later log are no longer candidates (so no longer among the rejections: the rule
+    that makes pushdown an option), the control record the query names is still refused by
+    the gate, and with a filter that admits everything the gate still refuses them."""
+    from garden import api
+    from garden.retrievers._milvus import _MilvusRetriever
+
+    case = {"story": "saltmarsh-ferry", "as_of": "2031-05-20",
+            "text": "How many times did the fog horn sound at the north landing? Check control.tally.0505 too."}
+
+    def ask(pipeline: str, **extra) -> dict:
+        return api.query(case["story"], case["text"], as_of=case["as_of"], pipeline=pipeline, **extra)
+
+    pushed = ask("default@milvus-hybrid:pushdown=true")
+    rejected = {r["id"]: r["reason"] for r in pushed["rejected"]}
+    served = [item["id"] for item in pushed["items"]]
+    assert served and served[0] == "log.fog.0503"
+    assert rejected.get("control.tally.0505") == "control_plane"
+    assert "note.fog.private" not in rejected and "log.fog.0601" not in rejected
+    assert not {"note.fog.private", "log.fog.0601"} & set(served)
+    plain = {r["id"]: r["reason"] for r in ask("default@milvus-hybrid")["rejected"]}
+    assert plain.get("note.fog.private") == "private" and plain.get("log.fog.0601") == "not_yet_observed"
+    allowed = [item["id"] for item in ask("default@milvus-hybrid:pushdown=true", include_private=True)["items"]]
+    assert "note.fog.private" in allowed
+    # a filter that lets everything through: what the gate refuses is refused all the same
+    monkeypatch.setattr(_MilvusRetriever, "filter_for", staticmethod(lambda eligible: "appeared >= 0"))
+    unfiltered = ask("default@milvus-hybrid:pushdown=true")
+    again = {r["id"]: r["reason"] for r in unfiltered["rejected"]}
+    assert again.get("note.fog.private") == "private" and again.get("log.fog.0601") == "not_yet_observed"
+    from milvus_lite.server_manager import server_manager_instance
+
+    server_manager_instance.release_server(str(project / ".garden" / "milvus" / "garden.db"))

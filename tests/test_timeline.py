@@ -134,3 +134,48 @@ def test_a_confirmation_after_as_of_does_not_count_yet():
 
 def test_no_checkpoint_no_note():
     assert checkpoint_note(state(last_confirmed_at=D(2030, 1, 1)), D(2031, 1, 1)) is None
+
+
+
+def hard_rules_match_record_fields(story: Story) -> int:
+    """Check `record_fields` against the gate on every day around each date the story names,
+    with and without private records; the number of (record, day) pairs it excludes."""
+    from garden.rerank.gate import HARD_REASONS, eligibility
+    from garden.rerank.query import QuerySpec
+    from garden.rerank.resolve import Resolution
+    from garden.rerank.timeline import record_fields
+    from garden.retrievers import Eligible
+
+    dates = {d for r in story.records for d in (r.appeared_at, r.valid_from, r.valid_to) if d is not None}
+    days = sorted({d + dt.timedelta(days=shift) for d in dates for shift in (-1, 0, 1)})
+    records = [r for r in story.records if r.kind != "control"]
+    assert days and records
+    excluded = 0
+    for day in days:
+        for private in (False, True):
+            spec = QuerySpec(story, "q", day, include_private=private)
+            for record in records:
+                verdict = eligibility(record, spec, Resolution(), certain=True)
+                assert verdict is None or verdict[0] in HARD_REASONS
+                admitted = Eligible(day, private).admits(record_fields(record, story))
+                assert admitted == (verdict is None), (record.id, day, private, verdict)
+                excluded += not admitted
+    return excluded
+
+
+@pytest.mark.parametrize("name", ["aurora-ridge", "saltmarsh-ferry", "kiln-lane"])
+def test_record_fields_admit_exactly_what_the_gates_hard_rules_admit(name):
+    """What a retriever that pushes the hard rules down filters by (`record_fields`, read
+    through `Eligible.admits`) is the gate's own verdict, on every shipped story."""
+    from pathlib import Path
+
+    from garden.formats.stories import load_story
+
+    story = load_story(Path(__file__).resolve().parents[1] / "fixtures" / f"{name}.yaml")
+    hard_rules_match_record_fields(story)
+
+
+def test_record_fields_follow_validity_successors_and_orphans(story):
+    """The same on a story with a validity window, a successor, a superseded state with no
+    successor and a future record: each rule excludes something here."""
+    assert hard_rules_match_record_fields(story) > 0

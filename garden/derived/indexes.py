@@ -44,6 +44,7 @@ from garden._notice import warn
 from garden.derived.home import derived_dir, derived_folder, refuse_link, remove_orphans, write_whole
 from garden.models import Story
 from garden.rerank.phrase import PhraseIndex
+from garden.rerank.timeline import record_fields
 from garden.retrievers import Doc, ProcessCache, Retriever, make_retriever
 
 SAVE_FORMAT = 4  # 4: arrays and JSON (garden._state); 3 and before: pickles
@@ -178,6 +179,9 @@ class IndexCache:
             retriever = make_retriever(name)
 
             def build():
+                if retriever.pushes_down:
+                    retriever.describe_records({r.id: record_fields(r, story) for r in story.records
+                                                if r.kind != "control"})
                 retriever.index(docs)
                 return retriever
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from garden.models import Packet
-from garden.retrievers import FUSION, as_retriever, check_finite
+from garden.retrievers import FUSION, Eligible, as_retriever, check_finite
 
 
 @dataclass
@@ -16,9 +16,12 @@ class Outcome:
     timings_ms: dict = field(default_factory=dict)
 
 
-def scored(retriever, query: str, name: str | None = None) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
+def scored(retriever, query: str, name: str | None = None,
+           eligible: Eligible | None = None) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
     """(the retriever's scores, each member's scores), every member scored once: a fusing
-    retriever fuses the members' scores instead of scoring them all again.
+    retriever fuses the members' scores instead of scoring them all again. A retriever
+    that `pushes_down` is given `eligible` and leaves out what the query's hard rules
+    exclude; any other scores every record, and the gate rejects.
 
     Every pipeline's retrieval passes here, so here every score is checked to be a finite
     number, members first, then the fused ones. A NaN or an infinity (a plugin's bug, or
@@ -32,7 +35,8 @@ def scored(retriever, query: str, name: str | None = None) -> tuple[dict[str, fl
     # one refusal below, which names the record; the check below is what catches them
     retriever = as_retriever(retriever)
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        members = retriever.components(query)
+        members = (retriever.components(query, eligible) if eligible is not None and retriever.pushes_down
+                   else retriever.components(query))
     if retriever.kind != FUSION:
         fused = members[retriever.name]
         check_finite(name or retriever.name, fused)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from garden.analyzer import without_function_words
 from garden.rerank.candidates import Candidate
 from garden.rerank.context import Setting, QueryContext, StageBase
-from garden.retrievers import is_semantic, rank, relevance
+from garden.retrievers import Eligible, is_semantic, rank, relevance
 
 CANDIDATES = Setting("candidates", int, 20, "retriever candidates considered per query", ge=1)
 SEMANTIC_FLOOR = Setting("semantic_floor", float, 0.35, "a MiniLM cosine at or below this is no evidence", ge=0, lt=1)
@@ -29,7 +29,9 @@ class Retrieve(StageBase, name="retrieve", settings=(CANDIDATES, SEMANTIC_FLOOR,
         story, retriever = spec.story, ctx.retriever
         from garden.pipelines.scoring import scored  # the pipelines package imports the stages
 
-        fused, members = scored(retriever, spec.query)
+        # a retriever that filters by the hard rules itself (`pushes_down`) is told them; what
+        # it gives still passes the gate below
+        fused, members = scored(retriever, spec.query, eligible=Eligible(spec.as_of, spec.include_private))
         ids = [rid for rid, s in rank(fused, settings.candidates) if s > 0]
         anchored = {rid for field, names in (("topics", res.topics), ("entities", res.entities))
                     for name in names for rid in story.holders(field).get(name, ())}

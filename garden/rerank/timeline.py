@@ -4,6 +4,7 @@ from __future__ import annotations
 import datetime as dt
 
 from garden.models import Record, Story
+from garden.retrievers import NEVER, RecordFields
 
 
 def not_yet_observed(record: Record, as_of: dt.date) -> bool:
@@ -37,6 +38,31 @@ def state_reason(record: Record, story: Story, as_of: dt.date) -> str | None:
     if record.valid_from is not None and record.valid_from > as_of:
         return "not_current"
     return None
+
+
+def record_fields(record: Record, story: Story) -> RecordFields:
+    """The fields a retriever that `pushes_down` filters by, made by the rules above, so
+    that `Eligible(as_of, include_private).admits(record_fields(r, story))` is exactly
+    "no hard rule but `control_plane` rejects r on as_of" (control records are never
+    indexed): `not_yet_observed` is `appeared`; `superseded_state` and `not_current` are the
+    live days, from `valid_from` to `valid_to` and up to the day the successor appears
+    (never, for a state superseded with no successor named; from its start, for one whose
+    successor has no date)."""
+    appeared = record.appeared_at
+    live_from, live_until = 0, NEVER
+    if record.kind == "state":
+        if record.valid_from is not None:
+            live_from = record.valid_from.toordinal()
+        if record.valid_to is not None:
+            live_until = record.valid_to.toordinal() + 1
+        successor = story.by_id.get(record.superseded_by) if record.superseded_by else None
+        if successor is not None:
+            shown = successor.appeared_at
+            live_until = min(live_until, shown.toordinal() if shown is not None else 0)
+        elif record.status == "superseded" and not record.superseded_by:
+            live_until = 0
+    return RecordFields(record.kind, story.project_of(record), bool(record.private),
+                        appeared.toordinal() if appeared is not None else 0, live_from, live_until)
 
 
 def checkpoint_note(record: Record, as_of: dt.date) -> str | None:

@@ -20,7 +20,8 @@ from garden._notice import warn
 from garden.analyzer import retrieval_stopwords
 from garden.derived.home import derived_dir, derived_folder
 from garden.errors import GardenError
-from garden.retrievers import Doc, RetrieverBase, check_depth, custom, integer, number, rank
+from garden.retrievers import (Doc, Eligible, RecordFields, RetrieverBase, boolean, check_depth, custom, integer,
+                               number, rank)
 
 SCHEMA = 1  # the collections' layout: a change gives every collection another name
 INSTALL_HINT = "pip install -e '.[milvus]'"
@@ -55,7 +56,10 @@ def _uri(value: Any) -> str:
 
 # where the engine is and how long to wait for it: the options every Milvus retriever takes
 ENGINE_OPTIONS = {"uri": custom(URI_WORDS, _uri, _uri), "timeout": number(0, above=True),
-                  "limit": integer(1, MAX_LIMIT)}
+                  "limit": integer(1, MAX_LIMIT), "pushdown": boolean()}
+# the scalar fields a `pushdown` collection carries (RecordFields), with their Milvus types
+RECORD_FIELDS = {"kind": "VARCHAR", "project": "VARCHAR", "private": "BOOL", "appeared": "INT64",
+                 "live_from": "INT64", "live_until": "INT64"}
 
 
 def _is_local(uri: str | None) -> bool:
@@ -131,7 +135,7 @@ class _MilvusRetriever(RetrieverBase):
     field = ""  # the field searched
     metric = ""
 
-    def __init__(self, name: str, uri: str | None, timeout: float, limit: int):
+    def __init__(self, name: str, uri: str | None, timeout: float, limit: int, pushdown: bool = False):
         self.name = name
         missing = _missing_packages(uri)
         if missing:
@@ -140,13 +144,15 @@ class _MilvusRetriever(RetrieverBase):
         self.uri = uri
         self.timeout = float(timeout)
         self.limit = int(limit)
+        self.pushdown = bool(pushdown)
+        self._fields: dict[str, RecordFields] = {}  # by id, when pushdown: what the filter reads
         self.ids: list[str] = []
         self.collection: str | None = None
         self.inserted = 0  # rows this retriever inserted (0 when it found its collection)
         self._rows = 0
         self._client = None
         self._store: Path | None = None  # the local store's folder, when the garden home holds it
-        self._last: tuple[str, dict[str, float]] | None = None
+        self._last: tuple[tuple[str, str], dict[str, float]] | None = None
 
     # --- where -----------------------------------------------------------------------
 
@@ -237,6 +243,40 @@ class _MilvusRetriever(RetrieverBase):
         """The kind and options a collection is built with, as a name part."""
         raise NotImplementedError
 
+    def _layout(self) -> str:
+        # a collection with the record fields is another collection than one without
+        return self.family() + ("_fields" if self.pushdown else "")
+
+    # --- pushing the gate's hard rules down -------------------------------------------
+
+    @property
+    def pushes_down(self) -> bool:
+        """With `pushdown=true`: each record's `RecordFields` are stored beside it as scalar
+        fields, and a pipeline's search carries the query's hard rules as a Milvus filter."""
+        return self.pushdown
+
+    def describe_records(self, fields) -> None:
+        self._fields = dict(fields)
+
+    def _record_fields(self, rid: str) -> RecordFields:
+        # a record the pipeline did not describe (a corpus document) is there from the start
+        return self._fields.get(rid) or RecordFields()
+
+    @staticmethod
+    def filter_for(eligible: Eligible) -> str:
+        """The Milvus boolean expression `Eligible.admits` is: the hard rules as a filter."""
+        day = int(eligible.as_of.toordinal())
+        rules = [] if eligible.include_private else ["private == false"]
+        rules += [f"appeared <= {day}", f"live_from <= {day}", f"live_until > {day}"]
+        return " and ".join(rules)
+
+    def components(self, query: str, eligible: Eligible | None = None) -> dict[str, dict[str, float]]:
+        """Its own scores for `query`; with `eligible` (given only when `pushes_down`), of
+        the records the query's hard rules admit, filtered in Milvus."""
+        if eligible is None or not self.pushdown:
+            return {self.name: self.score(query)}
+        return {self.name: self._memo(query, self.filter_for(eligible))}
+
     def identity(self) -> list[str]:
         """What else its content depends on (a model release, parameters)."""
         return []
@@ -254,11 +294,13 @@ class _MilvusRetriever(RetrieverBase):
     def _names(self, docs: Sequence[Doc]) -> tuple[str, str, str]:
         """(the collection's name, the id set's hash, the content's hash)."""
         id_set = _sha(*sorted({d.id for d in docs})).hexdigest()[:12]
-        content = _sha(str(SCHEMA), self.family(), *self.identity())
+        content = _sha(str(SCHEMA), self._layout(), *self.identity())
         for doc in docs:
             content.update(doc.id.encode("utf-8") + b"\x00" + doc.text.encode("utf-8") + b"\x01")
+            if self.pushdown:
+                content.update(repr(tuple(self._record_fields(doc.id))).encode("utf-8") + b"\x02")
         digest = content.hexdigest()[:16]
-        return f"garden_{self.family()}_s{SCHEMA}_{id_set}_{digest}", id_set, digest
+        return f"garden_{self._layout()}_s{SCHEMA}_{id_set}_{digest}", id_set, digest
 
     def _check_docs(self, docs: Sequence[Doc]) -> None:
         for doc in docs:
@@ -285,7 +327,7 @@ class _MilvusRetriever(RetrieverBase):
             _owner_only(self._store)
 
     def _properties(self, id_set: str, digest: str) -> dict[str, str]:
-        return {"garden.schema": str(SCHEMA), "garden.family": self.family(), "garden.ids": id_set,
+        return {"garden.schema": str(SCHEMA), "garden.family": self._layout(), "garden.ids": id_set,
                 "garden.content": digest, "garden.rows": str(self._rows)}
 
     def _intact(self, name: str, id_set: str, digest: str) -> bool:
@@ -296,12 +338,12 @@ class _MilvusRetriever(RetrieverBase):
         fields = {f.get("name") for f in described.get("fields", [])}
         wanted = self._properties(id_set, digest)
         return (int(stats.get("row_count", -1)) == self._rows and all(properties.get(k) == v for k, v in wanted.items())
-                and {"id", "text", self.field} <= fields)
+                and {"id", "text", self.field, *(RECORD_FIELDS if self.pushdown else ())} <= fields)
 
     def _drop_stale(self, names: list[str], name: str, id_set: str) -> None:
         """Drop the other collections of this family and id set: older contents, older
         schemas, builds interrupted more than STALE_BUILD seconds ago."""
-        mine = re.compile(rf"garden_{re.escape(self.family())}_s[0-9]+_{id_set}_[0-9a-f]{{16}}(?:_t([0-9]+)_[0-9]+)?")
+        mine = re.compile(rf"garden_{re.escape(self._layout())}_s[0-9]+_{id_set}_[0-9a-f]{{16}}(?:_t([0-9]+)_[0-9]+)?")
         now = time.time()
         for other in names:
             found = mine.fullmatch(other)
@@ -337,6 +379,12 @@ class _MilvusRetriever(RetrieverBase):
     def _build(self, client, name: str, id_set: str, digest: str, docs: Sequence[Doc]) -> None:
         with self._rpc("create the collection"):
             schema = self.schema(client)
+            if self.pushdown:
+                from pymilvus import DataType
+
+                for field, type_name in RECORD_FIELDS.items():
+                    extra = {"max_length": MAX_VARCHAR} if type_name == "VARCHAR" else {}
+                    schema.add_field(field, getattr(DataType, type_name), **extra)
             params = self.index_params(client)
         self._call("create the collection", "create_collection", name, schema=schema,
                    properties=self._properties(id_set, digest))
@@ -345,6 +393,8 @@ class _MilvusRetriever(RetrieverBase):
         seen: set[str] = set()
         unique = [d for d in docs if not (d.id in seen or seen.add(d.id))]
         for row in self.rows(unique):
+            if self.pushdown:
+                row.update(self._record_fields(row["id"])._asdict())
             batch.append(row)
             size += len(row["text"]) * 4 + 4 * len(row.get("vector", ())) + len(row["id"])
             if len(batch) >= INSERT_ROWS or size >= INSERT_BYTES:
@@ -371,13 +421,15 @@ class _MilvusRetriever(RetrieverBase):
     def _score(self, distance: float) -> float:
         return float(distance)
 
-    def _search(self, data: list, limit: int) -> list[list[tuple[str, float]]]:
-        """One round trip per QUERIES_PER_SEARCH queries: each query's hits, as Milvus gives them."""
+    def _search(self, data: list, limit: int, where: str = "") -> list[list[tuple[str, float]]]:
+        """One round trip per QUERIES_PER_SEARCH queries: each query's hits, as Milvus gives
+        them, of the records the filter `where` admits (every record when empty)."""
         out: list[list[tuple[str, float]]] = []
         for start in range(0, len(data), QUERIES_PER_SEARCH):
             chunk = data[start:start + QUERIES_PER_SEARCH]
             result = self._call("search", "search", self.collection, data=chunk, anns_field=self.field,
-                                limit=limit, output_fields=["id"], search_params={"metric_type": self.metric})
+                                limit=limit, output_fields=["id"], search_params={"metric_type": self.metric},
+                                **({"filter": where} if where else {}))
             for hits in result:
                 out.append([(str(hit["id"]), self._score(hit["distance"])) for hit in hits])
         return out
@@ -385,7 +437,7 @@ class _MilvusRetriever(RetrieverBase):
     def _every(self) -> int:
         return min(self._rows, self.limit)
 
-    def score_many(self, queries: Sequence[str]) -> list[dict[str, float]]:
+    def score_many(self, queries: Sequence[str], where: str = "") -> list[dict[str, float]]:
         """Each query's scores of the records Milvus ranks: every record for `milvus-dense`,
         every record holding a query word for `milvus-bm25`, the best `limit` of them at
         most (by default 16384, Milvus's largest top-k). One round trip per
@@ -397,19 +449,22 @@ class _MilvusRetriever(RetrieverBase):
         live = [i for i, q in enumerate(queries) if q.strip()]
         if self.collection is None or not live:
             return results
-        found = self._search(self._queries([queries[i] for i in live]), self._every())
+        found = self._search(self._queries([queries[i] for i in live]), self._every(), where)
         for i, hits in zip(live, found):
             results[i] = dict(hits)
         return results
 
     def score(self, query: str) -> dict[str, float]:
-        if self._last is None or self._last[0] != query:
+        return self._memo(query, "")
+
+    def _memo(self, query: str, where: str) -> dict[str, float]:
+        if self._last is None or self._last[0] != (query, where):
             # a pipeline reads the scores twice (to fuse, and to normalize): one round trip
-            self._last = (query, self._score_one(query))
+            self._last = ((query, where), self._score_one(query, where))
         return self._last[1]
 
-    def _score_one(self, query: str) -> dict[str, float]:
-        return self.score_many([query])[0]
+    def _score_one(self, query: str, where: str = "") -> dict[str, float]:
+        return self.score_many([query], where)[0]
 
     def top_many(self, queries: Sequence[str], k: int | None = None) -> list[list[tuple[str, float]]]:
         """Each query's best `k`, ties by id as `rank` breaks them: Milvus is asked for k +

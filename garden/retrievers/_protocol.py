@@ -14,6 +14,10 @@ declared member with a default in `RetrieverBase`, so no caller probes for it:
     fuse(components)         this retriever's scores from its members'; default: its only
                              member's scores, unchanged
     ceiling(query)           the best score any document could reach for `query`
+    pushes_down              whether it filters by the gate's hard rules itself; default
+                             False. One that does is given each record's `RecordFields`
+                             (`describe_records`) before `index`, and a query's `Eligible`
+                             (`components(query, eligible)`); the gate re-checks all it gives
 
 `kind` says what a score is evidence of: `lexical` (words shared with the query), `semantic`
 (similarity of embeddings: a cosine, at most 1) or `fusion` (made from other retrievers'
@@ -48,6 +52,37 @@ class Doc(NamedTuple):
     text: str
 
 
+NEVER = 10**7  # a day ordinal past every date (date.max is 3,652,059): "no end"
+
+
+class RecordFields(NamedTuple):
+    """What the gate's hard rules read of a record, for a retriever that filters by them
+    (`pushes_down`): its kind, project and privacy, and, as day ordinals
+    (`date.toordinal()`), the day it appears (0: always there) and the days it is live,
+    `live_from <= as_of < live_until` (a state's validity, cut at the day its successor
+    appears; 0 to NEVER for any other record). `garden.rerank.timeline.record_fields`
+    makes them from a story, by the same rules as the gate."""
+    kind: str = "source"
+    project: str = ""
+    private: bool = False
+    appeared: int = 0
+    live_from: int = 0
+    live_until: int = NEVER
+
+
+class Eligible(NamedTuple):
+    """What a query's hard rules depend on: its `as_of` and whether private records may
+    be served. A record passes when it is not private (or `include_private`), has appeared
+    by `as_of` and is live on it."""
+    as_of: Any  # datetime.date
+    include_private: bool = False
+
+    def admits(self, fields: RecordFields) -> bool:
+        day = self.as_of.toordinal()
+        return ((self.include_private or not fields.private) and fields.appeared <= day
+                and fields.live_from <= day < fields.live_until)
+
+
 @runtime_checkable
 class BasicRetriever(Protocol):
     """The least a plugin declares: `as_retriever` supplies everything else."""
@@ -78,7 +113,7 @@ class Retriever(Protocol):
 
     def members(self) -> dict[str, Retriever]: ...
 
-    def components(self, query: str) -> dict[str, dict[str, float]]: ...
+    def components(self, query: str, eligible: Eligible | None = None) -> dict[str, dict[str, float]]: ...
 
     def fuse(self, components: Mapping[str, Mapping[str, float]]) -> dict[str, float]: ...
 
@@ -140,9 +175,20 @@ class RetrieverBase(abc.ABC):
         unless it fuses others."""
         return {self.name: self}
 
-    def components(self, query: str) -> dict[str, dict[str, float]]:
-        """Each member's raw scores for `query`, by member name, each member scored once."""
+    def components(self, query: str, eligible: Eligible | None = None) -> dict[str, dict[str, float]]:
+        """Each member's raw scores for `query`, by member name, each member scored once.
+        `eligible` is given only to a retriever that `pushes_down`; others ignore it."""
         return {name: member.score(query) for name, member in self.members().items()}
+
+    @property
+    def pushes_down(self) -> bool:
+        """Whether it leaves out, by itself, the records a query's hard rules exclude
+        (`Eligible`): False by default, every record is scored and the gate rejects."""
+        return False
+
+    def describe_records(self, fields: Mapping[str, RecordFields]) -> None:
+        """Take each record's fields before `index`; only called when `pushes_down`."""
+        raise NotImplementedError(f"retriever {self.name} does not filter by record fields")
 
     def fuse(self, components: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
         """This retriever's scores from `components`: a retriever that fuses nothing

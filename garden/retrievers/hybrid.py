@@ -104,6 +104,22 @@ class HybridRetriever(RetrieverBase):
         for place, member in enumerate(self._members.values()):
             member.load_state(state.inner(f"member{place}"), docs)
 
+    @property
+    def pushes_down(self) -> bool:
+        """True when every member filters by the hard rules itself."""
+        return all(m.pushes_down for m in self._members.values())
+
+    def describe_records(self, fields) -> None:
+        for member in self._members.values():
+            member.describe_records(fields)
+
+    def components(self, query: str, eligible=None) -> dict[str, dict[str, float]]:
+        """Each member's raw scores for `query`; when every member pushes down, each is told
+        `eligible`."""
+        if eligible is None or not self.pushes_down:
+            return {name: member.score(query) for name, member in self._members.items()}
+        return {name: member.components(query, eligible)[member.name] for name, member in self._members.items()}
+
     def fuse(self, components: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
         """RRF of each member's ranking of its scores, to `depth`."""
         return rrf([rank(scores, self.depth) for scores in components.values()], self.k)

@@ -32,15 +32,24 @@ its id set only: a story that gains or loses records leaves its old collection b
 (removing `derived_dir()/milvus`, or dropping the `garden_*` collections on a server,
 costs one rebuild).
 
-Records carry their id and text only: that is all a retriever is given (`Doc`). The
-record's kind, project, privacy and dates are not pushed down as scalar fields, so no
-filter runs in Milvus; every candidate is checked by the garden's own gate after
-retrieval, as for every retriever.
+By default records carry their id and text only, no filter runs in Milvus, and every
+candidate is checked by the garden's own gate after retrieval, as for every retriever:
+the structured pipeline takes the best `candidates` and then gates them, and reports what
+the gate rejected. With `pushdown=true` each record also carries what the gate's hard rules
+read (`RecordFields`: kind, project, privacy, the day it appears and the days it is live,
+as `garden.rerank.timeline.record_fields` makes them) as scalar fields, and a pipeline's
+search carries the query's `as_of` and privacy as a Milvus filter (`filter_for`), so the
+candidates are the best of the records the query may be served. That is another rule, not
+the same one made cheaper: a record the filter leaves out is not among the rejections, and
+one ranked below it may take its place. It is therefore an option, not the default; the
+gate still checks every candidate. The soft rules (project scope, topics) depend on what
+the query resolved and on the route a candidate came by, so they are never pushed down.
 
 Options: `uri` (above), `timeout` (seconds, default 10: connecting and each search;
 building calls wait at least BUILD_TIMEOUT), `limit` (the most records one search
-returns, default and at most 16384), `k1`, `b` and `stopwords` for `milvus-bm25`, `backend`
-for `milvus-dense` (as `dense`'s), and `k` and `depth` for `milvus-hybrid` (as `hybrid`'s).
+returns, default and at most 16384), `pushdown` (above, default false), `k1`, `b` and
+`stopwords` for `milvus-bm25`, `backend` for `milvus-dense` (as `dense`'s), and `k` and
+`depth` for `milvus-hybrid` (as `hybrid`'s).
 
 Faults are one GardenError line naming the retriever and the URI, and what to do: an
 engine that cannot be reached, a Milvus Lite store another process holds, a call that
@@ -78,8 +87,8 @@ class MilvusBM25(_MilvusRetriever):
     OPTIONS = {**ENGINE_OPTIONS, "k1": number(0, above=True), "b": number(0, 1), "stopwords": boolean()}
 
     def __init__(self, uri: str | None = None, timeout: float = DEFAULT_TIMEOUT, limit: int = MAX_LIMIT,
-                 k1: float = K1, b: float = B, stopwords: bool = True):
-        super().__init__("milvus-bm25", uri, timeout, limit)
+                 k1: float = K1, b: float = B, stopwords: bool = True, pushdown: bool = False):
+        super().__init__("milvus-bm25", uri, timeout, limit, pushdown)
         self.k1, self.b, self.stopwords = float(k1), float(b), stopwords
         self._df: Counter = Counter()
         self._n = 0
@@ -166,8 +175,8 @@ class MilvusDense(_MilvusRetriever):
     OPTIONS = {**ENGINE_OPTIONS, "backend": choice(*BACKENDS)}
 
     def __init__(self, uri: str | None = None, timeout: float = DEFAULT_TIMEOUT, limit: int = MAX_LIMIT,
-                 backend: str = DEFAULT_BACKEND):
-        super().__init__("milvus-dense", uri, timeout, limit)
+                 backend: str = DEFAULT_BACKEND, pushdown: bool = False):
+        super().__init__("milvus-dense", uri, timeout, limit, pushdown)
         self.backend = backend
         self._dense = DenseRetriever(backend=backend)  # the model's files, checked now, with their install line
         self.width = model_width(self._dense.model_path)
@@ -220,11 +229,11 @@ class MilvusDense(_MilvusRetriever):
         # and in the user's cache)
         return [v.astype(np.float32).tolist() for v in self._dense._query_vectors(queries)]
 
-    def _score_one(self, query: str) -> dict[str, float]:
+    def _score_one(self, query: str, where: str = "") -> dict[str, float]:
         if self.collection is None or not query.strip():
             return {}
         vector = self._dense._query_vector(query).astype(np.float32).tolist()
-        return dict(self._search([vector], self._every())[0])
+        return dict(self._search([vector], self._every(), where)[0])
 
     def ceiling(self, query: str) -> float:
         """1.0: a score is the cosine of two unit vectors."""
@@ -242,8 +251,9 @@ class MilvusHybrid(HybridRetriever):
     MAKES_MEMBERS = True
 
     def __init__(self, uri: str | None = None, timeout: float = DEFAULT_TIMEOUT, limit: int = MAX_LIMIT,
-                 backend: str = DEFAULT_BACKEND, k: float = 60.0, depth: int = 1000, registry=None):
-        shared: dict[str, Any] = {"timeout": float(timeout), "limit": int(limit)}
+                 backend: str = DEFAULT_BACKEND, k: float = 60.0, depth: int = 1000, pushdown: bool = False,
+                 registry=None):
+        shared: dict[str, Any] = {"timeout": float(timeout), "limit": int(limit), "pushdown": bool(pushdown)}
         if uri is not None:
             shared["uri"] = uri
         super().__init__(("milvus-bm25", "milvus-dense"), k=k, depth=depth, registry=registry,
