@@ -357,6 +357,32 @@ def test_rrf_ranks_ties_by_id(fixed_members):
     assert rrf([[("x", 1.0), ("y", 0.5)], [("y", 9.0)]], k=60) == pytest.approx({"x": 1 / 61, "y": 1 / 62 + 1 / 61})
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_rrf_on_arrays_is_rrf_to_the_last_bit(data):
+    """`rrf_arrays` (what `hybrid` fuses with when its members score arrays over the same
+    ids) gives `rrf`'s keys, its values as the same floats, and its ranking, ties by id
+    included: scores drawn from a few values so that ties are common, some members keeping
+    only their non-zero scores."""
+    from garden.retrievers import DocIds
+    from garden.retrievers.hybrid import rrf_arrays
+
+    n = data.draw(st.integers(1, 30))
+    ids = data.draw(st.lists(st.text("abcxyz", min_size=1, max_size=3), min_size=n, max_size=n, unique=True))
+    docs = DocIds(ids)
+    members = []
+    for _ in range(data.draw(st.integers(1, 3))):
+        values = np.array(data.draw(st.lists(st.sampled_from([0.0, 0.25, 0.5, 1.0, 2.0]), min_size=n, max_size=n)))
+        kept = values != 0 if data.draw(st.booleans()) else None
+        members.append(docs.scores(values, kept))
+    k = data.draw(st.sampled_from([1.0, 60.0, 0.5]))
+    depth = data.draw(st.integers(1, n + 2))
+    fused = rrf_arrays(members, k, depth)
+    expected = rrf([rank(m, depth) for m in members], k)
+    assert dict(fused.items()) == expected
+    assert rank(fused, None) == rank(expected, None)
+
+
 def test_hybrid_components_are_the_members_raw_scores_and_score_reuses_them(fixed_members):
     hybrid = indexed("hybrid", retrievers=("fixed-a", "fixed-b"))
     parts = hybrid.components("q")

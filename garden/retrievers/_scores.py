@@ -38,6 +38,17 @@ class DocIds:
         """`top_k` of a score array over these ids."""
         return top_k(scores, self.ids, self.order, k, candidates)
 
+    def same_ids(self, other: DocIds) -> bool:
+        """Whether `other` holds the same ids in the same order (two retrievers indexed on
+        the same documents): compared once per pair, then remembered."""
+        if other is self:
+            return True
+        seen = self.__dict__.setdefault("_same", {})
+        known = seen.get(id(other))
+        if known is None or known[0] is not other:
+            known = seen[id(other)] = (other, bool(np.array_equal(self.ids, other.ids)))
+        return known[1]
+
 
 class ArrayScores(Mapping):
     """A retriever's scores of every indexed document, kept as the array they were computed
@@ -94,6 +105,10 @@ class ArrayScores(Mapping):
         """`rank(self, k)`, computed on the array (`top_k`)."""
         return self.docs.top(self.array, k, None if self.kept is None else np.flatnonzero(self.kept))
 
+    def ranked_positions(self, k: int | None) -> np.ndarray:
+        """The positions `ranked(k)` lists, in its order."""
+        return top_positions(self.array, self.docs.order, k, None if self.kept is None else np.flatnonzero(self.kept))
+
     def all_finite(self) -> bool:
         return bool(np.isfinite(self._kept(self.array)).all())
 
@@ -127,8 +142,15 @@ def top_k(scores: np.ndarray, ids: np.ndarray, order: np.ndarray, k: int | None,
     the dict of `candidates` (every document when None), without sorting all of them in
     Python. Only the scores at or above the k-th best are sorted."""
     check_depth(k)
+    best = top_positions(scores, order, k, candidates)
+    return list(zip(ids[best].tolist(), scores[best].tolist()))
+
+
+def top_positions(scores: np.ndarray, order: np.ndarray, k: int | None,
+                  candidates: np.ndarray | None = None) -> np.ndarray:
+    """The positions `top_k` lists, best first, ties by `order`. No checks."""
     if k == 0:
-        return []
+        return np.zeros(0, dtype=np.int64)
     if candidates is None:
         candidates = np.arange(len(scores))
     values = scores[candidates]
@@ -136,8 +158,7 @@ def top_k(scores: np.ndarray, ids: np.ndarray, order: np.ndarray, k: int | None,
         kth = np.partition(values, len(values) - k)[len(values) - k]
         keep = values >= kth
         candidates, values = candidates[keep], values[keep]
-    best = np.lexsort((order[candidates], -values))[:k]
-    return list(zip(ids[candidates[best]].tolist(), values[best].tolist()))
+    return candidates[np.lexsort((order[candidates], -values))[:k]]
 
 
 def check_finite(name: str, scores: Mapping[str, float]) -> None:

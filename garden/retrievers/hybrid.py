@@ -12,8 +12,11 @@ from __future__ import annotations
 
 from typing import Mapping, Sequence
 
+import numpy as np
+
 from garden.errors import GardenError
-from garden.retrievers import FUSION, Doc, RetrieverBase, State, custom, integer, make_retriever, number, rank, register
+from garden.retrievers import (FUSION, ArrayScores, Doc, RetrieverBase, State, custom, integer, make_retriever, number,
+                               rank, register)
 
 MEMBER_WORDS = "retriever names joined by + or , (say bm25+dense), at least one"
 
@@ -47,6 +50,20 @@ def rrf(rankings: Sequence[Sequence[tuple[str, float]]], k: float = 60.0,
         for position, (doc_id, _) in enumerate(ranking, 1):
             fused[doc_id] = fused.get(doc_id, 0.0) + weight / (k + position)
     return fused
+
+
+def rrf_arrays(scores: Sequence[ArrayScores], k: float, depth: int) -> ArrayScores:
+    """`rrf` of each one's ranking to `depth`, on arrays: scores over the same ids, added
+    list by list in the same order as `rrf` adds them, so every value is the same float,
+    and kept where some ranking reaches (the keys `rrf` gives)."""
+    first = scores[0]
+    fused = np.zeros(len(first.array), dtype=np.float64)
+    kept = np.zeros(len(first.array), dtype=bool)
+    for one in scores:
+        positions = one.ranked_positions(depth)
+        fused[positions] += 1.0 / (k + np.arange(1, len(positions) + 1, dtype=np.float64))
+        kept[positions] = True
+    return ArrayScores(first.docs, fused, kept)
 
 
 @register("hybrid", "reciprocal-rank fusion (k=60) of named retrievers, bm25 and dense by default")
@@ -120,9 +137,13 @@ class HybridRetriever(RetrieverBase):
             return {name: member.score(query) for name, member in self._members.items()}
         return {name: member.components(query, eligible)[member.name] for name, member in self._members.items()}
 
-    def fuse(self, components: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
+    def fuse(self, components: Mapping[str, Mapping[str, float]]) -> Mapping[str, float]:
         """RRF of each member's ranking of its scores, to `depth`."""
-        return rrf([rank(scores, self.depth) for scores in components.values()], self.k)
+        scores = list(components.values())
+        if scores and all(isinstance(s, ArrayScores) for s in scores) \
+                and all(scores[0].docs.same_ids(s.docs) for s in scores[1:]):
+            return rrf_arrays(scores, self.k, self.depth)
+        return rrf([rank(s, self.depth) for s in scores], self.k)
 
     def ceiling(self, query: str) -> float:
         """The best fused score possible: ranked first by every member, n / (k + 1)."""
