@@ -39,13 +39,15 @@ def eligibility(record: Record, spec: QuerySpec, res: Resolution, certain: bool)
                                  + (f"; superseded by {record.superseded_by}" if record.superseded_by else ""))
     if certain:
         return None
-    project = story.project_of(record)
-    if res.projects and project not in res.projects:
-        return "out_of_scope", f"project {project}; the query is scoped to {', '.join(sorted(res.projects))}"
+    if res.projects:
+        project = story.project_of(record)
+        if project not in res.projects:
+            return "out_of_scope", f"project {project}; the query is scoped to {', '.join(sorted(res.projects))}"
     clash = []
-    if res.topics and record.topics and not any(t in res.topics for t in record.topics):
+    # isdisjoint on the resolved names' keys: asked of every candidate, hundreds a query
+    if res.topics and record.topics and res.topics.keys().isdisjoint(record.topics):
         clash.append(f"topics {', '.join(record.topics)} (query: {', '.join(res.topics)})")
-    if res.entities and record.entities and not any(e in res.entities for e in record.entities):
+    if res.entities and record.entities and res.entities.keys().isdisjoint(record.entities):
         clash.append(f"entities {', '.join(record.entities)} (query: {', '.join(res.entities)})")
     if clash:
         return "off_topic", "its fields contradict what the query resolved: " + "; ".join(clash)
