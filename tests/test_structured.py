@@ -125,6 +125,18 @@ def test_unknown_hint_warns_and_the_query_runs():
     assert outcome.packet.ids()[0] == "decision.field_test.sync"
 
 
+def test_the_candidate_trace_is_made_when_read_and_lists_every_candidate_best_first():
+    outcome = run("What did the observatory captain decide about the field test logbook?")
+    assert "candidates" not in outcome.trace and "standout" in outcome.trace  # deferred, the rest written
+    listed = outcome.stages["candidates"]
+    assert "candidates" in outcome.trace and not outcome.deferred
+    packet_ids = outcome.packet.ids() + [r.id for r in outcome.packet.rejected]
+    assert sorted(c["id"] for c in listed) == sorted(packet_ids)
+    order = [(-c["score"], c["id"]) for c in listed]
+    assert order == sorted(order) and all(set(c) == {"id", "scores", "score", "lane", "door"} for c in listed)
+    assert outcome.stages["candidates"] is listed  # made once
+
+
 def test_trace_records_ratio_rival_decision_and_spans():
     outcome = run("还记得我们那次 glacier custard incident 吗？")
     lanes = {lane["lane"]: lane for lane in outcome.stages["standout"]}

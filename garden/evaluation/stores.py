@@ -198,7 +198,7 @@ def packets(pipeline, conv: Conversation, questions: Sequence[Question], budget:
         outcome = pipeline.run(QuerySpec(conv.story, q.text, q.as_of, budget=budget))
         packet = outcome.packet
         flagged = any(w.startswith(PREMISE_WARNING) for w in packet.warnings)
-        out.append(packet_row(q, packet, conv.story, gate_score(outcome.stages), [s for _, s in ranking],
+        out.append(packet_row(q, packet, conv.story, gate_score(outcome.trace), [s for _, s in ranking],
                               len(analyze(q.text)), flagged))
     return out
 

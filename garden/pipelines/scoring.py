@@ -11,9 +11,22 @@ from garden.retrievers import FUSION, Eligible, as_retriever, check_finite
 
 @dataclass
 class Outcome:
+    """A query's packet, the trace its stages wrote and their timings. An entry of the trace
+    that costs more to make than the query's other stages, and that only a written trace or
+    the explorer reads (every candidate's scores), is `deferred`: made the first time
+    `stages` is read. `trace` is what is already there."""
     packet: Packet
-    stages: dict = field(default_factory=dict)
+    trace: dict = field(default_factory=dict)
     timings_ms: dict = field(default_factory=dict)
+    deferred: dict = field(default_factory=dict)   # trace key -> a function that makes its entry
+
+    @property
+    def stages(self) -> dict:
+        """The whole trace, the deferred entries made now (once)."""
+        while self.deferred:
+            key = next(iter(self.deferred))
+            self.trace[key] = self.deferred.pop(key)()
+        return self.trace
 
 
 def scored(retriever, query: str, name: str | None = None,

@@ -104,7 +104,7 @@ class StructuredPipeline:
             packet = Packet(decision=decision, reason=reason + (f" Question: {question}" if question else ""),
                             warnings=res.warnings, budget=Budget(limit=spec.budget, used=0), fallback=fallback)
             return Outcome(packet, ctx.trace, timings)
-        return Outcome(self._packet(ctx), ctx.trace, timings)
+        return Outcome(self._packet(ctx), ctx.trace, timings, {"candidates": lambda: candidate_trace(ctx.candidates)})
 
     def ranking(self, spec: QuerySpec, depth: int, base=None):
         """The evidence for ranking a collection to `depth` rather than packing a packet:
@@ -128,11 +128,16 @@ class StructuredPipeline:
                 c.reject("predecessor_without_successor", f"its successor {c.successor.id} is not in the packet")
             else:
                 c.reject("rank_cut", "not selected in its lane")
-        ctx.trace["candidates"] = [{"id": c.id, "scores": {k: round(v, 6) for k, v in c.scores.items()},
-                                    "score": round(c.score, 6), "lane": c.lane, "door": c.door}
-                                   for c in by_score(list(cands.values()))]
         return Packet(decision="retrieve", reason=ctx.reason, warnings=ctx.resolution.warnings,
                       items=[c.item() for c in ctx.packed],
                       rejected=[Rejection(id=c.id, reason=c.reason, detail=c.detail)
                                 for c in sorted(cands.values(), key=lambda c: c.id) if c.id not in packed_ids],
                       budget=Budget(limit=ctx.spec.budget, used=ctx.used), fallback=ctx.fallback)
+
+
+def candidate_trace(cands: dict) -> list[dict]:
+    """The trace's list of every candidate, best first: its scores, lane and door. Hundreds
+    a query on a conversation (every turn of a person the question names), so it is made
+    only when read (`Outcome.deferred`)."""
+    return [{"id": c.id, "scores": {k: round(v, 6) for k, v in c.scores.items()}, "score": round(c.score, 6),
+             "lane": c.lane, "door": c.door} for c in by_score(list(cands.values()))]
