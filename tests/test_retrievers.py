@@ -383,6 +383,21 @@ def test_rrf_on_arrays_is_rrf_to_the_last_bit(data):
     assert rank(fused, None) == rank(expected, None)
 
 
+@settings(max_examples=100, deadline=None)
+@given(st.data())
+def test_a_column_of_scores_is_each_ids_get(data):
+    from garden.retrievers import DocIds, column
+
+    ids = data.draw(st.lists(st.text("abc", min_size=1, max_size=3), min_size=1, max_size=12, unique=True))
+    values = np.array(data.draw(st.lists(st.sampled_from([0.0, 0.5, -1.0, 3.0]), min_size=len(ids),
+                                         max_size=len(ids))))
+    kept = values != 0 if data.draw(st.booleans()) else None
+    scores = DocIds(ids).scores(values, kept)
+    asked = data.draw(st.lists(st.sampled_from(ids + ["zz", "q"]), max_size=20))
+    assert column(scores, asked) == [scores.get(rid, 0.0) for rid in asked]
+    assert column(dict(scores.items()), asked, -2.0) == [dict(scores.items()).get(rid, -2.0) for rid in asked]
+
+
 def test_hybrid_components_are_the_members_raw_scores_and_score_reuses_them(fixed_members):
     hybrid = indexed("hybrid", retrievers=("fixed-a", "fixed-b"))
     parts = hybrid.components("q")

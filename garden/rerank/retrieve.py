@@ -13,7 +13,7 @@ from __future__ import annotations
 from garden.analyzer import without_function_words
 from garden.rerank.candidates import Candidate
 from garden.rerank.context import Setting, QueryContext, StageBase
-from garden.retrievers import Eligible, is_semantic, rank, relevance
+from garden.retrievers import Eligible, column, is_semantic, rank, relevance
 
 CANDIDATES = Setting("candidates", int, 20, "retriever candidates considered per query", ge=1)
 SEMANTIC_FLOOR = Setting("semantic_floor", float, 0.35, "a MiniLM cosine at or below this is no evidence", ge=0, lt=1)
@@ -43,11 +43,14 @@ class Retrieve(StageBase, name="retrieve", settings=(CANDIDATES, SEMANTIC_FLOOR,
         explicit = set(res.explicit_ids)
         semantic = {name: is_semantic(m) for name, m in parts.items()}
         by_id = story.by_id
-        for rid in ids:
+        raw = {name: column(scores, ids) for name, scores in members.items()}
+        relevant = {name: column(scores, ids) for name, scores in normalized.items()}
+        for n, rid in enumerate(ids):
             if rid in ctx.candidates:
                 continue
-            c = Candidate(by_id[rid], {k: v.get(rid, 0.0) for k, v in members.items()})
-            c.score = total_relevance(normalized, semantic, c, settings.semantic_weight)
+            c = Candidate(by_id[rid], {name: values[n] for name, values in raw.items()})
+            c.score = total_relevance({name: values[n] for name, values in relevant.items()}, semantic, c,
+                                      settings.semantic_weight)
             if c.score > 0 or rid in anchored:
                 ctx.candidates[rid] = c
                 if rid in explicit:
@@ -58,14 +61,14 @@ class Retrieve(StageBase, name="retrieve", settings=(CANDIDATES, SEMANTIC_FLOOR,
                 ctx.admit(story.by_id[rid], "retriever", certain=True)
 
 
-def total_relevance(normalized: dict[str, dict[str, float]], semantic: dict[str, bool], c: Candidate,
+def total_relevance(relevant: dict[str, float], semantic: dict[str, bool], c: Candidate,
                     semantic_weight: float = 1.0) -> float:
-    """The sum over members of each one's normalized relevance for the candidate, a
-    semantic member's (`semantic[name]`) times `semantic_weight`, each member that counts
-    named in `why`."""
+    """The sum over members of each one's normalized relevance for the candidate
+    (`relevant`, by member name), a semantic member's (`semantic[name]`) times
+    `semantic_weight`, each member that counts named in `why`."""
     total = 0.0
     for name in c.scores:
-        value = normalized[name].get(c.id, 0.0) if name in normalized else 0.0
+        value = relevant.get(name, 0.0)
         if semantic[name]:
             if value > 0:
                 c.why.append(f"{name} cosine {c.scores[name]:.3f}")

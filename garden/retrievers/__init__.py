@@ -42,7 +42,9 @@ from garden.retrievers._relevance import (  # noqa: F401
     LEXICAL_ONLY, SEMANTIC_ONLY, check_floor, evidence_kind, is_semantic, lexical_relevance, relevance,
     semantic_relevance,
 )
-from garden.retrievers._scores import ArrayScores, DocIds, check_depth, check_finite, id_order, rank, top_k  # noqa: F401
+from garden.retrievers._scores import (  # noqa: F401
+    ArrayScores, DocIds, check_depth, check_finite, column, id_order, rank, top_k,
+)
 from garden.retrievers._spec import option_value, parse_spec, spec_text  # noqa: F401
 
 ENTRY_POINT_GROUP = "garden.retrievers"

@@ -113,6 +113,20 @@ class ArrayScores(Mapping):
         return bool(np.isfinite(self._kept(self.array)).all())
 
 
+def column(scores: Mapping[str, float], ids: Sequence[str], default: float = 0.0) -> list[float]:
+    """`[scores.get(rid, default) for rid in ids]`, read off the array at once when the
+    scores are an `ArrayScores` (a query reads hundreds of candidates' scores)."""
+    if not isinstance(scores, ArrayScores) or not ids:
+        return [scores.get(rid, default) for rid in ids]
+    positions = scores.docs.positions
+    at = np.fromiter((positions.get(rid, -1) for rid in ids), dtype=np.int64, count=len(ids))
+    found = at >= 0
+    at[~found] = 0
+    if scores.kept is not None:
+        found &= scores.kept[at]
+    return np.where(found, scores.array[at], default).tolist()
+
+
 def check_depth(k) -> None:
     """GardenError unless `k` is None (every document) or a whole number >= 0."""
     if k is None:
