@@ -157,6 +157,10 @@ class QueryContext:
         c = self.candidates.get(record.id)
         if c is None:
             c = self.candidates[record.id] = Candidate(record)
+        elif c.door is not None and (c.certain or not certain):
+            # through the gate already, on a route no less certain: the same verdict again,
+            # and its labels are on it (stages admit the records they credit, hundreds a query)
+            return c
         c.certain = c.certain or certain
         verdict = eligibility(record, self.spec, self.resolution, c.certain)
         if verdict is not None:
