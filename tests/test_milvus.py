@@ -23,6 +23,7 @@ from garden.derived.indexes import documents
 from garden.errors import GardenError
 from garden.formats.stories import load_story
 from garden.retrievers import Doc, make_retriever, parse_spec, rank
+from rankings import assert_same_ranking
 
 ROOT = Path(__file__).resolve().parents[1]
 INSTALL = "pip install -e '.[milvus]'"
@@ -144,15 +145,13 @@ def test_milvus_dense_ranks_exactly_as_dense(garden_home, docs):
     milvus = indexed("milvus-dense", docs)
     assert milvus.kind == "semantic" and milvus.ceiling("anything") == 1.0
     for query in QUERIES:
-        ours, theirs = dense.top(query, 15), milvus.top(query, 15)
-        assert [rid for rid, _ in ours] == [rid for rid, _ in theirs], query
-        assert all(abs(a - b) <= 1e-5 for (_, a), (_, b) in zip(ours, theirs))
+        assert_same_ranking(dense.top(query, 15), milvus.top(query, 15), label=query)
         scores, milvus_scores = dense.score(query), milvus.score(query)
         assert set(milvus_scores) == set(scores) == {d.id for d in docs}
         assert max(abs(scores[rid] - milvus_scores[rid]) for rid in scores) <= 1e-5
-        assert [rid for rid, _ in rank(milvus_scores)] == [rid for rid, _ in rank(scores)]
-    batch_ours, batch_theirs = dense.top_many(QUERIES, None), milvus.top_many(QUERIES, None)
-    assert [[rid for rid, _ in r] for r in batch_ours] == [[rid for rid, _ in r] for r in batch_theirs]
+        assert_same_ranking(rank(scores), rank(milvus_scores), label=query)
+    for ours, theirs in zip(dense.top_many(QUERIES, None), milvus.top_many(QUERIES, None)):
+        assert_same_ranking(ours, theirs)
 
 
 @needs_milvus
@@ -408,9 +407,7 @@ def test_on_a_server_milvus_dense_ranks_as_dense_and_milvus_bm25_as_on_the_store
     local = indexed("milvus-bm25", docs)
     remote_bm25 = indexed("milvus-bm25", docs, uri=server)
     for query in QUERIES:
-        ours, theirs = dense.top(query, 10), remote.top(query, 10)
-        assert [r for r, _ in ours] == [r for r, _ in theirs]
-        assert all(abs(a - b) <= 1e-5 for (_, a), (_, b) in zip(ours, theirs))
+        assert_same_ranking(dense.top(query, 10), remote.top(query, 10), label=query)
         assert remote_bm25.top(query, 10) == local.top(query, 10)
 
 

@@ -21,6 +21,7 @@ from garden.evaluation.compare import evaluate, run_collection
 from garden.pipelines.ranking import COLLECTION_AS_OF, Ranked, collection_story
 from garden.pipelines.structured import StructuredPipeline
 from garden.retrievers import Doc, make_retriever
+from rankings import assert_same_ranking
 
 PROJECT = Path(__file__).resolve().parents[1]
 VASWANI = PROJECT.parent / "shared" / "data" / "vaswani"
@@ -117,9 +118,12 @@ def test_on_milvus_dense_ranks_as_dense_and_bm25_scores_as_unstemmed_bm25(runs, 
         milvus = run_collection(vaswani, (f"milvus-dense{option}", f"milvus-bm25{option}", "bm25:stem=false"),
                                 depth=1000)
     dense, on_milvus = runs.rankings["dense"], milvus.rankings[f"milvus-dense{option}"]
+    swapped = 0
     for qid, ranking in dense.items():
-        assert [d for d, _ in on_milvus[qid]] == [d for d, _ in ranking], qid   # exact search: the same order
-        assert [s for _, s in on_milvus[qid]] == pytest.approx([s for _, s in ranking], abs=1e-5)
+        # exact search: the same order, but for near-ties float32 sums in Milvus's order swap
+        assert_same_ranking(ranking, on_milvus[qid], label=qid)
+        swapped += sum(a != b for (a, _), (b, _) in zip(ranking, on_milvus[qid]))
+    assert swapped <= len(dense)  # of 1,000 places a query: at most one in a thousand
     figures = evaluate(vaswani.qrels, milvus.rankings, ("AP", "nDCG@10")).aggregates
     for measure, distance in BM25_DISTANCE.items():
         assert figures[f"milvus-bm25{option}"][measure] == pytest.approx(figures["bm25:stem=false"][measure],
