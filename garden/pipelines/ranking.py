@@ -60,7 +60,7 @@ from garden.rerank.context import QueryContext
 from garden.rerank.query import QuerySpec
 from garden.rerank.resolve import resolve
 from garden.rerank.stages import moved_by, packet_stages
-from garden.retrievers import Doc, as_retriever, rank
+from garden.retrievers import Doc, Eligible, as_retriever, rank
 
 COLLECTION_AS_OF = dt.date.max
 PACKET_STAGES = packet_stages()  # read off the stages' declared modes (garden/rerank/stages.py)
@@ -154,7 +154,9 @@ def rank_query(pipeline, spec: QuerySpec, depth: int, base: Ranking | None = Non
     ctx = pipeline.context(spec, res)
     retriever = ctx.retriever
     if base is None:
-        base = rank(scored(retriever, spec.query)[0], depth)
+        # as the retrieve stage asks it: a retriever that pushes the hard rules down ranks
+        # the records the query may be served
+        base = rank(scored(retriever, spec.query, eligible=Eligible(spec.as_of, spec.include_private))[0], depth)
     scale = base_scale(retriever, spec.query)
     top = base[:depth]
     bonus: dict[str, dict[str, float]] = {}

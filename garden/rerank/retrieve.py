@@ -39,7 +39,10 @@ class Retrieve(StageBase, name="retrieve", settings=(CANDIDATES, SEMANTIC_FLOOR,
         ids += sorted(anchored)
         content = without_function_words(spec.query)
         parts = retriever.members()
-        normalized = {n: relevance(m, spec.query, content, settings.semantic_floor) for n, m in parts.items()}
+        # a semantic member's relevance is read off the scores just given (with a filter
+        # pushed down, asking again would be a search without it)
+        normalized = {n: relevance(m, spec.query, content, settings.semantic_floor, members.get(n))
+                      for n, m in parts.items()}
         explicit = set(res.explicit_ids)
         semantic = {name: is_semantic(m) for name, m in parts.items()}
         by_id = story.by_id

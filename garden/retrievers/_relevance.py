@@ -60,16 +60,19 @@ def check_floor(semantic_floor: Any) -> float:
     return float(semantic_floor)
 
 
-def relevance(member: Retriever, query: str, content_query: str, semantic_floor: float) -> dict[str, float]:
+def relevance(member: Retriever, query: str, content_query: str, semantic_floor: float,
+              scores_of_query: Mapping[str, float] | None = None) -> dict[str, float]:
     """Document id -> the member's normalized relevance (see the module docstring): a
     semantic member's cosine on `query` above `semantic_floor`, rescaled,
     max(0, s - floor) / (1 - floor); any other member's score on `content_query` divided
-    by its ceiling for it, s / ceiling. A document left out has relevance 0. GardenError
-    for a floor out of range, a score or a ceiling that is not a finite number."""
+    by its ceiling for it, s / ceiling. A document left out has relevance 0.
+    `scores_of_query`: the member's scores of `query` when the caller has them (a semantic
+    member's relevance is read off them instead of scoring again). GardenError for a floor
+    out of range, a score or a ceiling that is not a finite number."""
     floor = check_floor(semantic_floor)
     member = as_retriever(member)
     if member.kind == SEMANTIC:
-        scores = member.score(query)
+        scores = member.score(query) if scores_of_query is None else scores_of_query
         check_finite(member.name, scores)
         return semantic_relevance(scores, floor)
     scores = member.score(content_query)
