@@ -136,6 +136,18 @@ def test_making_one_connects_to_nothing(garden_home):
     assert not (garden_home / "milvus").exists()
 
 
+@needs_milvus
+def test_the_client_does_not_ping_an_idle_connection(garden_home):
+    """pymilvus pings every 10 s, idle or not; Milvus Lite's gRPC server allows one ping in
+    5 minutes without data and answers more with GOAWAY (too_many_pings), which once broke
+    `garden compare` on Vaswani when a cold encoding kept the process busy for 85 s between
+    two members' connections. The channel the retrievers use is made without idle pings."""
+    retriever = make_retriever("milvus-bm25")
+    options = retriever._connect()._get_connection()._grpc_options
+    assert options.get("grpc.keepalive_permit_without_calls") == 0
+    assert options.get("grpc.keepalive_time_ms", 0) >= 300_000
+
+
 # --- the embedded store -----------------------------------------------------------------------
 
 

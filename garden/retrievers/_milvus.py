@@ -36,6 +36,12 @@ TIE_MARGIN = 32  # a ranking to k asks for k + this, so ties at the k-th place a
 STALE_BUILD = 3600  # seconds: a temporary collection older than this is an interrupted build
 K1, B = 1.5, 0.75  # `bm25`'s defaults, set explicitly (Milvus itself defaults k1 to 1.2)
 
+# pymilvus pings an idle connection every 10 s; a gRPC server's default policy (Milvus Lite's,
+# embedded or `milvus-lite server`) allows one ping in 5 minutes without data and answers
+# more with GOAWAY "too_many_pings", which broke the next connection to the same server after
+# a long pause of this process (a store's first encoding: `garden compare` on Vaswani, cold)
+GRPC_OPTIONS = {"grpc.keepalive_time_ms": 300_000, "grpc.keepalive_permit_without_calls": 0}
+
 # what this process did, by "<retriever>:built", ":reused", ":rows inserted", ":dropped"
 COUNTS: Counter = Counter()
 
@@ -232,7 +238,7 @@ class _MilvusRetriever(RetrieverBase):
             with self._rpc("connect"):
                 from pymilvus import MilvusClient
 
-                self._client = MilvusClient(uri=target, timeout=self.timeout)
+                self._client = MilvusClient(uri=target, timeout=self.timeout, grpc_options=GRPC_OPTIONS)
             if self._store is not None:
                 _owner_only(self._store.parent)
         return self._client
