@@ -173,10 +173,11 @@ def rank_query(pipeline, spec: QuerySpec, depth: int, base: Ranking | None = Non
             for position, (rid, _) in enumerate(top, 1):
                 if rid not in ctx.candidates:
                     ctx.admit(story.by_id[rid], "retriever").why.append(f"{retriever.name} ranks it {position}")
-        else:
-            added = {rid: score - before.get(rid, 0.0) for rid, score in _scores(ctx).items()}
-            bonus[stage.name] = {rid: v for rid, v in added.items() if v != 0}
-        before = _scores(ctx)
+            before = _scores(ctx)
+            return
+        now = _scores(ctx)   # one pass over a thousand candidates a stage: the bonus and the next `before`
+        bonus[stage.name] = {rid: added for rid, score in now.items() if (added := score - before.get(rid, 0.0)) != 0}
+        before = now
 
     pipeline.run_stages(ctx, ranking=True, after=gather)
     live = {rid for rid, c in ctx.candidates.items() if c.reason is None}
