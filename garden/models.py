@@ -140,7 +140,9 @@ class Record(Strict):
     @property
     def body(self) -> str:
         """The text a packet carries: the record's text, and a decision's rationale."""
-        parts = [self.text or "", f"Rationale: {self.rationale}" if self.rationale else ""]
+        if not self.rationale:   # most records; asked of every candidate a packer weighs
+            return (self.text or "").strip()
+        parts = [self.text or "", f"Rationale: {self.rationale}"]
         return " ".join(p for p in parts if p).strip()
 
     @property

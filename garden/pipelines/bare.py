@@ -10,7 +10,7 @@ from garden.pipelines.scoring import Outcome, scored
 from garden.rerank.candidates import Candidate
 from garden.rerank.pack import pack
 from garden.rerank.query import QuerySpec
-from garden.retrievers import as_retriever, evidence_kind, rank
+from garden.retrievers import as_retriever, column, evidence_kind, rank
 
 
 class BarePipeline:
@@ -28,11 +28,13 @@ class BarePipeline:
         scores, members = scored(retriever, spec.query, self.name)
         members_of = retriever.members()
         t1 = time.perf_counter()
-        cands = []
-        for rid, score in rank(scores):
-            if score <= 0:
-                continue
-            cands.append(Candidate(spec.story.by_id[rid], {k: v.get(rid, 0.0) for k, v in members.items()}, score))
+        ranked = [(rid, score) for rid, score in rank(scores) if score > 0]
+        ids = [rid for rid, _ in ranked]
+        # each member's scores of the ranked records read off at once (hundreds a query)
+        columns = {name: column(values, ids) for name, values in members.items()}
+        by_id = spec.story.by_id
+        cands = [Candidate(by_id[rid], {name: values[n] for name, values in columns.items()}, score)
+                 for n, (rid, score) in enumerate(ranked)]
         packed, used = pack(cands, spec.budget)
         for c in packed:   # labels show on packed items only: the rest are not labelled (hundreds a query)
             c.label(evidence_kind(c.scores, members_of), f"{self.name} score {c.score:.4f}")
