@@ -24,7 +24,7 @@ import time
 from typing import Sequence
 
 from garden.derived.indexes import PROCESS_INDEXES, IndexCache
-from garden.models import Budget, Packet, Rejection
+from garden.models import Budget, Packet
 from garden.pipelines.scoring import Outcome
 from garden.rerank.candidates import by_score
 from garden.rerank.context import QueryContext, Stage
@@ -130,7 +130,8 @@ class StructuredPipeline:
                 c.reject("rank_cut", "not selected in its lane")
         return Packet(decision="retrieve", reason=ctx.reason, warnings=ctx.resolution.warnings,
                       items=[c.item() for c in ctx.packed],
-                      rejected=[Rejection(id=c.id, reason=c.reason, detail=c.detail)
+                      # dicts, validated by the packet in one pass: hundreds a query
+                      rejected=[{"id": c.id, "reason": c.reason, "detail": c.detail}
                                 for c in sorted(cands.values(), key=lambda c: c.id) if c.id not in packed_ids],
                       budget=Budget(limit=ctx.spec.budget, used=ctx.used), fallback=ctx.fallback)
 
