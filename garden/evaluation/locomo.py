@@ -165,9 +165,12 @@ def _negatives_note(asked: dict[str, list[Question]], kind: str | None, per_stor
 def _expanded(story: Story, ranking: Sequence[tuple[str, float]]) -> list[str]:
     """A ranking of turns from a ranking of observations: each hit stands for its turns."""
     out: list[str] = []
+    seen: set[str] = set()   # a whole ranking expands to every turn: a list's `in` was quadratic
+    by_id = story.by_id
     for rid, _ in ranking:
-        for tid in story.by_id[rid].sources if rid in story.by_id else ():
-            if tid not in out and tid in story.by_id and story.by_id[tid].kind == TURN_KIND:
+        for tid in by_id[rid].sources if rid in by_id else ():
+            if tid not in seen and tid in by_id and by_id[tid].kind == TURN_KIND:
+                seen.add(tid)
                 out.append(tid)
     return out
 
