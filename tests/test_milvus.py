@@ -111,10 +111,21 @@ def test_a_local_store_without_milvus_lite_names_the_install_and_a_server_needs_
     ({"uri": "garden"}, "option uri must be"),
     ({"timeout": 0}, "option timeout must be positive"),
     ({"timeout": float("nan")}, "option timeout"),
+    ({"pushdown": "maybe"}, "option pushdown"),
 ])
 def test_options_are_checked_before_anything_connects(options, needle):
     with pytest.raises(GardenError, match=needle):
         make_retriever("milvus-bm25", **options)
+
+
+@needs_milvus
+def test_a_bad_pushdown_in_a_pipeline_spec_is_one_located_line(project, capsys):
+    from garden.cli import main
+
+    code = main(["query", "aurora-ridge", "lantern", "--pipeline", "default@milvus-hybrid:pushdown=perhaps"])
+    out, err = capsys.readouterr()
+    lines = [line for line in (out + err).splitlines() if line.strip()]
+    assert code == 2 and len(lines) == 1 and "pushdown" in lines[0] and "Traceback" not in out + err, out + err
 
 
 @needs_milvus
