@@ -179,9 +179,8 @@ class IndexCache:
             retriever = make_retriever(name)
 
             def build():
-                if retriever.pushes_down:
-                    retriever.describe_records({r.id: record_fields(r, story) for r in story.records
-                                                if r.kind != "control"})
+                if retriever.pushes_down:   # the fields of the records it indexes
+                    retriever.describe_records({d.id: record_fields(story.by_id[d.id], story) for d in docs})
                 retriever.index(docs)
                 return retriever
 

@@ -63,9 +63,9 @@ def _uri(value: Any) -> str:
 # where the engine is and how long to wait for it: the options every Milvus retriever takes
 ENGINE_OPTIONS = {"uri": custom(URI_WORDS, _uri, _uri), "timeout": number(0, above=True),
                   "limit": integer(1, MAX_LIMIT), "pushdown": boolean()}
-# the scalar fields a `pushdown` collection carries (RecordFields), with their Milvus types
-RECORD_FIELDS = {"kind": "VARCHAR", "project": "VARCHAR", "private": "BOOL", "appeared": "INT64",
-                 "live_from": "INT64", "live_until": "INT64"}
+# the scalar fields a `pushdown` collection carries: RecordFields', each typed as its default is
+RECORD_FIELDS = {name: {str: "VARCHAR", bool: "BOOL", int: "INT64"}[type(default)]
+                 for name, default in RecordFields._field_defaults.items()}
 
 
 def _is_local(uri: str | None) -> bool:
