@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import re
 import datetime as dt
 import json
@@ -560,8 +561,15 @@ def with_flags(line: str, flags: dict[str, str]) -> str:
     return re.sub(r"`([a-z_]+)`", lambda m: flags.get(m.group(1), m.group(0)), line)
 
 
+@functools.cache
+def _parser() -> argparse.ArgumentParser:
+    """The parser, built once a process: a library caller, a notebook or a test asking many
+    commands would otherwise pay its construction (about 10 ms) on every one."""
+    return build_parser()
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    parser = _parser()
     args = parser.parse_args(argv)
     flags = _flags_of(parser, args.command)
     try:

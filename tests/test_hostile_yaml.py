@@ -429,3 +429,29 @@ def test_run_refuses_a_case_file_holding_an_alias_bomb(tmp_path, capsys, garden_
     assert len(lines) == 1, lines
     assert re.search(r"regression/bomb\.yaml:\d+:\d+: aliases expand past", lines[0]), lines
     assert len(lines[0]) < 300
+
+
+def test_a_file_read_again_is_a_fresh_copy_of_what_it_holds_now(tmp_path):
+    """Parses are kept by text: a changed file is read anew, and what one caller changes in
+    the value it was given never reaches the next caller."""
+    path = tmp_path / "s.yaml"
+    path.write_text("records:\n  - id: a\n    tags: [x, y]\n")
+    first = read_yaml(path)
+    first["records"][0]["tags"].append("changed by the caller")
+    first["added"] = True
+    assert read_yaml(path) == {"records": [{"id": "a", "tags": ["x", "y"]}]}
+    path.write_text("records:\n  - id: b\n")
+    assert read_yaml(path) == {"records": [{"id": "b"}]}
+
+
+def test_kept_parses_stay_within_their_bound(tmp_path, monkeypatch):
+    monkeypatch.setattr(yaml_mod, "_parsed", type(yaml_mod._parsed)())
+    monkeypatch.setattr(yaml_mod, "_parsed_bytes", 0)
+    monkeypatch.setattr(yaml_mod, "MAX_PARSED_BYTES", 2000)
+    for n in range(40):
+        path = tmp_path / f"s{n}.yaml"
+        path.write_text(f"records:\n  - id: r{n}\n    text: {'w' * 100}\n")
+        assert read_yaml(path)["records"][0]["id"] == f"r{n}"
+    assert 0 < len(yaml_mod._parsed) < 40
+    assert yaml_mod._parsed_bytes == sum(map(len, yaml_mod._parsed.values())) <= 2000
+    assert read_yaml(tmp_path / "s39.yaml")["records"][0]["id"] == "r39"   # the newest is kept
