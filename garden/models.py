@@ -189,6 +189,11 @@ class Story(Strict):
         """Record id -> its kind."""
         return self.remembered("kinds", lambda story: {r.id: r.kind for r in story.records})
 
+    @property
+    def sizes(self) -> dict[str, int]:
+        """Record id -> the characters of its body: what a packet pays for it."""
+        return self.remembered("sizes", lambda story: {r.id: len(r.body) for r in story.records})
+
     def holders(self, field: str) -> dict[str, tuple[str, ...]]:
         """A topic (field "topics") or an entity ("entities") -> the ids of the records that
         are not control records and carry it, in story order: a query's anchors are found

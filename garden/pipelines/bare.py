@@ -8,7 +8,7 @@ from garden.derived.indexes import PROCESS_INDEXES, IndexCache
 from garden.models import Budget, Packet
 from garden.pipelines.scoring import Outcome, scored
 from garden.rerank.candidates import Candidate
-from garden.rerank.pack import pack
+from garden.rerank.pack import over_budget
 from garden.rerank.query import QuerySpec
 from garden.retrievers import as_retriever, column, evidence_kind, rank
 
@@ -29,21 +29,36 @@ class BarePipeline:
         members_of = retriever.members()
         t1 = time.perf_counter()
         ranked = [(rid, score) for rid, score in rank(scores) if score > 0]
-        ids = [rid for rid, _ in ranked]
-        # each member's scores of the ranked records read off at once (hundreds a query)
-        columns = {name: column(values, ids) for name, values in members.items()}
         by_id = spec.story.by_id
-        cands = [Candidate(by_id[rid], {name: values[n] for name, values in columns.items()}, score)
-                 for n, (rid, score) in enumerate(ranked)]
-        packed, used = pack(cands, spec.budget)
-        for c in packed:   # labels show on packed items only: the rest are not labelled (hundreds a query)
+        # greedy in score order, as pack.py; a bare ranking has nothing else to reject, and it
+        # runs to every record sharing a word (hundreds a query), so what is not packed stays
+        # an (id, score) pair until a trace asks for its scores
+        sizes, budget, used, chosen, rejected = spec.story.sizes, spec.budget, 0, [], []
+        for rid, score in ranked:
+            size = sizes[rid]
+            if used + size > budget:
+                rejected.append({"id": rid, "reason": "over_budget", "detail": over_budget(size, budget - used)})
+            else:
+                used += size
+                chosen.append((rid, score))
+        columns = {name: column(values, [rid for rid, _ in chosen]) for name, values in members.items()}
+        packed = [Candidate(by_id[rid], {name: values[n] for name, values in columns.items()}, score)
+                  for n, (rid, score) in enumerate(chosen)]
+        for c in packed:
             c.label(evidence_kind(c.scores, members_of), f"{self.name} score {c.score:.4f}")
         t2 = time.perf_counter()
         packet = Packet(decision="retrieve", reason=f"bare {self.name}: always retrieves", warnings=[],
-                        items=[c.item() for c in packed],
-                        rejected=[{"id": c.id, "reason": c.reason, "detail": c.detail} for c in cands if c.reason],
+                        items=[c.item() for c in packed], rejected=rejected,
                         budget=Budget(limit=spec.budget, used=used))
-        stages = {"candidates": [{"id": c.id, "scores": c.scores} for c in cands]}
-        return Outcome(packet, stages, {"retrieve": (t1 - t0) * 1e3, "pack": (t2 - t1) * 1e3})
+
+        def candidates() -> list[dict]:
+            ids = [rid for rid, _ in ranked]
+            # each member's scores of the ranked records read off at once
+            columns = {name: column(values, ids) for name, values in members.items()}
+            return [{"id": rid, "scores": {name: values[n] for name, values in columns.items()}}
+                    for n, rid in enumerate(ids)]
+
+        return Outcome(packet, {}, {"retrieve": (t1 - t0) * 1e3, "pack": (t2 - t1) * 1e3},
+                       deferred={"candidates": candidates})
 
 

@@ -38,6 +38,11 @@ def adds_nothing(c: Candidate, shown: set[str]) -> bool:
     return not c.record.sources and c.id in shown
 
 
+def over_budget(size: int, left: int) -> str:
+    """The detail of an `over_budget` rejection."""
+    return f"{size} characters do not fit in the {left} left"
+
+
 def pack(order: list[Candidate], budget: int, used: int = 0,
          shown: set[str] | None = None) -> tuple[list[Candidate], int]:
     """Greedy, in order. With `shown` (the ids packed or cited so far, which it updates), an
@@ -57,7 +62,7 @@ def pack(order: list[Candidate], budget: int, used: int = 0,
             continue
         size = len(c.record.body)
         if used + size > budget:
-            c.reject("over_budget", f"{size} characters do not fit in the {budget - used} left")
+            c.reject("over_budget", over_budget(size, budget - used))
             continue
         used += size
         packed.append(c)
