@@ -27,6 +27,17 @@ def pytest_collection_modifyitems(items):
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
 
 
+@pytest.fixture(scope="session")
+def exported_model() -> Path:
+    """The default dense backend's exported model in this run's own cache, exported there
+    once if it is missing."""
+    from garden.retrievers._encoders import exported_file, load_encoder
+    from garden.retrievers.dense import DEFAULT_BACKEND, model_dir
+
+    load_encoder(DEFAULT_BACKEND, model_dir())
+    return exported_file(DEFAULT_BACKEND, model_dir())
+
+
 @pytest.fixture
 def project(tmp_path, monkeypatch):
     """A copy of the shipped stories and cases in a scratch folder, as the working

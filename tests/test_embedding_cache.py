@@ -15,6 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from model_cache import empty_cache
+
 from garden.cli import main
 from garden.derived.cache import parse_size, user_cache_dir
 from garden.derived.embeddings import EmbeddingCache, cache_file, describe, used_bytes
@@ -37,6 +39,12 @@ def cache(tmp_path, monkeypatch):
     monkeypatch.setenv("GARDEN_HOME", str(tmp_path / "home"))
     monkeypatch.delenv("GARDEN_CACHE_LIMIT", raising=False)
     return tmp_path / "cache"
+
+
+@pytest.fixture
+def dense_cache(cache, exported_model):
+    """`cache`, holding the exported model for a dense retriever to load."""
+    return empty_cache(cache, exported_model)
 
 
 def warnings_in(err: str) -> list[str]:
@@ -76,7 +84,7 @@ def test_vectors_round_trip_and_spaces_are_kept_apart(cache):
     assert oct(cache_file().stat().st_mode & 0o777) == "0o600"
 
 
-def test_every_checkout_shares_the_cache(cache, tmp_path, monkeypatch):
+def test_every_checkout_shares_the_cache(dense_cache, tmp_path, monkeypatch):
     first = make_retriever("dense")
     first.index(TINY)
     assert first.encoded == len(TINY)
@@ -87,7 +95,7 @@ def test_every_checkout_shares_the_cache(cache, tmp_path, monkeypatch):
     assert not (tmp_path / "home" / "embeddings").exists()            # nothing kept per checkout
 
 
-def test_damaged_rows_are_removed_and_encoded_again(cache, capsys):
+def test_damaged_rows_are_removed_and_encoded_again(dense_cache, capsys):
     healthy = make_retriever("dense")
     healthy.index(TINY)
     expected = healthy.score("a lamp by the sea")
@@ -115,7 +123,7 @@ def test_damaged_rows_are_removed_and_encoded_again(cache, capsys):
     lambda data: b"not a database at all " * 100,  # overwritten
     lambda data: b"",                                # emptied: SQLite reads it as a new file
 ])
-def test_a_damaged_cache_file_is_removed_and_rebuilt(cache, capsys, damage):
+def test_a_damaged_cache_file_is_removed_and_rebuilt(dense_cache, capsys, damage):
     first = make_retriever("dense")
     first.index(TINY)
     path = cache_file()
@@ -132,7 +140,7 @@ def test_a_damaged_cache_file_is_removed_and_rebuilt(cache, capsys, damage):
     assert make_retriever("dense").index(TINY) is None and describe()["spaces"]  # whole again
 
 
-def test_a_dense_query_heals_a_damaged_cache_from_the_command_line(project, cache, capsys):
+def test_a_dense_query_heals_a_damaged_cache_from_the_command_line(project, dense_cache, capsys):
     args = ["query", "aurora-ridge", "Why have I not felt like gaming recently?", "--pipeline", "dense", "--json"]
     assert main(args) == 0
     healthy = capsys.readouterr().out
@@ -229,7 +237,7 @@ def test_doctor_reports_the_cache(project, cache, capsys):
     assert str(cache_file()) in line and "m/torch: 3 vectors" in line and "2048 MiB" in line
 
 
-def test_a_query_is_encoded_once_per_user_and_alike_alone_or_in_a_batch(cache):
+def test_a_query_is_encoded_once_per_user_and_alike_alone_or_in_a_batch(dense_cache):
     questions = ["who trims the lamp?", "what is in the tart?", "where do quarries leave pools?"]
     first = make_retriever("dense")
     first.index(TINY)

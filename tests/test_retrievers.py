@@ -5,6 +5,8 @@ import sys
 import bm25s
 import numpy as np
 import pytest
+
+from model_cache import empty_cache
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from rank_bm25 import BM25L, BM25Okapi, BM25Plus
@@ -30,11 +32,11 @@ TWINS = [Doc("b", "amber lantern harbour"), Doc("a", "amber lantern harbour"),
 
 
 @pytest.fixture(autouse=True)
-def garden_home(tmp_path, monkeypatch):
+def garden_home(tmp_path, monkeypatch, exported_model):
     """Derived data and the embedding cache of these tests go to temporary folders: a test
     that counts what was encoded must not find the user's cache warm."""
     monkeypatch.setenv("GARDEN_HOME", str(tmp_path / "garden-home"))
-    monkeypatch.setenv("GARDEN_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("GARDEN_CACHE", str(empty_cache(tmp_path / "cache", exported_model)))
     return tmp_path / "garden-home"
 
 
