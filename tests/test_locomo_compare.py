@@ -278,12 +278,12 @@ def test_default_leads_bm25s_and_the_five_list_fusion_significantly(tmp_path, mo
     groups = report["packet"]["groups"]
     default, bm25s = groups["default"], groups["bm25s"]
     assert default["negatives"]["answered"] < 0.5 * default["answerable"]["answered"]
-    assert default["answerable"]["answered"] == pytest.approx(0.877, abs=TOLERANCE)
-    assert default["negatives"]["answered"] == pytest.approx(0.174, abs=TOLERANCE)
+    assert default["answerable"]["answered"] == pytest.approx(0.886, abs=TOLERANCE)
+    assert default["negatives"]["answered"] == pytest.approx(0.188, abs=TOLERANCE)
     assert bm25s["negatives"]["answered"] == 1.0
     assert default["answerable"]["precision"] > bm25s["answerable"]["precision"]
     # when it answers, default's packet holds more of the evidence than bm25s's always-full one;
-    # counting its silences as 0 it does not yet (0.675 against 0.721: the open target of docs/packet.md)
+    # counting its silences as 0 it does not yet (0.681 against 0.721: the open target of docs/packet.md)
     assert default["answerable"]["evidence_covered_answered"] > bm25s["answerable"]["evidence_covered"]
     auroc = report["packet"]["auroc"]["default"]
     assert auroc["gate"] >= 0.90 and auroc["gate"] > max(v for k, v in auroc.items() if k != "gate")
