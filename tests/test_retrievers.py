@@ -13,7 +13,7 @@ from rank_bm25 import BM25L, BM25Okapi, BM25Plus
 
 from garden.analyzer import Analyzer
 from garden.errors import GardenError
-from garden.retrievers import Doc, make_retriever, rank, registered, registry
+from garden.retrievers import ArrayScores, Doc, make_retriever, member_scores, rank, registered, registry
 from garden.retrievers import dense as dense_module
 from garden.retrievers.bm25 import lucene_idf
 from garden.retrievers.hybrid import rrf
@@ -475,3 +475,15 @@ def test_bm25_from_postings_is_rank_bm25_get_scores_bit_for_bit(corpus, query, v
     for i in range(len(corpus)):
         assert got.get(f"d{i:02d}", 0.0) == float(expected[i])
     assert set(got) == {f"d{i:02d}" for i in np.flatnonzero(expected)}
+
+
+def test_member_scores_read_off_arrays_as_a_mapping_reads_them():
+    """Scores read off arrays at once, kept or not, equal `.get(id, 0)` one id at a time."""
+    lexical = indexed("bm25").score("walrus lantern cake")   # an array with only the matches kept
+    assert isinstance(lexical, ArrayScores) and lexical.kept is not None
+    partial = {"d2": 0.5}   # a plain mapping that scores one record
+    ids = ["d3", "d1", "nowhere", "d2"]
+    got = member_scores({"bm25": lexical, "partial": partial}, ids)
+    assert got == [{"bm25": lexical.get(rid, 0.0), "partial": partial.get(rid, 0.0)} for rid in ids]
+    assert got[1]["bm25"] > 0 and got[0]["bm25"] == 0.0 and got[2] == {"bm25": 0.0, "partial": 0.0}
+    assert member_scores({"bm25": lexical}, []) == []

@@ -10,7 +10,7 @@ from garden.pipelines.scoring import Outcome, scored
 from garden.rerank.candidates import Candidate
 from garden.rerank.pack import over_budget
 from garden.rerank.query import QuerySpec
-from garden.retrievers import as_retriever, column, evidence_kind, rank
+from garden.retrievers import as_retriever, evidence_kind, member_scores, rank
 
 
 class BarePipeline:
@@ -41,9 +41,8 @@ class BarePipeline:
             else:
                 used += size
                 chosen.append((rid, score))
-        columns = {name: column(values, [rid for rid, _ in chosen]) for name, values in members.items()}
-        packed = [Candidate(by_id[rid], {name: values[n] for name, values in columns.items()}, score)
-                  for n, (rid, score) in enumerate(chosen)]
+        packed = [Candidate(by_id[rid], scores_of, score)
+                  for (rid, score), scores_of in zip(chosen, member_scores(members, [rid for rid, _ in chosen]))]
         for c in packed:
             c.label(evidence_kind(c.scores, members_of), f"{self.name} score {c.score:.4f}")
         t2 = time.perf_counter()
@@ -53,10 +52,7 @@ class BarePipeline:
 
         def candidates() -> list[dict]:
             ids = [rid for rid, _ in ranked]
-            # each member's scores of the ranked records read off at once
-            columns = {name: column(values, ids) for name, values in members.items()}
-            return [{"id": rid, "scores": {name: values[n] for name, values in columns.items()}}
-                    for n, rid in enumerate(ids)]
+            return [{"id": rid, "scores": scores_of} for rid, scores_of in zip(ids, member_scores(members, ids))]
 
         return Outcome(packet, {}, {"retrieve": (t1 - t0) * 1e3, "pack": (t2 - t1) * 1e3},
                        deferred={"candidates": candidates})

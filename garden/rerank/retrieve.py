@@ -13,7 +13,7 @@ from __future__ import annotations
 from garden.analyzer import without_function_words
 from garden.rerank.candidates import Candidate
 from garden.rerank.context import Setting, QueryContext, StageBase
-from garden.retrievers import Eligible, column, is_semantic, rank, relevance
+from garden.retrievers import Eligible, is_semantic, member_scores, rank, relevance
 
 CANDIDATES = Setting("candidates", int, 20, "retriever candidates considered per query", ge=1)
 SEMANTIC_FLOOR = Setting("semantic_floor", float, 0.35, "a MiniLM cosine at or below this is no evidence", ge=0, lt=1)
@@ -46,14 +46,12 @@ class Retrieve(StageBase, name="retrieve", settings=(CANDIDATES, SEMANTIC_FLOOR,
         explicit = set(res.explicit_ids)
         semantic = {name: is_semantic(m) for name, m in parts.items()}
         by_id = story.by_id
-        raw = {name: column(scores, ids) for name, scores in members.items()}
-        relevant = {name: column(scores, ids) for name, scores in normalized.items()}
+        raw, relevant = member_scores(members, ids), member_scores(normalized, ids)
         for n, rid in enumerate(ids):
             if rid in ctx.candidates:
                 continue
-            c = Candidate(by_id[rid], {name: values[n] for name, values in raw.items()})
-            c.score = total_relevance({name: values[n] for name, values in relevant.items()}, semantic, c,
-                                      settings.semantic_weight)
+            c = Candidate(by_id[rid], raw[n])
+            c.score = total_relevance(relevant[n], semantic, c, settings.semantic_weight)
             if c.score > 0 or rid in anchored:
                 ctx.candidates[rid] = c
                 if rid in explicit:

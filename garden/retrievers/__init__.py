@@ -43,7 +43,7 @@ from garden.retrievers._relevance import (  # noqa: F401
     semantic_relevance,
 )
 from garden.retrievers._scores import (  # noqa: F401
-    ArrayScores, DocIds, check_depth, check_finite, column, id_order, rank, top_k,
+    ArrayScores, DocIds, check_depth, check_finite, column, id_order, member_scores, rank, top_k,
 )
 from garden.retrievers._spec import option_value, parse_spec, spec_text  # noqa: F401
 

@@ -127,6 +127,13 @@ def column(scores: Mapping[str, float], ids: Sequence[str], default: float = 0.0
     return np.where(found, scores.array[at], default).tolist()
 
 
+def member_scores(members: Mapping[str, Mapping[str, float]], ids: Sequence[str]) -> list[dict[str, float]]:
+    """Each id's score under each member (`{member: score}`, 0 where it has none), every
+    member's column read off at once (`column`)."""
+    columns = {name: column(scores, ids) for name, scores in members.items()}
+    return [{name: values[n] for name, values in columns.items()} for n in range(len(ids))]
+
+
 def check_depth(k) -> None:
     """GardenError unless `k` is None (every document) or a whole number >= 0."""
     if k is None:
