@@ -12,7 +12,7 @@ import re
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from garden.models import Settings, Story
+from garden.models import SETTING_DEFAULTS, Settings, Story
 from garden.pipelines.structured import StructuredPipeline
 from garden.rerank.query import QuerySpec
 from garden.rerank.resolve import named_ids
@@ -51,7 +51,8 @@ def test_a_matching_note_credits_the_turn_it_cites_and_a_decision_does_not():
     query = "sailing race result"  # words of the note and the decision, none of turn t2 or t1
     # neighbours off: t1 would otherwise share in t2's credited score
     with_stage, without = ranked(frozenset({"neighbours"}), query), ranked(frozenset({"cited", "neighbours"}), query)
-    assert "t2" not in without and with_stage["t2"] == pytest.approx(with_stage["n1"])  # one source: spread 1
+    share = SETTING_DEFAULTS["cited_share"]  # 0.75; one source: spread 1
+    assert "t2" not in without and with_stage["t2"] == pytest.approx(share * with_stage["n1"])
     assert "t1" not in with_stage  # x1, a decision, matches and cites t1: its support, not credited
     halved = ranked(frozenset({"neighbours"}), query, cited_share=0.5)
     assert halved["t2"] == pytest.approx(0.5 * halved["n1"])
