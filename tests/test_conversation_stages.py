@@ -62,11 +62,25 @@ def test_a_turn_shares_in_its_neighbours_score_within_a_titled_session():
     query = "regatta"  # only t1 says it
     with_stage, without = ranked(frozenset(), query), ranked(frozenset({"neighbours"}), query)
     assert set(without) == {"t1"}
-    assert with_stage["t2"] == pytest.approx(0.5 * with_stage["t1"])  # context_share 0.5
+    assert with_stage["t2"] == pytest.approx(SETTING_DEFAULTS["context_share"] * with_stage["t1"])  # 0.75
     assert "t3" not in with_stage  # two away: credit is lent one step, never onward
     kelp = ranked(frozenset(), "untitled aside kelp")
     assert set(kelp) == {"t4", "t5"} and kelp["t4"] == pytest.approx(ranked(frozenset({"neighbours"}),
                                                                            "untitled aside kelp")["t4"])
+
+
+def test_a_turn_lends_its_neighbours_its_own_match_never_the_credit_it_borrowed():
+    # "harbour sailing race" is only the note's: t2 scores by n1's citation credit alone, so
+    # t1 and t3 beside it have nothing of their own to be lent
+    query = "harbour sailing race"
+    with_stage, without = ranked(frozenset(), query), ranked(frozenset({"neighbours"}), query)
+    assert with_stage["t2"] > 0 and with_stage["t2"] == pytest.approx(without["t2"])
+    assert "t3" not in with_stage
+    # t1 says "regatta" itself: what it lends t2 is its own match, whatever t2 borrowed
+    both = ranked(frozenset(), "regatta harbour sailing race")
+    alone = ranked(frozenset({"cited"}), "regatta harbour sailing race")
+    assert both["t2"] - alone["t2"] == pytest.approx(SETTING_DEFAULTS["cited_share"] * both["n1"])
+    assert both["t1"] == pytest.approx(alone["t1"])  # t2's borrowed credit is not lent back to t1
 
 
 def test_an_entity_bonus_is_scaled_by_its_selectivity():

@@ -22,6 +22,7 @@ class Candidate:
     door: str | None = None          # how it entered: retriever, phrase, supersession, provenance
     predecessors: list["Candidate"] = field(default_factory=list)   # ride right behind this one
     successor: "Candidate | None" = None
+    borrowed: float = 0.0            # the part of `score` lent by another record (citation credit)
     # the record's id, read thousands of times a query (every sort and every lookup)
     id: str = field(init=False)
 

@@ -61,4 +61,5 @@ class Cited(StageBase, name="cited", settings=(CITED_SHARE, CITED_SPREAD), needs
             if src.reason is not None:
                 continue
             src.score += given
+            src.borrowed += given
             src.label("provenance_supported", f"cited by {by}, which matches the query")

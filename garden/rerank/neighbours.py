@@ -11,8 +11,13 @@ sit next to each other in a file (the documents of a collection) are not a seque
     context_share * (the larger of its two neighbours' scores)
 
 from each of the query's `candidates` best live records (`lenders`), and enters through
-the gate by the `neighbour` door, on no certain route. Scores are read
-before any credit is given (a match lends to its neighbours, never onward along the run).
+the gate by the `neighbour` door, on no certain route. A record lends its own match only:
+scores are read before any credit is given, and without what the record was itself lent
+(`borrowed`, a note's citation credit), so credit never travels onward, neither along the
+run nor from a note through the turn it cites to that turn's neighbours. Lending the
+borrowed part too lifted whole runs of turns around one matching observation: on LoCoMo's
+seven conversations, reading the own match instead raised Success@5 from 0.762 to 0.772 and
+the forced packet's evidence coverage from 0.774 to 0.781.
 `context_share` was chosen by leave-one-conversation-out on LoCoMo
 (experiments/locomo_weights.py). The credit labels the record `structured_context`.
 """
@@ -21,7 +26,7 @@ from __future__ import annotations
 from garden.models import Story
 from garden.rerank.context import Setting, QueryContext, StageBase, lenders
 
-CONTEXT_SHARE = Setting("context_share", float, 0.5, "share of its best neighbour's score a source record receives",
+CONTEXT_SHARE = Setting("context_share", float, 0.75, "share of its best neighbour's score a source record receives",
                         ge=0, le=1)
 
 RAW_KINDS = ("source", "chunk")
@@ -56,9 +61,10 @@ class Neighbours(StageBase, name="neighbours", settings=(CONTEXT_SHARE,), needs=
             return
         lent: dict[str, tuple[float, str]] = {}
         for c in lenders(ctx):
+            own = c.score - c.borrowed
             for nid in beside.get(c.id, ()):
-                if c.score > lent.get(nid, (0.0, ""))[0]:
-                    lent[nid] = (c.score, c.id)
+                if own > lent.get(nid, (0.0, ""))[0]:
+                    lent[nid] = (own, c.id)
         for nid in sorted(lent):
             score, by = lent[nid]
             n = ctx.admit(story.by_id[nid], "neighbour")
