@@ -278,19 +278,19 @@ def test_default_leads_bm25s_and_the_five_list_fusion_significantly(tmp_path, mo
     groups = report["packet"]["groups"]
     default, bm25s = groups["default"], groups["bm25s"]
     assert default["negatives"]["answered"] < 0.5 * default["answerable"]["answered"]
-    assert default["answerable"]["answered"] == pytest.approx(0.915, abs=TOLERANCE)
-    assert default["negatives"]["answered"] == pytest.approx(0.242, abs=TOLERANCE)
+    assert default["answerable"]["answered"] == pytest.approx(0.914, abs=TOLERANCE)
+    assert default["negatives"]["answered"] == pytest.approx(0.241, abs=TOLERANCE)
     assert bm25s["negatives"]["answered"] == 1.0
     assert default["answerable"]["precision"] > bm25s["answerable"]["precision"]
     # its packet holds more of the evidence than bm25s's always-full one, its silences counting 0
-    # (0.725 against 0.721; 0.792 when it answers)
+    # (0.735 against 0.721; 0.805 when it answers)
     assert default["answerable"]["evidence_covered"] > bm25s["answerable"]["evidence_covered"]
     auroc = report["packet"]["auroc"]["default"]
     assert auroc["gate"] >= 0.90 and auroc["gate"] > max(v for k, v in auroc.items() if k != "gate")
     assert (tmp_path / "risk-coverage.png").read_bytes()[:4] == b"\x89PNG"
 
 
-EXPECTED = {"Success@1": 0.455, "Success@5": 0.762, "nDCG@10": 0.617}
+EXPECTED = {"Success@1": 0.456, "Success@5": 0.781, "nDCG@10": 0.625}
 
 
 def test_ablate_on_locomo_reports_the_evidence_measures_and_what_the_user_gets(home):

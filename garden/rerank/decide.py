@@ -43,12 +43,12 @@ from garden.analyzer import analyze
 from garden.rerank.candidates import by_score
 from garden.rerank.context import Setting, QueryContext, StageBase
 
-ANSWER_AT = Setting("answer_at", float, -0.05, "a query whose support reaches this is answered "
+ANSWER_AT = Setting("answer_at", float, -0.06, "a query whose support reaches this is answered "
                     "(experiments/locomo_gate.py)")
 DECISIVE = Setting("decisive", float, 10.0, "a lane whose standout ratio reaches this answers whatever the support",
                    ge=1)
 
-W_TOP, W_HELD, W_KNOWN, W_BIAS = 2.80, 3.24, 2.61, -1.42
+W_TOP, W_HELD, W_KNOWN, W_BIAS = 2.84, 3.03, 2.65, -1.35
 HELD_DEPTH = 5
 TOP_FLOOR = 1e-3   # ln(top) for a best score of 0 (nothing scored): silence, not a math error
 
