@@ -65,6 +65,14 @@ def _features(stages: dict) -> list[float]:
     return [math.log(max(d["top"], 1e-3)), d["held"], d["known"]]
 
 
+def forced(story, question, **settings):
+    """The question's query spec with the answer forced (`answer_at` FORCED) and `settings`:
+    the packet the question gets whenever the gate answers."""
+    from garden.rerank.query import QuerySpec
+
+    return QuerySpec(story, question.text, question.as_of, settings=Settings(answer_at=FORCED, **settings))
+
+
 def _ratio(stages: dict) -> float:
     lanes = [lane for lane in stages.get("standout", []) if lane["best"] is not None]
     return max((math.inf if lane["ratio_infinite"] else lane["ratio"] for lane in lanes), default=0.0)
@@ -83,8 +91,7 @@ def collect(conversations, negatives) -> list[dict]:
             row = {"story": story.story, "qid": q.qid, "negative": not q.evidence,
                    "core": bool(q.evidence) and not q.category.startswith("5"), "packets": {}}
             for share in FILL_SHARES:
-                outcome = default.run(QuerySpec(story, q.text, q.as_of,
-                                                settings=Settings(answer_at=FORCED, min_share=share)))
+                outcome = default.run(forced(story, q, min_share=share))
                 if share == FILL_SHARES[0]:
                     row["x"], row["ratio"] = _features(outcome.stages), _ratio(outcome.stages)
                 r = packet_row(q, outcome.packet, story)

@@ -40,6 +40,12 @@ from garden.evaluation.locomo import (DEPTH, TURN_MEASURES, _as_run, _prepare, _
 from garden.models import SETTING_DEFAULTS, Settings
 from garden.pipelines import make_pipeline
 
+PROJECT = Path(__file__).resolve().parents[1]
+if str(PROJECT) not in sys.path:  # run as a script: the project's packages by name
+    sys.path.insert(0, str(PROJECT))
+
+from experiments.locomo_gate import forced  # noqa: E402  (the forced-answer spec the gate's experiment uses)
+
 GRID = {
     "semantic_weight": (0.5, 1.0),
     "cited_share": (0.5, 0.6, 0.75, 1.0, 1.5),
@@ -49,7 +55,6 @@ GRID = {
 RANKING = ("Success@5", "nDCG@10")   # a point must rank at least as well as REFERENCE on both
 REFERENCE = {"semantic_weight": 0.5, "cited_share": 1.0, "cited_spread": 0.25, "context_share": 0.5}
 CHOOSE_BY = "covered"                # then: the forced packet's evidence coverage
-FORCED = -1e9                        # an answer_at below every support: every question answered
 
 
 MEASURES = (*TURN_MEASURES, "covered")
@@ -130,10 +135,8 @@ def measure(conversations, points: list[dict]) -> dict[int, dict[str, dict[str, 
 def forced_coverage(pipeline, conv, question, point: dict) -> float:
     """The evidence coverage of the question's packet under `point`, every answer forced."""
     from garden.evaluation.packets import packet_row
-    from garden.rerank.query import QuerySpec
 
-    spec = QuerySpec(conv.story, question.text, question.as_of, settings=Settings(**point, answer_at=FORCED))
-    return packet_row(question, pipeline.run(spec).packet, conv.story).covered
+    return packet_row(question, pipeline.run(forced(conv.story, question, **point)).packet, conv.story).covered
 
 
 def mean(scores: dict, n: int, stores: list[str], measure: str) -> float:
