@@ -26,7 +26,7 @@ from __future__ import annotations
 from garden.models import Story
 from garden.rerank.context import Setting, QueryContext, StageBase, lenders
 
-CONTEXT_SHARE = Setting("context_share", float, 0.75, "share of its best neighbour's score a source record receives",
+CONTEXT_SHARE = Setting("context_share", float, 0.75, "share of its best neighbour's own match a raw record receives",
                         ge=0, le=1)
 
 RAW_KINDS = ("source", "chunk")
