@@ -138,6 +138,7 @@ class QueryContext:
     curated: list[Candidate] = field(default_factory=list)
     evidence: list[Candidate] = field(default_factory=list)
     follow_sources: bool = False                     # armed by the provenance stage: pack follows sources
+    restate: bool = False                            # armed by the restated stage: a raw record rides as its note
     packed: list[Candidate] = field(default_factory=list)
     used: int = 0
     window: Any = None                               # the time the query names (window.py), counted from as_of

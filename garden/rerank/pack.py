@@ -5,14 +5,18 @@ immediately behind its selected successor; then evidence (sources, chunks, notes
 best first). Greedy: an item that does not fit is rejected `over_budget` and packing goes
 on with the next. A predecessor whose successor is not packed is never admitted alone.
 When the fill stage armed deep lanes, an evidence item that adds nothing the packet does
-not already show is skipped `already_shown` (`adds_nothing`).
+not already show is skipped `already_shown` (`adds_nothing`). When the restated stage armed
+it, a raw record rides as the shorter note drawn from it (restated.py).
 """
 from __future__ import annotations
 
 
+from typing import Callable
+
 from garden.rerank.candidates import Candidate
 from garden.rerank.context import StageBase
 from garden.rerank.provenance import follow_sources
+from garden.rerank.restated import shorter_note, shown_through
 
 
 def attach_predecessors(curated: list[Candidate]) -> list[Candidate]:
@@ -43,15 +47,17 @@ def over_budget(size: int, left: int) -> str:
     return f"{size} characters do not fit in the {left} left"
 
 
-def pack(order: list[Candidate], budget: int, used: int = 0,
-         shown: set[str] | None = None) -> tuple[list[Candidate], int]:
+def pack(order: list[Candidate], budget: int, used: int = 0, shown: set[str] | None = None,
+         restate: Callable[[Candidate, set[str]], Candidate | None] | None = None) -> tuple[list[Candidate], int]:
     """Greedy, in order. With `shown` (the ids packed or cited so far, which it updates), an
     item reached by no certain route that adds nothing to them is skipped `already_shown`:
-    the budget goes to evidence the packet lacks."""
+    the budget goes to evidence the packet lacks. With `restate` (the item to pack in a
+    candidate's place, given the ids packed so far, or None), that item rides instead and
+    the candidate is shown through it."""
     packed: list[Candidate] = []
     packed_ids: set[str] = set()
     for c in order:
-        if c.reason is not None:
+        if c.reason is not None or c.id in packed_ids:
             continue
         if c.successor is not None and c.successor.id not in packed_ids:
             c.reject("predecessor_without_successor",
@@ -60,21 +66,27 @@ def pack(order: list[Candidate], budget: int, used: int = 0,
         if shown is not None and not c.certain and adds_nothing(c, shown):
             c.reject("already_shown", "everything it stands for is in the packet already")
             continue
-        size = len(c.record.body)
+        instead = restate(c, packed_ids) if restate is not None else None
+        item = instead or c
+        size = len(item.record.body)
         if used + size > budget:
-            c.reject("over_budget", over_budget(size, budget - used))
+            for x in {item.id: item, c.id: c}.values():
+                x.reject("over_budget", over_budget(size, budget - used)
+                         + (f" (as {item.id}, the shorter note drawn from {c.id})" if instead else ""))
             continue
+        if instead is not None:
+            shown_through(c, instead)
         used += size
-        packed.append(c)
-        packed_ids.add(c.id)
+        packed.append(item)
+        packed_ids.add(item.id)
         if shown is not None:
-            shown.add(c.id)
-            shown.update(c.record.sources)
+            shown.add(item.id)
+            shown.update(item.record.sources)
     return packed, used
 
 
 class Pack(StageBase, name="pack", essential=True, mode="selects", needs=("curated", "evidence"),
-           reads=("fill", "follow_sources"), writes=("packed", "used"),
+           reads=("fill", "follow_sources", "restate"), writes=("packed", "used"),
            reasons=("over_budget", "already_shown", "predecessor_without_successor"),
            title="Pack: fitting the budget"):
     """The pack stage: the curated lane first, each predecessor right behind its successor,
@@ -88,5 +100,6 @@ class Pack(StageBase, name="pack", essential=True, mode="selects", needs=("curat
             evidence = follow_sources(ctx, packed, evidence)
         # with fill the evidence lane runs deep, so what restates the packet is skipped
         shown = {i for c in packed for i in (c.id, *c.record.sources)} if ctx.fill else None
-        more, used = pack(evidence, ctx.spec.budget, used, shown)
+        restate = (lambda c, packed_ids: shorter_note(ctx, c, packed_ids)) if ctx.restate else None
+        more, used = pack(evidence, ctx.spec.budget, used, shown, restate)
         ctx.packed, ctx.used = packed + more, used

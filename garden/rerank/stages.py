@@ -65,6 +65,7 @@ STAGES: list[Stage] = stages_named(
     "fill",
     "lanes",
     "provenance",
+    "restated",
     "pack",
     "premise",
 )
