@@ -17,6 +17,8 @@ STORY = Story.model_validate({"story": "kiln", "project": "kiln", "records": [
     {"id": "t3", "kind": "source", "text": "Ama: the glaze ran green.", "at": "2031-01-02"},
     {"id": "n1", "kind": "note", "text": "The kiln was relined after a frost crack.", "sources": ["t1", "t2"],
      "at": "2031-01-01"},
+    {"id": "v1", "kind": "view", "text": "Firing log, first week.", "sources": ["t1", "t2", "t3"],
+     "at": "2031-01-02"},
 ]})
 
 
@@ -39,6 +41,15 @@ def test_a_note_covers_the_turns_it_cites_and_precision_counts_items_that_touch_
     assert set(row.predictors) == set(PREDICTORS) and row.predictors["top"] == 3.0
 
 
+def test_a_view_covers_what_it_cites_but_shows_only_what_a_note_or_the_turn_itself_shows():
+    pointed = packet_row(question(["t1", "t3"]), packet("v1"), STORY)
+    assert pointed.covered == 1.0 and pointed.shown == 0.0 and pointed.precision == 1.0
+    restated = packet_row(question(["t1", "t3"]), packet("v1", "n1"), STORY)
+    assert restated.covered == 1.0 and restated.shown == 0.5  # the note restates t1; t3 only the view names
+    both = summarize([restated, packet_row(question(["t3"], "q2"), packet(), STORY)])
+    assert both["evidence_covered"] == 0.5 and both["evidence_shown"] == 0.25  # a silent packet shows nothing
+
+
 def test_silent_asked_and_negative_rows():
     silent = packet_row(question(["t3"]), packet(), STORY)
     assert silent.outcome == "silent" and silent.covered == 0.0 and silent.precision is None
@@ -54,6 +65,7 @@ def test_coverage_counts_a_silent_packet_as_zero_and_the_answered_only_figure_do
     figures = summarize(rows)
     assert figures["answered"] == 0.5 and figures["silent"] == 0.5
     assert figures["evidence_covered"] == 0.5 and figures["evidence_covered_answered"] == 1.0
+    assert figures["evidence_shown"] == 0.5  # the turn itself is packed
     assert figures["precision"] == 1.0
 
 

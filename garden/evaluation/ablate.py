@@ -83,8 +83,8 @@ class Ablation:
             console.print(table)
 
 
-PACKET_FIGURES = ("answered", "answered (negatives)", "evidence covered", "covered when answered", "precision",
-                  "items")
+PACKET_FIGURES = ("answered", "answered (negatives)", "evidence covered", "covered when answered",
+                  "shown, not by a view", "precision", "items")
 
 
 def _packet_figures(groups: dict) -> dict:
@@ -92,6 +92,7 @@ def _packet_figures(groups: dict) -> dict:
     return {"answered": answerable.get("answered"), "answered (negatives)": negatives.get("answered"),
             "evidence covered": answerable.get("evidence_covered"),
             "covered when answered": answerable.get("evidence_covered_answered"),
+            "shown, not by a view": answerable.get("evidence_shown"),
             "precision": answerable.get("precision"), "items": answerable.get("items")}
 
 

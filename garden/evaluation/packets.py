@@ -8,6 +8,11 @@ Per question a pipeline's run gives one `PacketRow`. Over a group of questions:
 - evidence coverage: the share of a question's evidence turns in the packet (packed
   themselves, or cited by a packed item), averaged over answerable questions with a
   silent packet counting 0; and the same over answered packets only;
+- evidence shown: the same share counting only what the packet shows, an evidence turn
+  packed itself or cited by a packed item that is not a view. A view (a session's
+  summary, an index) "points at evidence rather than being it" (DESIGN.md): it cites
+  every turn of its session, and a packet holding it is covered for all of them while it
+  restates few. The gap between the two figures is what the packet owes to views;
 - precision: the share of packed items that are evidence or cite evidence, averaged
   over answered packets of answerable questions (every item packed for a negative is
   wrong, which the negatives' answered rate already says);
@@ -37,31 +42,38 @@ class PacketRow:
     category: str
     negative: bool
     outcome: str                 # one of DECISIONS
-    covered: float | None        # share of evidence turns shown; None for a negative
+    covered: float | None        # share of evidence turns in the packet; None for a negative
     precision: float | None      # share of packed items that are or cite evidence; None when nothing is packed
     chars: int
     items: int
     flagged: bool = False        # a premise warning on the packet
     gate: float | None = None    # the score the pipeline's gate thresholds; None: no gate
     predictors: dict[str, float] = field(default_factory=dict)
+    shown: float | None = None   # share of evidence turns shown, not only pointed at by a view
 
 
 def packet_row(question, packet, story, gate: float | None = None, ranking: Sequence[float] = (),
                query_terms: int = 1, flagged: bool = False) -> PacketRow:
     """One question's row from the packet a pipeline served and the ranking it was judged on."""
     evidence = set(question.evidence)
+    covered: set[str] = set()
     shown: set[str] = set()
     useful = 0
     for item in packet.items:
-        cites = {item.id, *story.by_id[item.id].sources}
-        shown |= cites
+        record = story.by_id[item.id]
+        cites = {item.id, *record.sources}
+        covered |= cites
+        shown |= {item.id} if record.kind == "view" else cites
         useful += bool(cites & evidence)
     outcome = "asked" if packet.decision == "ask" else "answered" if packet.items else "silent"
-    covered = len(evidence & shown) / len(evidence) if evidence else None
     precision = useful / len(packet.items) if packet.items and evidence else None
-    return PacketRow(question.qid, question.category, not evidence, outcome, covered, precision,
+    return PacketRow(question.qid, question.category, not evidence, outcome, _share(evidence, covered), precision,
                      packet.budget.used, len(packet.items), flagged, gate,
-                     {name: f(ranking, query_terms) for name, f in PREDICTORS.items()})
+                     {name: f(ranking, query_terms) for name, f in PREDICTORS.items()}, _share(evidence, shown))
+
+
+def _share(evidence: set[str], found: set[str]) -> float | None:
+    return len(evidence & found) / len(evidence) if evidence else None
 
 
 def _mean(values) -> float | None:
@@ -80,6 +92,7 @@ def summarize(rows: Sequence[PacketRow]) -> dict:
     if not rows[0].negative:
         out["evidence_covered"] = _mean(r.covered if r.outcome == "answered" else 0.0 for r in rows)
         out["evidence_covered_answered"] = _mean(r.covered for r in answered)
+        out["evidence_shown"] = _mean(r.shown if r.outcome == "answered" else 0.0 for r in rows)
         out["precision"] = _mean(r.precision for r in answered)
     return out
 
@@ -147,14 +160,15 @@ def packet_tables(report: DecisionReport, budget: int, ms_per_query: Mapping[str
     out = []
     table = Table(title=f"The packet at {budget} characters: answerable questions"
                         + (f" and {negatives['kind']} negatives" if negatives else ""))
-    for col in ("pipeline", "questions", *DECISIONS, "evidence covered", "covered when answered", "precision",
-                "chars", "items", "ms/query"):
+    for col in ("pipeline", "questions", *DECISIONS, "evidence covered", "covered when answered",
+                "shown, not by a view", "precision", "chars", "items", "ms/query"):
         table.add_column(col, justify="left" if col in ("pipeline", "questions") else "right")
     for name, groups in report.groups.items():
         for group, g in groups.items():
             table.add_row(name if group == ANSWERABLE else "", f"{group} ({g['questions']})",
                           *(_cell(g.get(d)) for d in DECISIONS), _cell(g.get("evidence_covered")),
-                          _cell(g.get("evidence_covered_answered")), _cell(g.get("precision")),
+                          _cell(g.get("evidence_covered_answered")), _cell(g.get("evidence_shown")),
+                          _cell(g.get("precision")),
                           f"{g['chars']:.0f}", f"{g['items']:.1f}",
                           f"{ms_per_query.get(name, 0):.1f}" if group == ANSWERABLE else "")
     out.append(table)
