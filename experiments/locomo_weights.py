@@ -2,11 +2,13 @@
 
 The weights: `semantic_weight` (what the embedding member counts beside the lexical one),
 `cited_share` and `cited_spread` (what a matching note or view passes to the turns it
-cites), `context_share` (what a turn receives from its best neighbour). For every point of
-the grid below, `default` ranks every judged question of the seven conversations with
-those settings (judged by the evidence turns, as `garden compare` judges them) and packs
-each question's packet with the answer forced (`answer_at` below any support, 1,200
-characters), measuring its evidence coverage as `garden compare` does. Then, for each
+cites), `context_share` (what a turn receives from its best neighbour), and the packet's
+candidate pool (`candidates`: a ranking raises it to its depth, so it moves only the
+packet). For every point of the grid below, `default` ranks every judged question of the
+seven conversations with those settings (judged by the evidence turns, as `garden compare`
+judges them) and packs each question's packet with the answer forced (`answer_at` below
+any support, 1,200 characters, every live item down to PACKED_AT's share of the best),
+measuring its evidence coverage as `garden compare` does. Then, for each
 conversation in turn, a point is chosen on the *other six* and scored on the held-out one:
 of the points that rank at least as well there as REFERENCE does (on Success@5 and on
 nDCG@10 each), the one whose packet covers the most evidence on the six. REFERENCE is the
@@ -19,7 +21,10 @@ docs/figures.md says so. The held-out scores together are the honest
 figure, and the points chosen per fold show whether the choice is stable. The shipped
 defaults are the point chosen most often (every fold, when the choice is stable).
 
-    .venv/bin/python experiments/locomo_weights.py [PATH] [--out experiments/out]
+    .venv/bin/python experiments/locomo_weights.py [PATH] [--out experiments/out] [--shard I/N]
+
+`--shard I/N` measures only every N-th point from the I-th (0-based) and saves them apart,
+so N processes share the grid; `--reuse` then chooses from every shard saved for this grid.
 
 PATH defaults to ../shared/data/locomo. LoCoMo: Maharana et al., ACL 2024, CC BY-NC 4.0.
 """
@@ -51,10 +56,17 @@ GRID = {
     "cited_share": (0.5, 0.6, 0.75, 1.0, 1.5),
     "cited_spread": (0.25, 0.5),
     "context_share": (0.25, 0.5, 0.75),
+    # the packet's candidate pool; a ranking raises it to its depth, so it moves only the packet
+    "candidates": (20, 50),
 }
 RANKING = ("Success@5", "nDCG@10")   # a point must rank at least as well as REFERENCE on both
-REFERENCE = {"semantic_weight": 0.5, "cited_share": 1.0, "cited_spread": 0.25, "context_share": 0.5}
+REFERENCE = {"semantic_weight": 0.5, "cited_share": 1.0, "cited_spread": 0.25, "context_share": 0.5,
+             "candidates": 20}
 CHOOSE_BY = "covered"                # then: the forced packet's evidence coverage
+# The forced packet is packed down to this share of the query's best: the weights come
+# first and the share after them (locomo_gate.py chooses it given these weights), so the
+# share this run packs at is fixed here rather than read from the shipped default.
+PACKED_AT = {"min_share": 0.1}
 
 
 MEASURES = (*TURN_MEASURES, "covered")
@@ -65,20 +77,26 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("path", nargs="?", default="../shared/data/locomo")
     ap.add_argument("--out", default="experiments/out")
     ap.add_argument("--reuse", action="store_true",
-                    help="choose again from the measures the last run saved (OUT/locomo_weights_rows.json)")
+                    help="choose again from the measures the last run saved (OUT/locomo_weights_rows*.json)")
+    ap.add_argument("--shard", default="0/1", help="I/N: measure every N-th point from the I-th, and stop")
     args = ap.parse_args(argv)
     conversations = load_conversations(args.path)
     points = [dict(zip(GRID, values)) for values in itertools.product(*GRID.values())]
     reference = points.index(REFERENCE)
-    rows = Path(args.out) / "locomo_weights_rows.json"
-    if args.reuse and rows.is_file():
-        scores = {int(n): {c: {m: np.array(v) for m, v in by.items()} for c, by in per.items()}
-                  for n, per in json.loads(rows.read_text()).items()}
+    shard, shards = (int(x) for x in args.shard.split("/"))
+    out = Path(args.out)
+    if args.reuse:
+        scores = saved_scores(out, points)
     else:
-        scores = measure(conversations, points)
-        rows.parent.mkdir(parents=True, exist_ok=True)
-        rows.write_text(json.dumps({n: {c: {m: v.tolist() for m, v in by.items()} for c, by in per.items()}
-                                    for n, per in scores.items()}))
+        mine = [n for n in range(len(points)) if n % shards == shard]
+        scores = measure(conversations, points, mine)
+        out.mkdir(parents=True, exist_ok=True)
+        name = "locomo_weights_rows.json" if shards == 1 else f"locomo_weights_rows.{shard}of{shards}.json"
+        (out / name).write_text(json.dumps({"points": points, "packed_at": PACKED_AT, "scores": {
+            n: {c: {m: v.tolist() for m, v in by.items()} for c, by in per.items()} for n, per in scores.items()}}))
+        if shards > 1:
+            print(f"shard {shard}/{shards} saved; choose with --reuse once every shard is")
+            return 0
     names = [c.story.story for c in conversations]
     folds, held_out = [], {m: [] for m in MEASURES}
     for held in names:
@@ -100,7 +118,6 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  points chosen: {chosen}")
     print(f"  the rule on all seven: {on_all}")
     print(f"  shipped defaults: {shipped}")
-    out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "locomo_weights.json").write_text(json.dumps({
         "grid": GRID, "choose_by": CHOOSE_BY, "ranking_at_least": {"measures": RANKING, "as": REFERENCE},
@@ -110,14 +127,32 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def measure(conversations, points: list[dict]) -> dict[int, dict[str, dict[str, np.ndarray]]]:
+def saved_scores(out: Path, points: list[dict]) -> dict[int, dict[str, dict[str, np.ndarray]]]:
+    """The measures every saved shard holds for this grid; SystemExit naming what is missing."""
+    scores: dict[int, dict[str, dict[str, np.ndarray]]] = {}
+    for path in sorted(out.glob("locomo_weights_rows*.json")):
+        saved = json.loads(path.read_text())
+        if not isinstance(saved, dict) or saved.get("points") != points or saved.get("packed_at") != PACKED_AT:
+            continue  # another grid's measures, or packets packed at another share
+        for n, per in saved["scores"].items():
+            scores[int(n)] = {c: {m: np.array(v) for m, v in by.items()} for c, by in per.items()}
+    missing = [n for n in range(len(points)) if n not in scores]
+    if missing:
+        raise SystemExit(f"{out}: no saved measures of {len(missing)} of the grid's {len(points)} points "
+                         f"(first: {points[missing[0]]}); measure them first")
+    return scores
+
+
+def measure(conversations, points: list[dict], which=None) -> dict[int, dict[str, dict[str, np.ndarray]]]:
     """point -> conversation -> measure -> per-question values: the turn ranking measures
-    and the forced packet's evidence coverage."""
+    and the forced packet's evidence coverage, for the points numbered `which` (all)."""
     pipeline = make_pipeline("default")
     for conv in conversations:
         _prepare(pipeline, conv.story)
     scores: dict[int, dict[str, dict[str, np.ndarray]]] = {}
     for n, point in enumerate(points):
+        if which is not None and n not in which:
+            continue
         scores[n] = {}
         for conv in conversations:
             rankings = _rank_conversation(pipeline, conv, DEPTH, settings=Settings(**point))
@@ -136,7 +171,8 @@ def forced_coverage(pipeline, conv, question, point: dict) -> float:
     """The evidence coverage of the question's packet under `point`, every answer forced."""
     from garden.evaluation.packets import packet_row
 
-    return packet_row(question, pipeline.run(forced(conv.story, question, **point)).packet, conv.story).covered
+    spec = forced(conv.story, question, **PACKED_AT, **point)
+    return packet_row(question, pipeline.run(spec).packet, conv.story).covered
 
 
 def mean(scores: dict, n: int, stores: list[str], measure: str) -> float:
