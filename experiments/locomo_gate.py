@@ -53,7 +53,7 @@ from garden.evaluation.negatives import foreign_negatives
 from garden.evaluation.packets import packet_row
 from garden.models import SETTING_DEFAULTS, Settings
 
-FILL_SHARES = (0.0, 0.05, 0.1, 0.15, 0.2, 0.35)
+FILL_SHARES = (0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35)
 ANSWER_TARGET = 0.91
 NEGATIVE_CAP = 0.24
 FORCED = -1e9  # an answer_at below every support: the gate always answers

@@ -13,7 +13,7 @@ from garden.rerank.standout import DEFAULT_LANE_CAP, DEFAULT_MIN_SHARE, DEFAULT_
 def test_defaults():
     assert DEFAULT_STANDOUT == 1.4
     assert DEFAULT_LANE_CAP == 3
-    assert DEFAULT_MIN_SHARE == 0.1  # experiments/locomo_gate.py, every fold
+    assert DEFAULT_MIN_SHARE == 0.3  # experiments/locomo_gate.py, every fold
 
 
 # --- the formula ---------------------------------------------------------------------
@@ -141,7 +141,7 @@ def test_the_cap_applies_whether_or_not_the_cutoff_is_on():
 
 def test_an_item_under_the_share_of_the_best_is_cut_by_rank():
     # nothing held back: the ratio is infinite, yet a near-zero neighbour does not ride
-    d = gate_lane("curated", lane(10.0, 2.0, 0.9), standout=1.4)
+    d = gate_lane("curated", lane(10.0, 4.0, 0.9), standout=1.4)
     assert d.trace["ratio_infinite"] is True
     assert d.riding == ["r0", "r1"]
     assert d.rank_cut == ["r2"]

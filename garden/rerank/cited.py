@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from garden.rerank.context import Setting, QueryContext, StageBase, lenders
 
-CITED_SHARE = Setting("cited_share", float, 0.75, "share of a derived record's score each source it cites receives",
+CITED_SHARE = Setting("cited_share", float, 1.0, "share of a derived record's score each source it cites receives",
                       ge=0)
 CITED_SPREAD = Setting("cited_spread", float, 0.25, "the share is divided by (sources cited) ** cited_spread",
                        ge=0, le=1)

@@ -27,7 +27,7 @@ standout ratio at least `decisive` (an order of magnitude; infinite when nothing
 store contests the query), answers whatever the support. A small curated store, whose
 eligibility gate leaves a query two or three candidates, answers that way; in a
 conversation of a thousand turns no question of LoCoMo's seven conversations, answerable
-or not, reached a ratio of 7.6, and there the support decides. The weights are a logistic regression of
+or not, reached a ratio of 6.9, and there the support decides. The weights are a logistic regression of
 answerable against foreign negatives on LoCoMo's seven conversations, chosen and checked
 by leave-one-conversation-out (experiments/locomo_gate.py; docs/packet.md gives every fold).
 Silence needs the cutoff armed: with `standout` 1 (the cutoff off) every query answers.
@@ -43,12 +43,12 @@ from garden.analyzer import analyze
 from garden.rerank.candidates import by_score
 from garden.rerank.context import Setting, QueryContext, StageBase
 
-ANSWER_AT = Setting("answer_at", float, -0.06, "a query whose support reaches this is answered "
+ANSWER_AT = Setting("answer_at", float, -0.1, "a query whose support reaches this is answered "
                     "(experiments/locomo_gate.py)")
 DECISIVE = Setting("decisive", float, 10.0, "a lane whose standout ratio reaches this answers whatever the support",
                    ge=1)
 
-W_TOP, W_HELD, W_KNOWN, W_BIAS = 2.84, 3.03, 2.65, -1.35
+W_TOP, W_HELD, W_KNOWN, W_BIAS = 2.9, 3.45, 2.32, -1.67
 HELD_DEPTH = 5
 TOP_FLOOR = 1e-3   # ln(top) for a best score of 0 (nothing scored): silence, not a math error
 

@@ -15,7 +15,8 @@ from garden.rerank.candidates import Candidate
 from garden.rerank.context import Setting, QueryContext, StageBase
 from garden.retrievers import Eligible, is_semantic, member_scores, rank, relevance
 
-CANDIDATES = Setting("candidates", int, 20, "retriever candidates considered per query", ge=1)
+CANDIDATES = Setting("candidates", int, 50, "retriever candidates considered per query "
+                     "(experiments/locomo_weights.py)", ge=1)
 SEMANTIC_FLOOR = Setting("semantic_floor", float, 0.35, "a MiniLM cosine at or below this is no evidence", ge=0, lt=1)
 # chosen by leave-one-conversation-out on LoCoMo (experiments/locomo_weights.py)
 SEMANTIC_WEIGHT = Setting("semantic_weight", float, 0.5,
