@@ -78,18 +78,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default="experiments/out")
     ap.add_argument("--reuse", action="store_true",
                     help="choose again from the measures the last run saved (OUT/locomo_weights_rows*.json)")
-    ap.add_argument("--shard", default="0/1", help="I/N: measure every N-th point from the I-th, and stop")
+    ap.add_argument("--shard", default=(0, 1), type=parse_shard,
+                    help="I/N: measure every N-th point from the I-th, and stop")
     args = ap.parse_args(argv)
     conversations = load_conversations(args.path)
     points = [dict(zip(GRID, values)) for values in itertools.product(*GRID.values())]
     reference = points.index(REFERENCE)
-    shard, shards = (int(x) for x in args.shard.split("/"))
+    shard, shards = args.shard
     out = Path(args.out)
     if args.reuse:
         scores = saved_scores(out, points)
     else:
-        mine = [n for n in range(len(points)) if n % shards == shard]
-        scores = measure(conversations, points, mine)
+        scores = measure(conversations, points, range(shard, len(points), shards))
         out.mkdir(parents=True, exist_ok=True)
         name = "locomo_weights_rows.json" if shards == 1 else f"locomo_weights_rows.{shard}of{shards}.json"
         (out / name).write_text(json.dumps({"points": points, "packed_at": PACKED_AT, "scores": {
@@ -127,6 +127,17 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def parse_shard(text: str) -> tuple[int, int]:
+    """`I/N` as (I, N), 0 <= I < N; argparse turns the ValueError into one line."""
+    try:
+        i, n = (int(x) for x in text.split("/"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not I/N (two whole numbers, e.g. 0/2)") from None
+    if not 0 <= i < n:
+        raise argparse.ArgumentTypeError(f"{text!r}: I must be at least 0 and below N")
+    return i, n
+
+
 def saved_scores(out: Path, points: list[dict]) -> dict[int, dict[str, dict[str, np.ndarray]]]:
     """The measures every saved shard holds for this grid; SystemExit naming what is missing."""
     scores: dict[int, dict[str, dict[str, np.ndarray]]] = {}
@@ -146,13 +157,13 @@ def saved_scores(out: Path, points: list[dict]) -> dict[int, dict[str, dict[str,
 def measure(conversations, points: list[dict], which=None) -> dict[int, dict[str, dict[str, np.ndarray]]]:
     """point -> conversation -> measure -> per-question values: the turn ranking measures
     and the forced packet's evidence coverage, for the points numbered `which` (all)."""
+    which = range(len(points)) if which is None else which
     pipeline = make_pipeline("default")
     for conv in conversations:
         _prepare(pipeline, conv.story)
     scores: dict[int, dict[str, dict[str, np.ndarray]]] = {}
-    for n, point in enumerate(points):
-        if which is not None and n not in which:
-            continue
+    for n in which:
+        point = points[n]
         scores[n] = {}
         for conv in conversations:
             rankings = _rank_conversation(pipeline, conv, DEPTH, settings=Settings(**point))

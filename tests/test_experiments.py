@@ -40,3 +40,17 @@ def test_the_speed_experiments_fictional_file_is_in_the_released_schema(tmp_path
     assert report.questions == 12 and report.abstention >= 1
     assert report.sessions < report.slots            # pool sessions shared between haystacks
     assert report.evidence_turns == 12 - report.abstention
+
+
+def test_the_weights_experiment_refuses_a_bad_shard_in_one_line(capsys):
+    import pytest
+
+    from experiments.locomo_weights import main, parse_shard
+
+    assert parse_shard("1/2") == (1, 2)
+    for bad in ("2/2", "x/2", "1", "-1/3"):
+        with pytest.raises(SystemExit) as exc:
+            main([f"--shard={bad}", "/nonexistent"])
+        assert exc.value.code == 2
+        error = capsys.readouterr().err.strip().splitlines()[-1]
+        assert "error: argument --shard" in error and bad in error  # before any data is read
