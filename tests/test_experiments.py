@@ -3,6 +3,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+import pytest
+
 from experiments.standout_sweep import plot, sweep
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -54,3 +57,51 @@ def test_the_weights_experiment_refuses_a_bad_shard_in_one_line(capsys):
         assert exc.value.code == 2
         error = capsys.readouterr().err.strip().splitlines()[-1]
         assert "error: argument --shard" in error and bad in error  # before any data is read
+
+
+FEEDBACK_DOCS = ["the lighthouse keeper painted the red door", "a ferry crossed the harbour at dawn",
+                 "the keeper of the lighthouse logged the ferry", "red paint dried on the harbour wall",
+                 "gulls circled the lighthouse lamp all night"]
+
+
+def test_the_feedback_experiments_bm25_is_bm25s():
+    """Its term weights must score as the garden's `bm25s` does (Lucene BM25, k1 1.5, b 0.75),
+    or the expanded queries are compared against some other BM25."""
+    from experiments.locomo_feedback import Index
+    from garden.retrievers import Doc, make_retriever
+
+    index = Index(FEEDBACK_DOCS)
+    reference = make_retriever("bm25s")
+    reference.index([Doc(str(i), t) for i, t in enumerate(FEEDBACK_DOCS)])
+    for query in ("lighthouse keeper", "red harbour ferry", "gulls"):
+        ours = index.scores(index.query(query)) * len(query.split())  # the query is a distribution
+        theirs = reference.score(query)
+        for i in range(len(FEEDBACK_DOCS)):
+            assert ours[i] == pytest.approx(float(theirs.get(str(i), 0.0)), rel=1e-6, abs=1e-9)
+
+
+def test_rm3_mixes_the_first_records_terms_into_the_query():
+    from experiments.locomo_feedback import Index, rm3, shown_within
+
+    index = Index(FEEDBACK_DOCS)
+    q = index.query("lighthouse keeper")
+    assert np.array_equal(rm3(index, q, records=2, terms=5, mix=0.0), q)
+    expanded = rm3(index, q, records=2, terms=40, mix=0.5)
+    assert expanded.sum() == pytest.approx(1.0)
+    # the kept terms are renormalized: three of them, the query's two among them, still sum to 1
+    three = rm3(index, q, records=2, terms=3, mix=0.5)
+    assert np.count_nonzero(three) == 3 and three.sum() == pytest.approx(1.0)
+    # "ferry" is only in the second record about the keeper: feedback reaches it, the query did not
+    ferry = index.vocab[analyze_one("ferry")]
+    assert q[ferry] == 0 < expanded[ferry]
+    assert index.scores(expanded)[1] > index.scores(q)[1] == 0
+    # a record shows what it cites: evidence e is shown at rank 0 through record 0
+    shown = shown_within(np.array([2.0, 1.0, 0.0]), [{"a", "e"}, {"b"}, {"c"}], {"e", "b", "c"}, depths=(1, 2, 3))
+    assert shown == {1: pytest.approx(1 / 3), 2: pytest.approx(2 / 3), 3: pytest.approx(2 / 3)}
+
+
+def analyze_one(word: str) -> str:
+    from garden.analyzer import analyze
+
+    (term,) = analyze(word)
+    return term
