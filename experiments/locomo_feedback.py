@@ -39,6 +39,7 @@ if str(PROJECT) not in sys.path:  # run as a script: the project's packages by n
     sys.path.insert(0, str(PROJECT))
 
 from garden.analyzer import analyze  # noqa: E402
+from garden.retrievers.bm25s_ import IDF  # noqa: E402
 
 K1, B = 1.5, 0.75
 DEPTHS = (10, 20, 50)
@@ -62,7 +63,7 @@ class Index:
         shape = (len(texts), len(self.vocab))
         length = np.array([len(t) for t in tokens], float)
         df = np.bincount(cols, minlength=shape[1])
-        idf = np.log(1 + (len(texts) - df + 0.5) / (df + 0.5))
+        idf = np.array([IDF["lucene"](len(texts), int(n)) for n in df])  # bm25s's own formula
         norm = K1 * (1 - B + B * length[rows] / max(length.mean(), 1e-9))
         self.weights = sparse.csr_matrix((tf / (tf + norm) * idf[cols], (rows, cols)), shape=shape)
         self.models = sparse.csr_matrix((tf / np.maximum(length[rows], 1), (rows, cols)), shape=shape)
@@ -116,9 +117,9 @@ def measure(conversations, settings=SETTINGS) -> dict:
         shows = [{d.id, *story.by_id[d.id].sources} for d in docs]
         for question in conv.questions:
             evidence = set(question.evidence)
-            q = index.query(question.text)
             if not evidence:
                 continue
+            q = index.query(question.text)
             runs = {"bm25": q, **{"rm3 %d/%d/%.1f" % s: rm3(index, q, *s) for s in settings}}
             for name, query in runs.items():
                 for k, share in shown_within(index.scores(query), shows, evidence).items():
