@@ -131,9 +131,14 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("path", nargs="?", default="../shared/data/locomo")
     args = ap.parse_args(argv)
+    from garden.errors import GardenError
     from garden.evaluation.locomo import load_conversations
 
-    shares = measure(load_conversations(args.path))
+    try:
+        conversations = load_conversations(args.path)
+    except GardenError as e:
+        ap.error(str(e))  # one line naming the path, exit 2
+    shares = measure(conversations)
     names = list(dict.fromkeys(name for name, _, _ in shares))
     categories = sorted({c for _, c, _ in shares})
     print("evidence shown within the first k records (answerable questions), k =", ", ".join(map(str, DEPTHS)))

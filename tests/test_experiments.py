@@ -105,3 +105,12 @@ def analyze_one(word: str) -> str:
 
     (term,) = analyze(word)
     return term
+
+
+def test_the_feedback_experiment_names_a_missing_path_in_one_line(tmp_path, capsys):
+    from experiments.locomo_feedback import main
+
+    with pytest.raises(SystemExit) as stopped:
+        main([str(tmp_path / "nowhere")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert stopped.value.code == 2 and str(tmp_path / "nowhere") in err[-1] and "Traceback" not in "".join(err)
