@@ -32,6 +32,7 @@ if TYPE_CHECKING:  # only for annotations: importing them here would load pydant
     import pandas as pd
 
     from garden.models import Hints, Settings, Story
+    from garden.pipelines import Pipeline
 
 __all__ = [
     "GardenError",
@@ -155,7 +156,7 @@ def load_story(name_or_path: PathLike) -> "Story":
     return _load(_story_path(name_or_path))
 
 
-def query(story: "PathLike | Story", text: str, *, pipeline: str = "default",
+def query(story: "PathLike | Story", text: str, *, pipeline: "str | Pipeline" = "default",
           as_of: dt.date | str | None = None, budget: int = 1200,
           hints: "Hints | Mapping[str, list[str]] | None" = None,
           settings: "Settings | Mapping[str, Any] | None" = None,
@@ -174,6 +175,8 @@ def query(story: "PathLike | Story", text: str, *, pipeline: str = "default",
     a replay reads the story's file, not an in-memory edit; `story_path` names the file a
     story given loaded was read from, so its trace line can be replayed too.) `session` is
     the session's earlier queries, oldest first, as a case's `session` gives them.
+    `pipeline` is a name (`garden pipelines` lists them) or a pipeline already made by
+    `garden.pipelines.make_pipeline` (a server makes the ones it serves once).
 
         >>> packet = query("aurora-ridge", "Why have I not felt like gaming recently?",
         ...                as_of="2030-01-06")

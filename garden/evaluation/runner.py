@@ -13,7 +13,7 @@ from garden.formats.cases import LoadedCase, Query, check, check_build_error, lo
 from garden.errors import GardenError, StoryError
 from garden.models import TraceEvent
 from garden.derived.home import check_environment, derived_dir, retention_setting
-from garden.pipelines import Outcome, check_pipeline, make_pipeline
+from garden.pipelines import Outcome, Pipeline, check_pipeline, make_pipeline
 from garden.rerank.query import QuerySpec
 from garden.retrievers import registered
 from garden.formats.stories import load_story
@@ -32,8 +32,9 @@ class PruneOnce:
         if home in self.homes:
             return
         # the environment is checked before the first trace is written, so a bad setting
-        # stops the run at its first query, not after a pile of work
-        check_environment()
+        # stops the run at its first query, not after a pile of work (the cache's settings are
+        # for the work that encodes, checked where it starts)
+        check_environment(cache=False)
         prune_traces(dt.date.today(), retention_days())
         self.homes.add(home)
 
@@ -44,11 +45,14 @@ class PruneOnce:
 PRUNE_TRACES = PruneOnce()
 
 
-def run_query(spec: QuerySpec, pipeline: str = "default", case: str | None = None, trace: bool = True,
+def run_query(spec: QuerySpec, pipeline: "str | Pipeline" = "default", case: str | None = None, trace: bool = True,
               case_path: str | None = None) -> Outcome:
-    outcome = make_pipeline(pipeline).run(spec)
+    """One query under a pipeline named (made here) or already made (a server's), written
+    to the trace under the pipeline's name."""
+    made = make_pipeline(pipeline) if isinstance(pipeline, str) else pipeline
+    outcome = made.run(spec)
     if trace:
-        record_trace(spec, pipeline, outcome, case, case_path)
+        record_trace(spec, made.name, outcome, case, case_path)
     return outcome
 
 

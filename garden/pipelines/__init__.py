@@ -24,6 +24,7 @@ STRUCTURED = {"default": "hybrid"}
 
 class Pipeline(Protocol):
     name: str
+    uses: frozenset[str]   # the settings its stages read
 
     def run(self, spec: QuerySpec) -> Outcome: ...
 
@@ -70,10 +71,37 @@ def describe_pipelines() -> dict[str, str]:
     return out
 
 
-def make_pipeline(name: str) -> Pipeline:
+def describe_pipeline(name: str) -> str:
+    """One line for any pipeline name, options and removed stages included: the line
+    `garden pipelines` gives its base, and what the name changes."""
+    described = describe_pipelines()
+    if name in described:
+        return described[name]
+    structured = split_structured(name)
+    if structured is not None:
+        without = f", without {', '.join(sorted(structured.without))}" if structured.without else ""
+        return f"structured pipeline {structured.base} on {structured.retriever}{without}"
+    base, options = parse_spec(name)
+    return f"{described.get(base, 'bare')}; options " + ", ".join(f"{k}={v}" for k, v in options.items())
+
+
+def make_pipeline(name: str, hard_rules: bool = False) -> Pipeline:
+    """The pipeline a name stands for. `hard_rules`: a bare pipeline obeys the gate's hard
+    rules as well (privacy, `as_of`, control records, current states), as a served one
+    must; a structured pipeline always does."""
     if split_structured(check_pipeline(name)) is not None:
         return structured_pipeline(name)
-    return BarePipeline(name)
+    return BarePipeline(name, hard_rules=hard_rules)
+
+
+def baseline_names() -> list[str]:
+    """The bare baselines: each built-in retriever that is a column of the contrast matrix
+    (`bm25`, `bm25s`, `dense`, `hybrid`, `tfidf`), sorted. Plugins and the retrievers that
+    run on another engine are left out: a user names those where wanted."""
+    from garden.retrievers._registry import BUILTIN
+
+    return [name for name, reg in registered().items()
+            if reg.origin == BUILTIN and getattr(reg.factory, "in_contrast", True) is not False]
 
 
 def check_pipeline(name: str) -> str:
@@ -108,10 +136,13 @@ def _check_retriever(spec: str, unknown: str) -> None:
         make_retriever(spec)
 
 
-def check_settings(pipeline: str, settings: Settings, where: str = "settings") -> None:
-    """Refuse a setting the pipeline has no stage to use: set and silently ignored, it would
-    mislead whoever reads the result (`--pipeline bm25 --standout 2`)."""
-    unused = sorted(settings.given() - make_pipeline(pipeline).uses)
+def check_settings(pipeline: "str | Pipeline", settings: Settings, where: str = "settings") -> None:
+    """Refuse a setting the pipeline (a name, or one already made) has no stage to use: set
+    and silently ignored, it would mislead whoever reads the result (`--pipeline bm25
+    --standout 2`)."""
+    made = make_pipeline(pipeline) if isinstance(pipeline, str) else pipeline
+    pipeline = made.name
+    unused = sorted(settings.given() - made.uses)
     if unused:
         raise GardenError([f"{where}: pipeline {pipeline} has no stage that uses {name!r} "
                            f"(a bare retriever uses no setting; see `garden pipelines`)" for name in unused])

@@ -1,5 +1,12 @@
 """A bare pipeline: retrieve with one retriever, then pack in score order within the
-budget, nothing else. The baseline every contrast is measured against."""
+budget, nothing else. The baseline every contrast is measured against.
+
+With `hard_rules` it also obeys the rules no packet may break (`garden.rerank.gate`'s
+hard reasons: a private record only when the query allows it, nothing that appears after
+`as_of`, no control record, no state that is not current). The contrast matrix measures
+the baseline without them (a baseline that leaks a private record is a contrast the
+structure wins); `garden serve` serves every bare pipeline with them, since a packet that
+leaves the server reaches a reader, not a matrix."""
 from __future__ import annotations
 
 import time
@@ -8,6 +15,7 @@ from garden.derived.indexes import PROCESS_INDEXES, IndexCache
 from garden.models import Budget, Packet
 from garden.pipelines.scoring import Outcome, scored
 from garden.rerank.candidates import Candidate
+from garden.rerank.gate import hard_reason
 from garden.rerank.pack import over_budget
 from garden.rerank.query import QuerySpec
 from garden.retrievers import as_retriever, evidence_kind, member_scores, rank
@@ -18,9 +26,10 @@ class BarePipeline:
 
     uses: frozenset[str] = frozenset()  # no setting applies to a bare pipeline
 
-    def __init__(self, retriever: str, indexes: IndexCache = PROCESS_INDEXES):
+    def __init__(self, retriever: str, indexes: IndexCache = PROCESS_INDEXES, hard_rules: bool = False):
         self.name = retriever
         self.indexes = indexes
+        self.hard_rules = hard_rules
 
     def run(self, spec: QuerySpec) -> Outcome:
         t0 = time.perf_counter()
@@ -35,6 +44,9 @@ class BarePipeline:
         # an (id, score) pair until a trace asks for its scores
         sizes, budget, used, chosen, rejected = spec.story.sizes, spec.budget, 0, [], []
         for rid, score in ranked:
+            if self.hard_rules and (hard := hard_reason(by_id[rid], spec)) is not None:
+                rejected.append({"id": rid, "reason": hard[0], "detail": hard[1]})
+                continue
             size = sizes[rid]
             if used + size > budget:
                 rejected.append({"id": rid, "reason": "over_budget", "detail": over_budget(size, budget - used)})
@@ -46,7 +58,8 @@ class BarePipeline:
         for c in packed:
             c.label(evidence_kind(c.scores, members_of), f"{self.name} score {c.score:.4f}")
         t2 = time.perf_counter()
-        packet = Packet(decision="retrieve", reason=f"bare {self.name}: always retrieves", warnings=[],
+        reason = f"bare {self.name}: always retrieves" + ("; the hard rules applied" if self.hard_rules else "")
+        packet = Packet(decision="retrieve", reason=reason, warnings=[],
                         items=[c.item() for c in packed], rejected=rejected,
                         budget=Budget(limit=spec.budget, used=used))
 

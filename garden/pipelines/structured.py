@@ -23,6 +23,7 @@ from __future__ import annotations
 import time
 from typing import Sequence
 
+from garden._deadline import check_deadline
 from garden.derived.indexes import PROCESS_INDEXES, IndexCache
 from garden.models import Budget, Packet
 from garden.pipelines.scoring import Outcome
@@ -79,6 +80,7 @@ class StructuredPipeline:
         for stage in self.stages:
             if stage.name in stop_at:
                 break
+            check_deadline()
             stage.run(ctx)
             now = time.perf_counter()
             timings[stage.name] = round((now - clock) * 1e3, 3)

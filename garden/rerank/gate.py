@@ -24,8 +24,9 @@ GATE_REASONS = frozenset({*HARD_REASONS, "out_of_scope", "off_topic"})
 GATE_LABELS = frozenset({"checkpoint_passed", "derived_view"})
 
 
-def eligibility(record: Record, spec: QuerySpec, res: Resolution, certain: bool) -> tuple[str, str] | None:
-    """(reason, detail) if `record` may not be served for this query, else None."""
+def hard_reason(record: Record, spec: QuerySpec) -> tuple[str, str] | None:
+    """(reason, detail) if a hard rule keeps `record` from any packet of this query, else
+    None: what no route, certain or not, may serve (`HARD_REASONS`)."""
     story, as_of = spec.story, spec.as_of
     if record.kind == "control":
         return "control_plane", "a control record: stored and validated, never served"
@@ -37,8 +38,15 @@ def eligibility(record: Record, spec: QuerySpec, res: Resolution, certain: bool)
     if why_not_current:
         return why_not_current, (f"state is not current on {as_of}"
                                  + (f"; superseded by {record.superseded_by}" if record.superseded_by else ""))
-    if certain:
-        return None
+    return None
+
+
+def eligibility(record: Record, spec: QuerySpec, res: Resolution, certain: bool) -> tuple[str, str] | None:
+    """(reason, detail) if `record` may not be served for this query, else None."""
+    hard = hard_reason(record, spec)
+    if hard is not None or certain:
+        return hard
+    story = spec.story
     if res.projects:
         project = story.project_of(record)
         if project not in res.projects:

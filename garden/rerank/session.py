@@ -7,7 +7,7 @@ scores.
 """
 from __future__ import annotations
 
-
+from garden._deadline import check_deadline
 from garden.rerank.context import QueryContext, StageBase
 
 
@@ -16,6 +16,7 @@ class Session(StageBase, name="session", needs=("candidates",), writes=("floor",
     def run(self, ctx: QueryContext) -> None:
         delivered: set[str] = set()
         for earlier in ctx.spec.session:
+            check_deadline()   # each earlier query is a whole query again: a server's limit is checked between them
             delivered |= set(ctx.rerun(ctx.spec.earlier(earlier)).packet.ids())
         for rid in sorted(delivered):
             c = ctx.candidates.get(rid)
