@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import functools
 import re
 import datetime as dt
@@ -65,6 +66,16 @@ def _whole_number(text: str) -> int:
         return int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}")
+    return value
 
 
 def print_json(data) -> None:
@@ -333,8 +344,10 @@ def cmd_generate(args) -> int:
 def cmd_serve(args) -> int:
     from garden.serve import serve
 
+    pipelines = [p.strip() for p in args.pipelines.split(",") if p.strip()] if args.pipelines else None
     return serve(args.stories, host=args.host, port=args.port, allow_remote=args.allow_remote, mcp=args.mcp,
-                 workers=args.workers)
+                 workers=args.workers, pipelines=pipelines, allow_hosts=args.allow_host, token_file=args.token_file,
+                 deadline=args.deadline, read_timeout=args.read_timeout, max_connections=args.max_connections)
 
 
 def _trace_window(p: argparse.ArgumentParser) -> None:
@@ -525,13 +538,25 @@ def build_parser() -> argparse.ArgumentParser:
                    "beyond loopback needs --allow-remote)")
     p.add_argument("--port", type=_whole_number, default=8765, help="TCP port (default 8765; 0: any free port, "
                    "printed on start)")
-    p.add_argument("--allow-remote", action="store_true", help="allow a --host beyond loopback: the server has no "
-                   "authentication")
+    p.add_argument("--pipelines", metavar="A,B,...", help="the pipelines served, options included (default: "
+                   "default and the bare baselines); a request picks one by name and can set nothing else about it")
+    p.add_argument("--allow-remote", action="store_true", help="allow a --host beyond loopback; every request "
+                   "must then carry the token of --token-file")
+    p.add_argument("--token-file", metavar="FILE", help="a private file holding the bearer token every request "
+                   "must carry (required with --allow-remote)")
+    p.add_argument("--allow-host", action="append", default=[], metavar="NAME", help="a name requests may give "
+                   "in Host besides loopback ones and the address bound (repeatable)")
     p.add_argument("--mcp", action="store_true", help="serve MCP over stdin/stdout instead of HTTP (tools: recall, "
                    "list_stories)")
     p.add_argument("--workers", type=_whole_number, default=1, metavar="N", help="processes answering on the one "
                    "port, each with its own stories, indexes and model (default 1; on two cores, 2 answers two "
                    "queries at once)")
+    p.add_argument("--deadline", type=_seconds, default=10.0, metavar="S", help="seconds one request's queries "
+                   "may run before it is refused with 503 (default 10)")
+    p.add_argument("--read-timeout", type=_seconds, default=10.0, metavar="S", help="seconds a request's head, "
+                   "and then its body, may take to arrive (default 10)")
+    p.add_argument("--max-connections", type=_whole_number, default=64, metavar="N", help="open connections a "
+                   "worker holds; past them a request gets 503 (default 64)")
     return parser
 
 
@@ -568,6 +593,12 @@ def _parser() -> argparse.ArgumentParser:
     return build_parser()
 
 
+# commands whose work needs no embedding cache: an unusable GARDEN_CACHE does not stop them
+# (backup and restore run cases for their verdicts with a private stand-in for it)
+NO_CACHE = frozenset({cmd_new_story, cmd_pipelines, cmd_schemas, cmd_import, cmd_traces, cmd_backup, cmd_restore,
+                      cmd_generate})
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
@@ -576,7 +607,7 @@ def main(argv: list[str] | None = None) -> int:
         # A bad environment is refused before any work, not after a packet was computed; the
         # doctor alone runs anyway, since a linked folder in the garden home is its finding.
         if args.func is not cmd_doctor:
-            check_environment()
+            check_environment(cache=args.func not in NO_CACHE)
         return args.func(args)
     except GardenError as exc:
         for line in exc.messages:

@@ -90,9 +90,12 @@ def store(tmp_path_factory) -> Path:
     return root
 
 
+SERVED = ["default", "default-standout", "bm25", "bm25s", "dense", "hybrid", "tfidf"]
+
+
 @pytest.fixture(scope="module")
 def server(store):
-    served = Server(store)
+    served = Server(store, "--pipelines", ",".join(SERVED))
     yield served
     served.stop()
 
@@ -130,7 +133,12 @@ def test_it_lists_stories_and_pipelines(server, in_store, capsys):
     stories = {row["name"]: row for row in server.client.get("/stories").json()["stories"]}
     assert stories["aurora-ridge"]["ok"] and stories["aurora-ridge"]["records"] > 0
     assert Path(stories["aurora-ridge"]["path"]) == in_store / "fixtures" / "aurora-ridge.yaml"
-    assert server.client.get("/pipelines").json() == cli_json(["pipelines", "--json"], capsys)
+    described = cli_json(["pipelines", "--json"], capsys)
+    served = server.client.get("/pipelines").json()
+    assert list(served) == SERVED    # the operator's list, nothing else
+    assert {name: served[name] for name in SERVED if name in described} == \
+        {name: described[name] for name in SERVED if name in described}
+    assert served["default-standout"] == "structured pipeline default on hybrid, without standout"
 
 
 def test_it_describes_itself_as_openapi(server):
@@ -190,11 +198,24 @@ def test_the_packet_equals_garden_query_json_run_as_a_command(server, store):
     assert served.json()["items"][0]["id"] == "state.mira.gaming"
 
 
+def _with_hard_rules(body: dict) -> dict:
+    """The packet a served bare pipeline gives: `garden.api.query` under it with the hard rules."""
+    from garden import api
+    from garden.pipelines import make_pipeline
+
+    return api.query(body["story"], body["text"], pipeline=make_pipeline(body["pipeline"], hard_rules=True),
+                     budget=body.get("budget", 1200))
+
+
 @pytest.mark.parametrize("argv,body", QUERIES, ids=[q[1]["text"][:24] for q in QUERIES])
 def test_every_input_gives_the_packet_the_command_gives(server, in_store, capsys, argv, body):
     expected = cli_json(["query", *argv, "--json"], capsys)
     served = server.post(body)
     assert served.status_code == 200, served.text
+    if body.get("pipeline") == "bm25":   # a bare pipeline is served under the hard rules: what the API gives so
+        assert expected["reason"] == "bare bm25: always retrieves"
+        expected = _with_hard_rules(body)
+        assert expected["reason"] == "bare bm25: always retrieves; the hard rules applied"
     assert served.json() == expected
 
 
@@ -246,7 +267,15 @@ BAD = [
     ({**OK, "story": "nowhere"}, 404, "story"),
     ({**OK, "story": "../../etc/passwd"}, 404, "story"),
     ({**OK, "pipeline": "nonesuch"}, 404, "pipeline"),
-    ({**OK, "pipeline": "default-nonesuch"}, 422, "pipeline"),
+    ({**OK, "pipeline": "default-nonesuch"}, 404, "pipeline"),
+    ({**OK, "pipeline": "default-phrase"}, 404, "pipeline"),          # a real pipeline, not one served
+    ({**OK, "pipeline": "bm25:k1=2"}, 404, "pipeline"),               # options are the operator's
+    ({**OK, "pipeline": "milvus-bm25:uri=/tmp/x.db"}, 404, "pipeline"),
+    ({**OK, "pipeline": "default@milvus-hybrid:uri=http://10.0.0.1:19530"}, 404, "pipeline"),
+    ({**OK, "text": "x" * 2001}, 422, "text"),
+    ({**OK, "session": ["x" * 2001]}, 422, "session"),
+    ({**OK, "hints": {"topics": ["gaming"] * 33}}, 422, "hints"),
+    ({**OK, "settings": {"candidates": 1001}}, 422, "settings"),
     ({**OK, "pipeline": "bm25", "settings": {"standout": 2}}, 422, "settings"),
     ({**OK, "settings": {"standout": 0.5}}, 422, "settings"),
     ({**OK, "settings": {"nonesuch": 1}}, 422, "settings"),
@@ -267,7 +296,7 @@ BAD = [
     ({**OK, "session": "earlier"}, 422, "session"),
     ({**OK, "session": [1]}, 422, "session"),
     ({**OK, "session": [""]}, 422, "session"),
-    ({**OK, "session": ["q"] * 33}, 422, "session"),
+    ({**OK, "session": ["q"] * 17}, 422, "session"),
 ]
 
 
@@ -298,7 +327,7 @@ def test_an_oversized_body_is_refused_by_its_length_and_by_its_bytes(server):
     # a declared length past the limit is refused from the header, before a byte of body is sent
     host, port = server.url.removeprefix("http://").rsplit(":", 1)
     with socket.create_connection((host, int(port)), timeout=30) as raw:
-        raw.sendall(b"POST /query HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        raw.sendall(b"POST /query HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
                     b"Content-Length: 100000000\r\n\r\n")
         reply = b""
         while b"\r\n\r\n" not in reply or not reply.rstrip().endswith(b"}"):
@@ -367,7 +396,7 @@ def test_a_host_beyond_loopback_is_refused_without_the_flag(tmp_path):
     assert done.returncode == 2 and done.stdout == ""
     lines = done.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("garden: --host 0.0.0.0: not a loopback address")
-    assert "--allow-remote" in lines[0]
+    assert "--allow-remote" in lines[0] and "--token-file" in lines[0]
 
 
 def test_a_port_in_use_is_one_line(tmp_path):

@@ -55,6 +55,9 @@ async def conversation(store: Path, errlog) -> dict:
                                                                  "as_of": "2030-02-30"})
             out["no_story"] = await session.call_tool("recall", {"text": GAMING})
             out["bad_type"] = await session.call_tool("recall", {"text": GAMING, "budget": "lots"})
+            # a pipeline with options (a path, a host) is the operator's to serve, never a caller's
+            out["uri"] = await session.call_tool("recall", {"text": GAMING, "story": "aurora-ridge",
+                                                            "pipeline": f"milvus-bm25:uri={store}/planted/x.db"})
             out["after"] = await session.call_tool("list_stories", {})
     return out
 
@@ -111,6 +114,13 @@ def test_recall_returns_the_packet_the_http_server_returns(session, http):
     assert first.structured_content["items"][0]["id"] == "state.mira.gaming"
     text = first.content[0].text
     assert text.startswith("decision: retrieve") and "1. state.mira.gaming (state" in text
+
+
+def test_a_caller_cannot_name_a_path_through_the_pipeline(session, store):
+    result = session["uri"]
+    assert result.is_error and result.structured_content["field"] == "pipeline"
+    assert "not served here" in result.structured_content["error"]
+    assert not (store / "planted").exists()
 
 
 def test_refusals_are_tool_errors_and_the_server_carries_on(session):

@@ -6,12 +6,15 @@ exactly what `garden query --json` prints for the same inputs, and each query is
 the trace as that command writes it, so `garden compare`, `judge` and `capture` read a served
 day like any other. See docs/serve.md.
 
-The server has no authentication: it binds a loopback address unless told, in so many words,
-to serve beyond this machine (``allow_remote``).
+Who may ask (docs/serve.md, "Who may ask"): the server binds a loopback address, answers
+only requests that name it by a loopback name (or one the operator allowed) and carry no
+foreign `Origin`, and beyond loopback (``allow_remote``) only requests that carry the token
+the operator keeps in a private file. What is served is the operator's: the stories and the
+pipelines (with their options, engines and paths) are named when it starts, and a request
+picks among them by name.
 """
 from __future__ import annotations
 
-import ipaddress
 import os
 import socket
 import sys
@@ -20,6 +23,8 @@ from pathlib import Path
 
 from garden._notice import warn
 from garden.errors import GardenError
+from garden.serve._access import is_loopback
+from garden.serve._core import DEFAULT_DEADLINE, DEFAULT_MAX_CONNECTIONS, DEFAULT_READ_TIMEOUT
 
 __all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "is_loopback", "serve"]
 
@@ -29,22 +34,22 @@ MAX_WORKERS = 64
 LISTEN_BACKLOG = 128   # connections the kernel holds before one is accepted
 
 
-def is_loopback(host: str) -> bool:
-    """`localhost`, or an address of the loopback network (127.0.0.0/8, ::1)."""
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
-def check_address(host: str, port: int, allow_remote: bool) -> None:
+def check_address(host: str, port: int, allow_remote: bool, token_file: str | Path | None = None) -> None:
     if not isinstance(port, int) or not 0 <= port <= 65535:
         raise GardenError(f"`port`: a TCP port is a whole number from 0 to 65535 (0: any free port), got {port!r}")
     if not is_loopback(host) and not allow_remote:
-        raise GardenError(f"`host` {host}: not a loopback address, and the server has no authentication; "
-                          "pass --allow-remote to serve beyond this machine")
+        raise GardenError(f"`host` {host}: not a loopback address; pass --allow-remote (with --token-file) to "
+                          "serve beyond this machine")
+    if allow_remote and token_file is None:
+        raise GardenError("`allow_remote`: beyond loopback every request must carry a token: name the file that "
+                          "holds it with --token-file (one line, the file private to you)")
+
+
+def _check_limit(name: str, value, low: float, high: float, what: str = "a number of seconds") -> None:
+    whole = what.startswith("a whole number")
+    if isinstance(value, bool) or not isinstance(value, (int,) if whole else (int, float)) \
+            or not low <= value <= high:
+        raise GardenError(f"`{name}`: {what} from {low:g} to {high:g}, got {value!r}")
 
 
 def _bind(host: str, port: int) -> socket.socket:
@@ -116,40 +121,53 @@ def _accepting_one_at_a_time():
 
 
 def serve(stories: list[str] | None = None, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
-          allow_remote: bool = False, mcp: bool = False, root: str | Path | None = None, workers: int = 1) -> int:
+          allow_remote: bool = False, mcp: bool = False, root: str | Path | None = None, workers: int = 1,
+          pipelines: list[str] | None = None, allow_hosts: list[str] | tuple[str, ...] = (),
+          token_file: str | Path | None = None, deadline: float = DEFAULT_DEADLINE,
+          read_timeout: float = DEFAULT_READ_TIMEOUT, max_connections: int = DEFAULT_MAX_CONNECTIONS) -> int:
     """Serve the named stories (names in fixtures/ or paths to story files; default: every
-    story in fixtures/ of `root`, the working folder) until stopped. Returns the exit code.
+    story in fixtures/ of `root`, the working folder) under the named `pipelines` (default:
+    `default` and the bare baselines) until stopped. Returns the exit code.
 
-    Over HTTP: the address is checked (a non-loopback `host` needs `allow_remote`), bound,
-    the stories loaded and warmed, and only then one line printed on stdout saying where it
-    serves (with a warning on stderr when beyond loopback). `workers` processes answer on
-    the one port (see garden/serve/_workers.py), each with its own copy of the stories,
-    indexes and model. With ``mcp=True``: MCP over stdio, one process; nothing but the
-    protocol is written to stdout."""
+    Over HTTP: the address is checked (a non-loopback `host` needs `allow_remote` and a
+    `token_file`), bound, the stories loaded and every pipeline warmed on each, and only then
+    one line printed on stdout saying where it serves (with a warning on stderr when beyond
+    loopback). `workers` processes answer on the one port (see garden/serve/_workers.py),
+    each with its own copy of the stories, indexes and model. A request's head and body must
+    each arrive within `read_timeout` seconds, its query finish within `deadline` seconds;
+    a worker holds at most `max_connections` connections. With ``mcp=True``: MCP over stdio,
+    one process; nothing but the protocol is written to stdout."""
     from garden.derived.home import check_environment
-    from garden.serve._core import Counts, Garden, Shelf
+    from garden.serve._access import Access, read_token
+    from garden.serve._core import Counts, Garden, Shelf, served_pipelines
     from garden.serve._workers import can_fork, run_workers
 
     check_environment()
-    if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= MAX_WORKERS:
-        raise GardenError(f"`workers`: a whole number of processes from 1 to {MAX_WORKERS}, got {workers!r}")
+    _check_limit("workers", workers, 1, MAX_WORKERS, "a whole number of processes")
+    _check_limit("deadline", deadline, 0.1, 3600)
+    _check_limit("read_timeout", read_timeout, 0.1, 600)
+    _check_limit("max_connections", max_connections, 1, 10_000, "a whole number of connections")
     if workers > 1 and (mcp or not can_fork()):
         raise GardenError("`workers`: more than one needs HTTP on a system that can fork; "
                           + ("MCP serves one client over stdio" if mcp else "this one cannot"))
     _require(*(("mcp",) if mcp else ("starlette", "uvicorn")))
     if mcp:
         with _stdout_to_stderr():
-            garden = Garden(Shelf.open(stories, Path(root) if root else None))
+            garden = Garden(Shelf.open(stories, Path(root) if root else None), pipelines=served_pipelines(pipelines),
+                            deadline=deadline)
             garden.warm(warn)
         from garden.serve.mcp import run_stdio
 
         run_stdio(garden)
         return 0
 
-    check_address(host, port, allow_remote)
+    check_address(host, port, allow_remote, token_file)
+    token = read_token(token_file) if token_file is not None else None
     shelf = Shelf.open(stories, Path(root) if root else None)   # a name that finds nothing: refused before binding
+    served_pipelines(pipelines)   # every name checked (and made once) before binding; each worker makes its own
     counts = Counts()
     sock = _bind(host, port)
+    access = Access.make(host, sock.getsockname()[1], list(allow_hosts), token)
 
     def banner() -> None:
         names = shelf.names()
@@ -157,22 +175,24 @@ def serve(stories: list[str] | None = None, host: str = DEFAULT_HOST, port: int 
               f"on {_url(sock)}" + (f" with {workers} workers" if workers > 1 else "") + "; ctrl-c stops",
               flush=True)
         if not is_loopback(host):
-            warn(f"serving on {host}, beyond this machine: anyone who can reach {_url(sock)} can query every "
-                 "story served, private records included when asked, and nothing authenticates them")
+            warn(f"serving on {host}, beyond this machine: anyone who can reach {_url(sock)} and holds the token "
+                 "can query every story served, private records included when asked")
 
     def answer(worker: int, ready) -> None:
-        garden = Garden(shelf, counts)
+        garden = Garden(shelf, counts, pipelines=served_pipelines(pipelines), deadline=deadline)
         garden.warm(warn if worker == 0 else None)   # one worker says what does not answer yet, not each
         import uvicorn
 
+        from garden.serve._limits import head_timeout_protocol
         from garden.serve.http import build_app
 
         # the standard library's event loop even where uvloop is installed: with two workers
         # and four clients, uvloop put p50 at 36-40 ms against 28-29 ms (experiments/serve_load.py)
         shared = workers > 1
-        config = uvicorn.Config(build_app(garden, shared=shared), log_level="warning", access_log=False,
-                                lifespan="off", server_header=False, timeout_graceful_shutdown=10, loop="asyncio",
-                                backlog=1 if shared else LISTEN_BACKLOG)
+        config = uvicorn.Config(build_app(garden, shared=shared, access=access, read_timeout=read_timeout),
+                                log_level="warning", access_log=False, lifespan="off", server_header=False,
+                                timeout_graceful_shutdown=10, loop="asyncio", http=head_timeout_protocol(read_timeout),
+                                limit_concurrency=max_connections, backlog=1 if shared else LISTEN_BACKLOG)
         ready()
         (_accepting_one_at_a_time() if shared else uvicorn.Server)(config).run(sockets=[sock])
 

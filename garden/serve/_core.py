@@ -18,14 +18,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from garden._files import RACY_NS
 from garden.errors import GardenError, StoryError
 from garden.models import DEFAULT_BUDGET
 from garden.text import one_line, shown
 
 ERROR_LIMIT = 1000                 # characters of one error line, as the command line prints them
+# What a request may set, and its bound: each one is work the server does for a caller it
+# does not know, so none is open-ended (docs/serve.md, "What a request can choose").
 MAX_BUDGET = 1_000_000             # characters: a packet is context for a reader, not a dump of the store
-MAX_SESSION = 32                   # earlier queries of a session, each run again to know what it delivered
-RACY_NS = 2_000_000_000            # a file changed this recently may change again within one clock tick
+MAX_SESSION = 16                   # earlier queries of a session, each run again to know what it delivered
+MAX_QUERY_CHARS = 2_000            # a query's text, and each earlier one's: a question, not a document
+MAX_HINTS = 32                     # topic hints and entity hints, each
+MAX_SETTING = 1_000                # a whole-number setting (candidates, lane_cap, phrase_ceiling): work grows with it
+DEFAULT_DEADLINE = 10.0            # seconds one request may run (garden serve --deadline)
+DEFAULT_READ_TIMEOUT = 10.0        # seconds for a request's head, and again for its body (--read-timeout)
+DEFAULT_MAX_CONNECTIONS = 64       # open connections a worker holds; past them, 503 (--max-connections)
 DATE = re.compile(r"\d{4}-\d{2}-\d{2}", re.ASCII)
 FIELDS = ("story", "text", "pipeline", "as_of", "budget", "hints", "settings", "include_private", "session")
 
@@ -172,11 +180,33 @@ def _kind(value: Any) -> str:
             int: "a number", float: "a number"}.get(type(value), type(value).__name__)
 
 
-def parse_request(body: Any, stories: list[str]) -> QueryRequest:
+def _check_length(name: str, text: str, where: str | None = None) -> None:
+    if len(text) > MAX_QUERY_CHARS:
+        raise RequestError(422, f"{where or name}: at most {MAX_QUERY_CHARS:,} characters, got {len(text):,}", name)
+
+
+def _check_hints(hints: Mapping[str, Any] | None) -> None:
+    for kind, names in (hints or {}).items():
+        if isinstance(names, list) and len(names) > MAX_HINTS:
+            raise RequestError(422, f"hints: {shown(kind, 40)}: at most {MAX_HINTS} names, got {len(names)}", "hints")
+
+
+def _check_settings(settings: Mapping[str, Any] | None) -> None:
+    """A whole-number setting is a count of things the pipeline works through (candidates,
+    a lane's items, the records a phrase may be held by): bounded, so one request cannot buy
+    work the size of the store. Types and the settings' own bounds are the library's."""
+    for name, value in (settings or {}).items():
+        if isinstance(value, int) and not isinstance(value, bool) and value > MAX_SETTING:
+            raise RequestError(422, f"settings: {shown(name, 40)}: at most {MAX_SETTING:,} in a request, got "
+                               f"{value:,}", "settings")
+
+
+def parse_request(body: Any, stories: list[str], pipelines: list[str] | None = None) -> QueryRequest:
     """A request body (the parsed JSON) as a QueryRequest; RequestError naming the field
-    on the first problem. Nothing the library checks itself (hints' and settings' fields,
-    the query's characters) is checked twice: those are refused by the query, as the
-    command line refuses them, and named by their field there."""
+    on the first problem. `pipelines`: the names served (None: any name, for a caller that
+    checks it later). Nothing the library checks itself (hints' and settings' fields, the
+    query's characters) is checked twice: those are refused by the query, as the command
+    line refuses them, and named by their field there; the bounds a server adds are here."""
     if not isinstance(body, dict):
         raise RequestError(400, f"the request body must be a JSON object, not {_kind(body)}", "body")
     unknown = [k for k in body if k not in FIELDS]
@@ -201,7 +231,12 @@ def parse_request(body: Any, stories: list[str]) -> QueryRequest:
         if len(stories) != 1:
             raise RequestError(422, "story: required: this server serves " + ", ".join(stories), "story")
         story = stories[0]
+    _check_length("text", text)
     pipeline = typed("pipeline", (str,), "a pipeline name (see /pipelines)", "default")
+    if pipelines is not None and pipeline not in pipelines:
+        raise RequestError(404, f"pipeline {shown(pipeline, 80)} is not served here; served: {', '.join(pipelines)} "
+                           "(the server's operator chooses them, with their options: garden serve --pipelines)",
+                           "pipeline")
     as_of = typed("as_of", (str,), "a date, YYYY-MM-DD")
     if as_of is not None:
         try:
@@ -216,7 +251,9 @@ def parse_request(body: Any, stories: list[str]) -> QueryRequest:
         raise RequestError(422, f"budget: a positive number of characters, at most {MAX_BUDGET:,}; got {budget}",
                            "budget")
     hints = typed("hints", (dict,), 'an object {"topics": [...], "entities": [...]}')
+    _check_hints(hints)
     settings = typed("settings", (dict,), 'an object of pipeline settings, e.g. {"standout": 1.2}')
+    _check_settings(settings)
     include_private = typed("include_private", (bool,), "true or false", False)
     session = typed("session", (list,), "a list of the session's earlier queries (strings)") or []
     if len(session) > MAX_SESSION:
@@ -224,6 +261,7 @@ def parse_request(body: Any, stories: list[str]) -> QueryRequest:
     for n, earlier in enumerate(session, start=1):
         if not isinstance(earlier, str):
             raise RequestError(422, f"session: query #{n}: must be a string, got {_kind(earlier)}", "session")
+        _check_length("session", earlier, f"session: query #{n}")
     return QueryRequest(story, text, pipeline, as_of, budget, hints, settings, include_private, list(session))
 
 
@@ -263,12 +301,39 @@ class Counts:
         return self._values[1]
 
 
-class Garden:
-    """A served garden: its stories, the lock its queries take turns on, and its counts
-    (shared with the server's other workers, if it has any)."""
+def served_pipelines(names: list[str] | None = None) -> dict:
+    """The pipelines a server serves, made once, by name: `names` (any name `garden query
+    --pipeline` takes, options included: the operator's choice), else `default` and the
+    bare baselines. Every bare pipeline is made to obey the hard rules (privacy, `as_of`):
+    a packet that leaves a server reaches a reader. GardenError listing every name that
+    cannot be made."""
+    from garden.pipelines import baseline_names, make_pipeline
 
-    def __init__(self, shelf: Shelf, counts: Counts | None = None):
+    made: dict = {}
+    problems: list[str] = []
+    for name in names or ["default", *baseline_names()]:
+        if name in made:
+            continue
+        try:
+            made[name] = make_pipeline(name, hard_rules=True)
+        except GardenError as exc:
+            problems += [f"--pipelines {name}: {m}" for m in exc.messages]
+    if problems:
+        raise GardenError(problems)
+    return made
+
+
+class Garden:
+    """A served garden: its stories, the pipelines it serves (made when it starts: a request
+    picks one by name and can set nothing else about it), the lock its queries take turns
+    on, its limit on one request's time, and its counts (shared with the server's other
+    workers, if it has any)."""
+
+    def __init__(self, shelf: Shelf, counts: Counts | None = None, pipelines: dict | None = None,
+                 deadline: float | None = DEFAULT_DEADLINE):
         self.shelf = shelf
+        self.served = served_pipelines() if pipelines is None else pipelines
+        self.deadline = deadline
         self.lock = threading.Lock()
         self.started = time.monotonic()
         self.counts = counts or Counts()
@@ -284,24 +349,25 @@ class Garden:
     # --- the read-only answers
 
     def pipelines(self) -> dict[str, str]:
-        from garden.api import pipelines
+        """Each pipeline served, with one line saying what it does."""
+        from garden.pipelines import describe_pipeline
 
-        return pipelines()
+        return {name: describe_pipeline(name) for name in self.served}
 
     def stories(self) -> list[dict]:
         with self.lock:
             return self.shelf.describe()
 
     def health(self) -> dict:
-        return {"ok": True, "stories": self.shelf.names(), "pipelines": list(self.pipelines()),
+        return {"ok": True, "stories": self.shelf.names(), "pipelines": list(self.served),
                 "uptime_s": round(time.monotonic() - self.started, 3), "queries": self.queries,
                 "refused": self.refused}
 
     # --- queries
 
     def warm(self, report=None) -> None:
-        """Load each story and run one untraced query on it under `default`, so the first
-        real query finds the indexes built and the embedding model loaded."""
+        """Load each story and run one untraced query on it under each pipeline served, so
+        the first real query finds the indexes built and the embedding model loaded."""
         from garden.evaluation.runner import run_query
         from garden.formats.stories import latest_date
         from garden.rerank.query import QuerySpec
@@ -309,8 +375,9 @@ class Garden:
         for name in self.shelf.names():
             try:
                 story, path = self.shelf.get(name)
-                run_query(QuerySpec(story, "warm", latest_date(story), story_path=str(path)), "default",
-                          trace=False)
+                for pipeline in self.served.values():
+                    run_query(QuerySpec(story, "warm", latest_date(story), story_path=str(path)), pipeline,
+                              trace=False)
             except (RequestError, GardenError) as exc:
                 if report is not None:
                     report(f"story {name} is served but does not answer yet: "
@@ -318,9 +385,10 @@ class Garden:
 
     def query(self, body: Any) -> dict:
         """The packet for one request body, exactly what `garden query --json` prints for the
-        same inputs, written to the trace as that command writes it; RequestError otherwise."""
+        same inputs (a bare pipeline with the hard rules applied), written to the trace as
+        that command writes it; RequestError otherwise."""
         try:
-            request = parse_request(body, self.shelf.names())   # no need to wait for the lock to refuse
+            request = parse_request(body, self.shelf.names(), list(self.served))   # refused without the lock
         except RequestError:
             self.counts.add(refused=True)
             raise
@@ -338,10 +406,10 @@ class Garden:
         call would cost half a second on a LoCoMo conversation), with the session's earlier
         queries: the same packet and the same trace line as `garden query`. The fields whose
         refusal has a status of its own are checked first, so each names its field."""
+        from garden._deadline import DeadlineExceeded, deadline
         from garden.api import query
         from garden.derived.home import check_environment
         from garden.models import check_query_text
-        from garden.pipelines import check_pipeline
 
         try:
             check_environment()
@@ -354,14 +422,12 @@ class Garden:
                 raise RequestError(422, f"{'query text' if name == 'text' else 'session'}: {exc}", name) from None
         story, path = self.shelf.get(r.story)
         try:
-            check_pipeline(r.pipeline)
-        except GardenError as exc:
-            line = _first_line(exc)
-            raise RequestError(404 if line.startswith("unknown pipeline") else 422, line, "pipeline") from None
-        try:
-            return query(story, r.text, pipeline=r.pipeline, as_of=r.as_of, budget=r.budget, hints=r.hints,
-                         settings=r.settings, include_private=bool(r.include_private), trace=True,
-                         session=r.session, story_path=path)
+            with deadline(self.deadline):
+                return query(story, r.text, pipeline=self.served[r.pipeline], as_of=r.as_of, budget=r.budget,
+                             hints=r.hints, settings=r.settings, include_private=bool(r.include_private),
+                             trace=True, session=r.session, story_path=path)
+        except DeadlineExceeded as exc:
+            raise RequestError(503, _first_line(exc)) from None
         except GardenError as exc:
             line = _first_line(exc)
             raise RequestError(422, line, field_of(line)) from None

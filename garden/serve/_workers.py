@@ -15,17 +15,26 @@ The parent only waits: it prints nothing until every worker has said it is ready
 one worker dies unasked, it stops the others and exits with an error rather than serve on
 with fewer than it was told. SIGINT and SIGTERM are passed on to the workers, which finish
 the requests in flight (uvicorn's graceful shutdown) and exit.
+
+A worker never outlives its parent: each holds the read end of a pipe whose only write end
+the parent keeps, and a thread of the worker waits on it. However the parent ends (SIGKILL
+included), the kernel closes its end, the read returns, and the worker stops as on SIGTERM,
+or at once if it has not stopped within the graceful shutdown's time. An orphaned worker
+would keep serving on the port with nobody to stop it or count it.
 """
 from __future__ import annotations
 
 import os
 import signal
 import sys
+import threading
+import time
 from typing import Callable
 
 from garden.errors import GardenError
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+ORPHAN_GRACE = 12.0   # seconds an orphaned worker has to stop by itself (the graceful shutdown takes up to 10)
 
 
 def can_fork() -> bool:
@@ -36,11 +45,32 @@ def _exit_cleanly(signum, frame) -> None:
     raise SystemExit(0)
 
 
-def _worker(work: Callable[[int, Callable[[], None]], None], index: int, ready_fd: int) -> None:
+def _stop_with_parent(life_fd: int) -> None:
+    """In the child: a thread that waits for the parent's end of the pipe to close, then
+    stops this worker (SIGTERM to itself, then exit if that was not enough)."""
+
+    def watch() -> None:
+        while True:
+            try:
+                if not os.read(life_fd, 1):
+                    break
+            except InterruptedError:
+                continue
+            except OSError:
+                break
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(ORPHAN_GRACE)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="garden-parent-watch", daemon=True).start()
+
+
+def _worker(work: Callable[[int, Callable[[], None]], None], index: int, ready_fd: int, life_fd: int) -> None:
     """In the child: run `work(index, ready)`, `ready()` telling the parent the worker answers.
     Never returns: the child exits here, whatever happens, without the parent's clean-up."""
     code = 0
     try:
+        _stop_with_parent(life_fd)
         for sig in STOP_SIGNALS:
             # asked to stop before uvicorn runs (still warming), or after it (uvicorn hands
             # the signal it shut down on back to this handler): a clean exit either way
@@ -69,14 +99,17 @@ def run_workers(n: int, work: Callable[[int, Callable[[], None]], None], on_read
     have called `ready()`, then wait. Returns the exit code: 0 when stopped by a signal
     and every worker exited cleanly, else non-zero (a worker that failed to start, or died)."""
     read_fd, write_fd = os.pipe()
+    life_read, life_write = os.pipe()   # only the parent keeps life_write: its end is the workers' signal
     children: list[int] = []
     for index in range(n):
         pid = os.fork()
         if pid == 0:
             os.close(read_fd)
-            _worker(work, index, write_fd)
+            os.close(life_write)
+            _worker(work, index, write_fd, life_read)
         children.append(pid)
     os.close(write_fd)
+    os.close(life_read)
     stopping = False
 
     def stop(signum, frame) -> None:
@@ -121,3 +154,4 @@ def run_workers(n: int, work: Callable[[int, Callable[[], None]], None], on_read
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        os.close(life_write)

@@ -6,13 +6,18 @@
     POST /query         one query: the packet `garden query --json` prints, written to the trace
     GET  /openapi.json  this interface as OpenAPI 3.1
 
-Every refusal is one JSON object, ``{"error": "one line", "field": "the field or null"}``,
-with a 4xx status (400 a body that is not a JSON object, 404 an unknown story, pipeline or
-path, 413 a body past `MAX_BODY`, 422 a field the query refuses); a fault of the server is a
-500 of the same shape. No traceback is ever sent, and no request stops the server.
+Every request first passes the access rule (`garden.serve._access`: its `Host`, its
+`Origin`, its token, a query's `Content-Type`). Every refusal is one JSON object,
+``{"error": "one line", "field": "the field or null"}``, with a 4xx status (400 a body that
+is not a JSON object, 401 no token or the wrong one, 403 a foreign `Host` or `Origin`, 404 an
+unknown story, pipeline or path, 408 a body that did not arrive in time, 413 a body past
+`MAX_BODY`, 415 a query that is not JSON, 422 a field the query refuses); a request past the
+server's time limit is a 503, a fault of the server a 500, of the same shape. No traceback
+is ever sent, and no request stops the server.
 """
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 from typing import Any
@@ -24,7 +29,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from garden.serve._core import FIELDS, MAX_BUDGET, MAX_SESSION, Garden, RequestError
+from garden.serve._access import Access
+from garden.serve._core import (DEFAULT_READ_TIMEOUT, FIELDS, MAX_BUDGET, MAX_HINTS, MAX_QUERY_CHARS, MAX_SESSION,
+                                MAX_SETTING, Garden, RequestError)
 from garden.text import one_line
 
 MAX_BODY = 64 * 1024   # bytes of a request body: a query, its hints, settings and session fit many times over
@@ -47,22 +54,30 @@ def _object_without_repeats(pairs: list[tuple[str, Any]]) -> dict:
     return seen
 
 
-async def read_json(request: Request) -> Any:
-    """The request's body as JSON, read up to MAX_BODY bytes (the declared length is checked
-    before anything is read, the bytes read are counted as they come); RequestError otherwise."""
-    declared = request.headers.get("content-length")
-    if declared is not None:
-        if not declared.isascii() or not declared.isdigit():
-            raise RequestError(400, f"Content-Length is not a number of bytes: {one_line(declared, 40)}", "body")
-        if int(declared) > MAX_BODY:
-            raise RequestError(413, f"the body is {int(declared):,} bytes; a query is at most {MAX_BODY:,}", "body")
+async def _read_body(request: Request) -> bytes:
     chunks, size = [], 0
     async for chunk in request.stream():
         size += len(chunk)
         if size > MAX_BODY:
             raise RequestError(413, f"the body is more than {MAX_BODY:,} bytes; a query is at most that", "body")
         chunks.append(chunk)
-    raw = b"".join(chunks)
+    return b"".join(chunks)
+
+
+async def read_json(request: Request, timeout: float = DEFAULT_READ_TIMEOUT) -> Any:
+    """The request's body as JSON, read up to MAX_BODY bytes within `timeout` seconds (the
+    declared length is checked before anything is read, the bytes read are counted as they
+    come); RequestError otherwise."""
+    declared = request.headers.get("content-length")
+    if declared is not None:
+        if not declared.isascii() or not declared.isdigit():
+            raise RequestError(400, f"Content-Length is not a number of bytes: {one_line(declared, 40)}", "body")
+        if int(declared) > MAX_BODY:
+            raise RequestError(413, f"the body is {int(declared):,} bytes; a query is at most {MAX_BODY:,}", "body")
+    try:
+        raw = await asyncio.wait_for(_read_body(request), timeout)
+    except asyncio.TimeoutError:
+        raise RequestError(408, f"the body did not arrive within {timeout:g} s", "body") from None
     if not raw.strip():
         raise RequestError(400, "the body is empty: send a JSON object with at least text", "body")
     try:
@@ -77,7 +92,32 @@ async def read_json(request: Request) -> Any:
         raise RequestError(400, f"the body is not valid JSON: {exc}", "body") from None
 
 
-def build_app(garden: Garden, shared: bool = False) -> Starlette:
+class Guarded:
+    """The application behind the access rule: a request it refuses never reaches a route
+    (nor a 404), and is answered with one JSON line."""
+
+    def __init__(self, app, access: Access):
+        self.app, self.access = app, access
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] == "http":
+            headers: dict[str, str] = {}
+            for name, value in scope["headers"]:
+                # a repeated Host or Origin is refused as a name no one answers to, not merged
+                key = name.decode("latin-1")
+                headers[key] = "\x00" if key in headers and key in ("host", "origin") else value.decode("latin-1")
+            refused = self.access.refusal(scope["method"], scope["path"], headers)
+            if refused is not None:
+                status, message, field, extra = refused
+                response = JSONResponse({"error": message, "field": field}, status_code=status,
+                                        headers={**extra, "connection": "close"})
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def build_app(garden: Garden, shared: bool = False, access: Access | None = None,
+              read_timeout: float = DEFAULT_READ_TIMEOUT):
     """The application answering for `garden`. `shared`: one of several workers on one
     port. Then a query runs on the event loop itself, so a busy worker accepts nothing
     until it is done, and each answer closes its connection, so the next request is
@@ -97,18 +137,20 @@ def build_app(garden: Garden, shared: bool = False) -> Starlette:
 
     async def query(request: Request) -> JSONResponse:
         try:
-            body = await read_json(request)
+            body = await read_json(request, read_timeout)
             # the query blocks (the pipeline, the trace write): alone in its process, a worker
             # thread runs it, and the garden's lock lets one query run at a time
             packet = garden.query(body) if shared else await run_in_threadpool(garden.query, body)
         except RequestError as exc:
             if exc.status >= 500:
                 print(f"garden: warning: POST /query: {exc.message}", file=sys.stderr, flush=True)
-            return JSONResponse(exc.to_json(), status_code=exc.status, headers=close)
+            # a body that never came leaves the connection mid-request: it cannot carry another
+            return JSONResponse(exc.to_json(), status_code=exc.status,
+                                headers={"connection": "close"} if exc.status == 408 else close)
         return JSONResponse(packet, headers=close)
 
     async def openapi(request: Request) -> JSONResponse:
-        return JSONResponse(openapi_document())
+        return JSONResponse(openapi_document(list(garden.served)))
 
     async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
         if exc.status_code == 404:
@@ -129,7 +171,8 @@ def build_app(garden: Garden, shared: bool = False) -> Starlette:
     routes = [Route("/health", health, methods=["GET"]), Route("/stories", stories, methods=["GET"]),
               Route("/pipelines", pipelines, methods=["GET"]), Route("/query", query, methods=["POST"]),
               Route("/openapi.json", openapi, methods=["GET"])]
-    return Starlette(routes=routes, exception_handlers={HTTPException: http_error, Exception: fault})
+    app = Starlette(routes=routes, exception_handlers={HTTPException: http_error, Exception: fault})
+    return app if access is None else Guarded(app, access)
 
 
 # --- the interface, described ---------------------------------------------------------------
@@ -155,28 +198,36 @@ def _get(summary: str, description: str, schema: dict) -> dict:
         "description": description, "content": {"application/json": {"schema": schema}}}}}}
 
 
-def openapi_document() -> dict:
+def openapi_document(pipelines: list[str] | None = None) -> dict:
+    """This interface as OpenAPI 3.1; `pipelines`, the names a server serves (the only
+    values its `pipeline` field takes)."""
+    pipeline = {"type": "string", "default": "default", "description": "a pipeline served (GET /pipelines)"}
+    if pipelines is not None:
+        pipeline["enum"] = list(pipelines)
     error = {"description": "refused: one line, and the field it is about",
              "content": {"application/json": {"schema": _ref("Error")}}}
     query_request = {
         "type": "object", "additionalProperties": False, "required": ["text"],
         "properties": {
             "story": {"type": "string", "description": "a story served (GET /stories); optional when only one is"},
-            "text": {"type": "string", "description": "the query"},
-            "pipeline": {"type": "string", "default": "default", "description": "see GET /pipelines"},
+            "text": {"type": "string", "maxLength": MAX_QUERY_CHARS, "description": "the query"},
+            "pipeline": pipeline,
             "as_of": {"type": ["string", "null"], "format": "date",
                       "description": "injected now, YYYY-MM-DD (default: the latest date the story mentions)"},
             "budget": {"type": "integer", "minimum": 1, "maximum": MAX_BUDGET, "default": 1200,
                        "description": "packet budget in characters of item text"},
             "hints": {"type": ["object", "null"], "additionalProperties": False,
-                      "properties": {"topics": {"type": "array", "items": {"type": "string"}},
-                                     "entities": {"type": "array", "items": {"type": "string"}}}},
+                      "properties": {"topics": {"type": "array", "maxItems": MAX_HINTS, "items": {"type": "string"}},
+                                     "entities": {"type": "array", "maxItems": MAX_HINTS,
+                                                  "items": {"type": "string"}}}},
             "settings": {"type": ["object", "null"],
                          "description": 'pipeline settings to override, e.g. {"standout": 1.2}; a setting no stage '
-                                        "of the pipeline uses is refused"},
+                                        "of the pipeline uses is refused; a whole-number one is at most "
+                                        f"{MAX_SETTING}"},
             "include_private": {"type": "boolean", "default": False,
                                 "description": "allow private records into the packet"},
-            "session": {"type": ["array", "null"], "maxItems": MAX_SESSION, "items": {"type": "string"},
+            "session": {"type": ["array", "null"], "maxItems": MAX_SESSION,
+                        "items": {"type": "string", "maxLength": MAX_QUERY_CHARS},
                         "description": "the session's earlier queries, oldest first: what they delivered is not "
                                        "served again"},
         },
@@ -201,11 +252,18 @@ def openapi_document() -> dict:
                 "responses": {"200": {"description": "the packet `garden query --json` prints",
                                       "content": {"application/json": {"schema": _ref("Packet")}}},
                               "400": {**error, "description": "the body is not a JSON object"},
-                              "404": {**error, "description": "no such story or pipeline"},
+                              "401": {**error, "description": "the server asks for its token, and the request "
+                                                              "did not carry it"},
+                              "403": {**error, "description": "a Host or Origin other than the server's own"},
+                              "404": {**error, "description": "no such story, or a pipeline not served"},
+                              "408": {**error, "description": "the body did not arrive in time"},
                               "413": {**error, "description": f"the body is past {MAX_BODY:,} bytes"},
+                              "415": {**error, "description": "the body is not declared application/json"},
                               "422": {**error, "description": "a field is refused (named in `field`), or the "
                                                               "story does not build (its located error)"},
-                              "500": {**error, "description": "the server failed (its garden home, a bug)"}}}},
+                              "500": {**error, "description": "the server failed (its garden home, a bug)"},
+                              "503": {**error, "description": "the query ran past the server's time limit, or "
+                                                              "the server holds as many connections as it takes"}}}},
             "/openapi.json": _get("this document", "OpenAPI 3.1", {"type": "object"}),
         },
         "components": {"schemas": {
