@@ -26,8 +26,14 @@ CACHE_FOLDERS = ("embeddings", "models")
 _UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
 
 
+_STAND_IN: list[Path] = []   # a private folder standing in for an unusable cache, for the rest of this process
+
+
 def user_cache_dir() -> Path:
-    """`$GARDEN_CACHE` if set, else the platform's per-user cache folder for the garden."""
+    """`$GARDEN_CACHE` if set, else the platform's per-user cache folder for the garden (or
+    the private folder standing in for it: `stand_in_if_unusable`)."""
+    if _STAND_IN:
+        return _STAND_IN[0]
     chosen = os.environ.get("GARDEN_CACHE")
     if chosen:
         return Path(chosen)
@@ -61,7 +67,7 @@ def parse_size(text: str, source: str) -> int:
 
 def cache_limit() -> int:
     """`GARDEN_CACHE_LIMIT` in bytes, else the default (2 GiB)."""
-    raw = os.environ.get("GARDEN_CACHE_LIMIT")
+    raw = None if _STAND_IN else os.environ.get("GARDEN_CACHE_LIMIT")
     return parse_size(raw, "GARDEN_CACHE_LIMIT") if raw else DEFAULT_LIMIT
 
 
@@ -70,3 +76,22 @@ def check_cache_environment() -> None:
     cache_limit()
     for folder in CACHE_FOLDERS:
         cache_folder(folder, create=False)
+
+
+def stand_in_if_unusable(work: str) -> None:
+    """For a command whose own work needs no cache (a backup, a restore) but which may run
+    cases that encode: when GARDEN_CACHE or GARDEN_CACHE_LIMIT cannot be used, one warning,
+    and a private folder made for this process stands in for the cache (its texts are
+    encoded again, nothing is kept), rather than refusing the command."""
+    if _STAND_IN:
+        return
+    try:
+        check_cache_environment()
+    except GardenError as exc:
+        import tempfile
+
+        from garden._notice import warn
+
+        _STAND_IN.append(Path(tempfile.mkdtemp(prefix="pinecone-garden-cache-")))
+        warn(f"{exc.messages[0]}; {work} uses a private cache for this run ({_STAND_IN[0]}), kept nowhere")
+

@@ -29,7 +29,7 @@ import numpy as np
 
 from garden._notice import warn
 from garden.derived.cache import cache_folder, cache_limit
-from garden.derived.home import FILE_MODE, refuse_link
+from garden.derived.home import FILE_MODE, private_path, refuse_link
 from garden.errors import GardenError
 
 FILE_NAME = "embeddings.sqlite3"
@@ -42,6 +42,27 @@ CREATE TABLE IF NOT EXISTS vectors (
     space TEXT NOT NULL, key TEXT NOT NULL, vector BLOB NOT NULL, used INTEGER NOT NULL, UNIQUE (space, key));
 CREATE INDEX IF NOT EXISTS vectors_by_use ON vectors (used, space, key);
 """
+
+
+COMPANIONS = ("-wal", "-shm")   # SQLite's write-ahead log and its index, beside the file
+ASIDE_SUFFIX = ".other-schema"   # a cache of another schema is kept under this name, not removed
+_COLUMNS = ("space", "key", "vector", "used")
+
+
+class OtherSchema(sqlite3.DatabaseError):
+    """A readable SQLite file that is not this garden's cache (another format or other tables)."""
+
+
+def _tables(db: sqlite3.Connection) -> list[str]:
+    return [name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
+
+
+def _our_schema(db: sqlite3.Connection, version: int) -> bool:
+    """Whether the file holds this garden's table as it lays it out (format 0: nothing yet)."""
+    if version == 0:
+        return not _tables(db)
+    columns = tuple(row[1] for row in db.execute("PRAGMA table_info(vectors)"))
+    return columns == _COLUMNS
 
 
 def cache_file() -> Path:
@@ -87,14 +108,21 @@ class EmbeddingCache:
         if self._path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
         refuse_link(path)
+        # a cache file (or its log) another user owns or may write is not read: removed and made
+        # anew, or made in a private folder for this run (garden.derived.home, "trust")
+        trusted = private_path(path, "embedding cache", COMPANIONS)
+        if trusted != path:
+            self._path = path = trusted
         if not path.exists():
             os.close(os.open(path, os.O_CREAT | os.O_WRONLY, FILE_MODE))  # owner-only, like all derived data
         db = sqlite3.connect(path, timeout=BUSY_TIMEOUT, isolation_level=None)
         try:
             db.execute("PRAGMA synchronous = NORMAL")  # a cache may lose its last write to a power cut, no more
             version = db.execute("PRAGMA user_version").fetchone()[0]
-            if version not in (0, FORMAT_VERSION):
-                raise sqlite3.DatabaseError(f"written in cache format {version}, this garden reads {FORMAT_VERSION}")
+            if version not in (0, FORMAT_VERSION) or not _our_schema(db, version):
+                tables = ", ".join(_tables(db)) or "none"
+                raise OtherSchema(f"cache format {version} with tables {tables}; this garden writes format "
+                                  f"{FORMAT_VERSION}")
             if version == 0:
                 # both take effect on an empty file only: pages of 8 KiB hold five 1.5 KiB vectors
                 # (rows stay inline, no overflow pages), and freed pages can go back to the disk
@@ -107,6 +135,21 @@ class EmbeddingCache:
             db.close()
             raise
         return db
+
+    def _move_aside(self, exc: "OtherSchema") -> None:
+        """A file of another schema (another garden's, a newer format) is kept, under the name
+        ASIDE_SUFFIX added, in place of any kept before; a new cache starts in its place."""
+        aside = Path(f"{self.path}{ASIDE_SUFFIX}")
+        try:
+            os.replace(self.path, aside)
+            for suffix in COMPANIONS:
+                Path(f"{self.path}{suffix}").unlink(missing_ok=True)
+        except OSError as err:
+            raise GardenError(f"{self.path}: an embedding cache of another schema ({exc}); cannot move it "
+                              f"aside ({err.strerror or err}); move it away or point GARDEN_CACHE at another "
+                              "folder") from None
+        warn(f"{self.path}: an embedding cache of another schema ({exc}); moved aside to {aside.name}, a new one "
+             "started (its texts are encoded again)")
 
     def _heal(self, exc: sqlite3.Error) -> None:
         reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:120]
@@ -124,7 +167,12 @@ class EmbeddingCache:
     def _with_db(self, work, fallback):
         """`work(db)`; a damaged file is removed (with its warning) and `fallback` returned."""
         try:
-            with closing(self._connect()) as db:
+            try:
+                db = self._connect()
+            except OtherSchema as exc:
+                self._move_aside(exc)
+                db = self._connect()
+            with closing(db):
                 return work(db)
         except sqlite3.Error as exc:
             if not _damaged(exc):  # locked past the timeout, a full disk, a read-only folder

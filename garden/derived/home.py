@@ -11,6 +11,7 @@ import stat
 import time
 from pathlib import Path
 
+from garden._notice import warn
 from garden.errors import GardenError
 
 
@@ -104,6 +105,78 @@ def refuse_link(path: Path) -> None:
         raise GardenError(f"{path} {LINK_REFUSAL}")
     if not stat.S_ISREG(mode):
         raise GardenError(f"{path}: exists and is not a regular file; the garden writes a file there (move it away)")
+
+
+# --- trust ------------------------------------------------------------------------------------
+# The garden reads back only derived files that are the user's own and private: a file
+# another user owns, or that others may write, could have been put or changed there by
+# someone else (vectors swapped, a model that gives every text one vector), and the garden
+# would serve what they chose. A private file (no group or other bits) in a folder only its
+# owner may change is what the garden itself writes; anything else is refused, with one
+# warning, and rebuilt: where it was, when the garden may remove it, else in a folder made
+# private for this process. `garden doctor` reports each such file.
+
+_PRIVATE_PLACES: dict[Path, Path] = {}   # a folder that cannot be trusted -> this process's private stand-in
+
+
+def distrust(st: os.stat_result) -> str | None:
+    """Why a derived file or folder is not to be trusted, or None: another user's (by uid),
+    or group or other bits set (a folder: others may write in it)."""
+    if hasattr(os, "geteuid") and st.st_uid != os.geteuid():
+        return f"owned by uid {st.st_uid}, not this user (uid {os.geteuid()})"
+    bits = 0o022 if stat.S_ISDIR(st.st_mode) else 0o077
+    if stat.S_IMODE(st.st_mode) & bits:
+        return f"mode {stat.S_IMODE(st.st_mode):04o} lets others " + ("write in it" if bits == 0o022
+                                                                         else "read or write it")
+    return None
+
+
+def _private_stand_in(folder: Path) -> Path:
+    import tempfile
+
+    if folder not in _PRIVATE_PLACES:
+        _PRIVATE_PLACES[folder] = Path(tempfile.mkdtemp(prefix="pinecone-garden-"))   # 0700, this user's
+    return _PRIVATE_PLACES[folder]
+
+
+def private_path(path: Path, what: str, companions: tuple[str, ...] = ()) -> Path:
+    """Where the derived file `path` (and its `companions`: suffixes of files that go with
+    it, such as SQLite's `-wal`) may be read and written: `path` itself when what is there
+    is the user's own and private, or absent. Otherwise one warning naming it and why; the
+    files are removed (they are derived) and `path` is returned to be made anew, or, when
+    they cannot be removed or their folder is not the user's own, the same name in a folder
+    made private for this process."""
+    folder = path.parent
+    if folder in _PRIVATE_PLACES:
+        return _PRIVATE_PLACES[folder] / path.name
+    try:
+        problem = distrust(os.stat(folder))
+    except OSError:
+        problem = None   # no folder yet: the caller makes it, owner-only
+    if problem is not None:
+        stand_in = _private_stand_in(folder)
+        warn(f"{folder}: {what} folder not used: {problem}; using {stand_in} for this run")
+        return stand_in / path.name
+    for suffix in ("", *companions):
+        try:
+            st = os.lstat(f"{path}{suffix}")
+        except FileNotFoundError:
+            continue
+        problem = distrust(st)
+        if problem is not None:
+            break
+    else:
+        return path
+    try:
+        for suffix in ("", *companions):
+            Path(f"{path}{suffix}").unlink(missing_ok=True)
+    except OSError as exc:
+        stand_in = _private_stand_in(folder)
+        warn(f"{path}: {what} not used: {problem}; cannot remove it ({exc.strerror or exc}): using "
+             f"{stand_in} for this run")
+        return stand_in / path.name
+    warn(f"{path}: {what} not used: {problem}; removed, made anew (owner-only)")
+    return path
 
 
 # --- temporary files --------------------------------------------------------------------------
@@ -238,15 +311,16 @@ def tracing_enabled() -> bool:
     raise GardenError(f"GARDEN_TRACE must be 0 (no traces) or 1 (traces on), got {raw!r}")
 
 
-def check_environment() -> None:
-    """Validate GARDEN_HOME, GARDEN_TRACE_DAYS, GARDEN_TRACE, GARDEN_CACHE and
-    GARDEN_CACHE_LIMIT before any work is done; one
+def check_environment(cache: bool = True) -> None:
+    """Validate GARDEN_HOME, GARDEN_TRACE_DAYS, GARDEN_TRACE and (with `cache`, for work
+    that may encode) GARDEN_CACHE and GARDEN_CACHE_LIMIT before any work is done; one
     GardenError line per problem. Nothing is created: the folders are checked only as far
     as they exist."""
     from garden.derived.cache import check_cache_environment
 
     problems: list[str] = []
-    checks = [lambda: derived_folder(create=False), retention_setting, tracing_enabled, check_cache_environment]
+    checks = [lambda: derived_folder(create=False), retention_setting, tracing_enabled]
+    checks += [check_cache_environment] if cache else []
     checks += [lambda name=name: derived_folder(name, create=False) for name in DERIVED_FOLDERS]
     for check in checks:
         try:

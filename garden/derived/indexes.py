@@ -41,7 +41,7 @@ from pathlib import Path
 from garden._bulk import collector_paused
 from garden._state import State, WrongIndex, read_state, write_state
 from garden._notice import warn
-from garden.derived.home import derived_dir, derived_folder, refuse_link, remove_orphans, write_whole
+from garden.derived.home import derived_dir, derived_folder, distrust, refuse_link, remove_orphans, write_whole
 from garden.models import Story
 from garden.rerank.phrase import PhraseIndex
 from garden.rerank.timeline import record_fields
@@ -108,9 +108,9 @@ def load_saved(path: Path, kind: str, type_name: str, load):
             # only a file this user owns and no one else can read or write is read: the garden
             # writes its saves 0600; anything else may have been put there by someone else
             st = os.fstat(fh.fileno())
-            if st.st_uid != os.geteuid() or st.st_mode & 0o077 or not stat.S_ISREG(st.st_mode):
-                warn(f"{path}: saved index not loaded: owned by uid {st.st_uid} with mode "
-                     f"{stat.S_IMODE(st.st_mode):04o} (a save is this user's, 0600); rebuilding")
+            problem = distrust(st) if stat.S_ISREG(st.st_mode) else "not a regular file"
+            if problem is not None:
+                warn(f"{path}: saved index not loaded: {problem} (a save is this user's, 0600); rebuilding")
                 _drop(path)
                 return None
             state = read_state(fh, kind, type_name)

@@ -32,7 +32,7 @@ import numpy as np
 
 from garden._notice import warn
 from garden.derived.cache import cache_folder
-from garden.derived.home import refuse_link, remove_orphans, temp_prefix
+from garden.derived.home import private_path, refuse_link, remove_orphans, temp_prefix
 from garden.errors import GardenError
 from garden.retrievers._cache import ProcessCache
 
@@ -204,6 +204,8 @@ def _ready_session(backend: str, model_path: Path):
     is missing or damaged."""
     file = exported_file(backend, model_path)
     refuse_link(file)
+    # a file another user owns or may write could be any model: not loaded, exported anew
+    file = private_path(file, "exported model")
     if file.exists():
         try:
             return file, _session(file)
@@ -229,7 +231,22 @@ def _export(backend: str, model_path: Path, file: Path) -> None:
     except GardenError:
         raise
     except Exception as exc:
+        cause = _os_error(exc)
+        if cause is not None:   # the cache folder, not the packages: say so, not "install onnx"
+            raise GardenError(f"dense:backend={backend}: cannot write the exported model in {file.parent} "
+                              f"({cause.strerror or cause}); make the folder writable or point GARDEN_CACHE "
+                              "at one that is, or use dense:backend=torch") from None
         raise _cannot(backend, exc) from None
+
+
+def _os_error(exc: BaseException | None) -> OSError | None:
+    """The OSError that caused `exc` (itself, or one in its chain), if any."""
+    seen = 0
+    while exc is not None and seen < 10:
+        if isinstance(exc, OSError):
+            return exc
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return None
 
 
 def _write_whole(file: Path, make: Callable[[Path], None]) -> None:

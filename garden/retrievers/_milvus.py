@@ -8,6 +8,7 @@ import importlib.util
 import logging
 import os
 import re
+import shutil
 import stat
 import time
 from collections import Counter
@@ -18,7 +19,7 @@ from typing import Any, Iterator, Sequence
 
 from garden._notice import warn
 from garden.analyzer import retrieval_stopwords
-from garden.derived.home import derived_dir, derived_folder
+from garden.derived.home import derived_folder, distrust
 from garden.errors import GardenError
 from garden.retrievers import (Doc, Eligible, RecordFields, RetrieverBase, boolean, check_depth, custom, integer,
                                number, rank)
@@ -104,6 +105,37 @@ def _quiet() -> Iterator[None]:
             lg.setLevel(level)
 
 
+@contextmanager
+def _private_umask() -> Iterator[None]:
+    """Files and folders made in the block are owner-only (umask 077; process-wide while it lasts)."""
+    previous = os.umask(0o077)
+    try:
+        yield
+    finally:
+        os.umask(previous)
+
+
+def _untrusted_store(path: Path) -> str | None:
+    """Why the Milvus Lite store at `path` may not be read (another user's, or others may
+    write it or a folder in it), or None (absent, or the user's own and private)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    if stat.S_ISLNK(st.st_mode):
+        return "a symbolic link"
+    for folder, dirs, files in os.walk(path):
+        for name in [None, *files]:
+            entry = Path(folder) if name is None else Path(folder, name)
+            try:
+                problem = distrust(os.lstat(entry))
+            except OSError:
+                continue
+            if problem is not None:
+                return f"{entry}: {problem}"
+    return None
+
+
 def _owner_only(root: Path) -> None:
     """Group and other bits off everything under `root`: the garden home is owner-only
     (`garden doctor` enforces it) and Milvus Lite writes with the process's umask."""
@@ -172,16 +204,24 @@ class _MilvusRetriever(RetrieverBase):
     def _target(self) -> str:
         if self.uri is None:
             self._store = derived_folder("milvus") / "garden.db"
+            problem = _untrusted_store(self._store)
+            if problem is not None:   # derived, under the home: rebuilt rather than read
+                warn(f"{self._store}: Milvus Lite store not used: {problem}; removed, built anew (owner-only)")
+                shutil.rmtree(self._store, ignore_errors=True)
             return str(self._store)
         if _is_local(self.uri):
             path = Path(self.uri).expanduser().absolute()
+            problem = _untrusted_store(path)
+            if problem is not None:
+                raise GardenError(f"retriever {self.name}: uri {path}: {problem}; a Milvus Lite store is read "
+                                  "only when it is this user's and private: remove it, or name another path")
             try:
-                path.parent.mkdir(parents=True, exist_ok=True)
+                with _private_umask():
+                    path.parent.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
                 raise GardenError(f"retriever {self.name}: {path.parent}: cannot create the folder for the Milvus "
                                   f"Lite store: {exc.strerror or exc}") from None
-            if derived_dir().absolute() in path.parents:
-                self._store = path
+            self._store = path
             return str(path)
         return self.uri
 
@@ -238,9 +278,12 @@ class _MilvusRetriever(RetrieverBase):
             with self._rpc("connect"):
                 from pymilvus import MilvusClient
 
-                self._client = MilvusClient(uri=target, timeout=self.timeout, grpc_options=GRPC_OPTIONS)
+                # Milvus Lite makes its files with the umask of the process that opens the store:
+                # owner-only from the start (the store holds record text, private records included)
+                with _private_umask():
+                    self._client = MilvusClient(uri=target, timeout=self.timeout, grpc_options=GRPC_OPTIONS)
             if self._store is not None:
-                _owner_only(self._store.parent)
+                _owner_only(self._store)
         return self._client
 
     # --- what a collection is --------------------------------------------------------

@@ -20,7 +20,7 @@ from garden.errors import GardenError
 from garden.formats.yaml_reader import read_yaml
 from garden.models import Attachment
 from garden.store.attachments import check_attachment, inside
-from garden.store.layout import DURABLE_FOLDERS, StoreLayout
+from garden.store.layout import DURABLE_FOLDERS, StoreLayout, is_derived_store
 from garden.text import shown_id
 
 OWNER_ONLY = 0o077   # group and other bits: none may be set on derived data
@@ -72,14 +72,28 @@ class Finding:
 # --- the rules: each judges one fact --------------------------------------------------------
 
 
+DERIVED_PARTS = ("derived", "cache")   # the garden home, and the user's cache (embeddings, exported models)
+CACHE_REPAIR = "none needed (the garden does not read it: it makes it anew, owner-only, on next use); or remove it"
+
+
 def derived_owner_only(entry: Entry, shown: str) -> Finding | None:
     """Enforced: every derived file and folder is owner-only (no group or other bits), since
-    traces hold every query asked and indexes every record."""
-    if entry.part != "derived" or entry.kind == "link" or not entry.mode & OWNER_ONLY:
+    traces hold every query asked and indexes every record; in the user's cache too, where
+    the garden refuses to read such a file (garden.derived.home, "trust")."""
+    if entry.part not in DERIVED_PARTS or entry.kind == "link" or not entry.mode & OWNER_ONLY:
         return None
     now, fixed = stat.S_IMODE(entry.mode), stat.S_IMODE(entry.mode) & ~OWNER_ONLY
     return Finding("derived-owner-only", True, shown, f"{entry.kind} mode {now:04o} grants group or other access",
-                   f"chmod {fixed:04o}")
+                   CACHE_REPAIR if entry.part == "cache" else f"chmod {fixed:04o}")
+
+
+def derived_store(entry: Entry, shown: str) -> Finding | None:
+    """Report-only: a Milvus Lite store made inside the durable part. It is derived (built
+    from the stories), so backup leaves it out; it belongs under the garden home."""
+    if entry.kind != "derived-store":
+        return None
+    return Finding("derived-store", False, shown, "a Milvus Lite store (derived data) inside the durable part; "
+                   "backup leaves it out", "none needed; move it under the garden home or remove it (it rebuilds)")
 
 
 def link_contained(entry: Entry, shown: str) -> Finding | None:
@@ -125,11 +139,12 @@ def derived_owner(entry: Entry, shown: str) -> Finding | None:
     could still steer every ranking the garden gives (the index cache refuses to load it,
     and this says so)."""
     me = os.geteuid()
-    if entry.part != "derived" or entry.uid in (-1, me):
+    if entry.part not in DERIVED_PARTS or entry.uid in (-1, me):
         return None
     return Finding("derived-owner", True, shown, f"{entry.kind} owned by uid {entry.uid}, not uid {me} who runs "
                    "the garden; another user could have written what the garden reads back",
-                   "none (remove it: derived data is rebuilt; or chown it back)")
+                   CACHE_REPAIR if entry.part == "cache" else "none (remove it: derived data is rebuilt; or chown "
+                   "it back)")
 
 
 def folder_readable(entry: Entry, shown: str) -> Finding | None:
@@ -142,10 +157,11 @@ def folder_readable(entry: Entry, shown: str) -> Finding | None:
 
 
 ENTRY_RULES = {"derived-owner-only": derived_owner_only, "derived-owner": derived_owner,
-               "link-contained": link_contained, "folder-readable": folder_readable}
+               "link-contained": link_contained, "folder-readable": folder_readable, "derived-store": derived_store}
 ATTACHMENT_RULES = {"attachment-hash": attachment_hash, "attachment-read-only": attachment_read_only}
 RULES = {**ENTRY_RULES, **ATTACHMENT_RULES, "story-readable": story_readable}
-ENFORCEMENT = {name: "report-only" if name == "attachment-read-only" else "enforced" for name in RULES}
+ENFORCEMENT = {name: "report-only" if name in ("attachment-read-only", "derived-store") else "enforced"
+               for name in RULES}
 
 
 # --- gathering the facts --------------------------------------------------------------------
@@ -161,6 +177,8 @@ def _entry(path: Path, part: str, boundary: Path) -> Entry | None:
         # resolved as a path only: realpath reads the link, it opens nothing at its end
         return Entry(path, part, "link", st.st_mode, ino, Path(os.path.realpath(path)), boundary, uid=st.st_uid)
     kind = "folder" if stat.S_ISDIR(st.st_mode) else "file"
+    if kind == "folder" and part == "durable" and is_derived_store(path):
+        kind = "derived-store"   # listed, never entered: what is below it is the engine's
     return Entry(path, part, kind, st.st_mode, ino, uid=st.st_uid)
 
 
@@ -280,10 +298,11 @@ def diagnose(layout: StoreLayout) -> tuple[list[Finding], Counter, list[Entry]]:
     home = Path(os.path.realpath(layout.home))
     derived = walk(home, "derived", home)
     entries += derived
+    entries += _cache_entries()
     findings: list[Finding] = []
     for entry in entries:
         shown = layout.shown(layout.home / entry.path.relative_to(home)) if entry.part == "derived" \
-            else layout.shown(entry.path)
+            else str(entry.path) if entry.part == "cache" else layout.shown(entry.path)
         findings += [f for rule in ENTRY_RULES.values() if (f := rule(entry, shown))]
     facts, unreadable = attachment_facts(layout)
     for fact in facts:
@@ -291,8 +310,21 @@ def diagnose(layout: StoreLayout) -> tuple[list[Finding], Counter, list[Entry]]:
     findings += [story_readable(problem, layout.shown(story)) for story, problem in unreadable]
     checked = Counter({"stories": len(layout.story_files()), "attachments": len(facts), "files": 0,
                        "folders": 0, "links": 0})
-    checked.update(entry.kind + "s" for entry in entries)
+    checked.update(entry.kind + "s" for entry in entries if entry.part != "cache")
     return sorted(findings, key=lambda f: (f.path, f.rule)), checked, entries
+
+
+def _cache_entries() -> list[Entry]:
+    """What the user's cache holds (its embeddings and exported models), as entries of the
+    `cache` part; none when the cache cannot be located (GARDEN_CACHE unusable: the commands
+    that need it say so)."""
+    from garden.derived.cache import CACHE_FOLDERS, user_cache_dir
+
+    try:
+        root = Path(os.path.realpath(user_cache_dir()))
+    except Exception:   # noqa: BLE001 - no cache to describe is not a finding of the store
+        return []
+    return [e for folder in CACHE_FOLDERS for e in walk(root / folder, "cache", root)]
 
 
 def _repair_mode(entry: Entry) -> tuple[int, int] | None:

@@ -61,3 +61,15 @@ class StoreLayout:
             return str(path.relative_to(self.root))
         except ValueError:
             return str(path)
+
+
+def is_derived_store(path: Path) -> bool:
+    """Whether the folder `path` is a Milvus Lite store (its `LOCK` file and `collections/`
+    folder): derived data, whatever folder it was made in. Backup leaves one out of the
+    durable part, and `garden doctor` names it there."""
+    try:
+        return (stat.S_ISREG(os.lstat(path / "LOCK").st_mode)
+                and stat.S_ISDIR(os.lstat(path / "collections").st_mode))
+    except OSError:
+        return False
+
