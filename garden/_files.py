@@ -17,6 +17,11 @@ from typing import BinaryIO
 
 from garden.errors import GardenError
 
+# A file changed this recently may change again without its times changing: a file system
+# stamps times by a coarse clock (a few milliseconds; a second or two on some), and two
+# writes within one of its ticks leave the same times behind.
+RACY_NS = 2_000_000_000
+
 _KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
           (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a folder"))
 

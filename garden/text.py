@@ -181,3 +181,9 @@ def one_line(text: str, limit: int = LINE_LIMIT) -> str:
     note = f" ({len(text)} chars)"
     head, _ = _take((_escape_char(ch, None) for ch in text), limit - len(note) - 1)
     return head + ELLIPSIS + note
+
+
+def is_number(text: str) -> bool:
+    """Whether `text` is a whole number in ASCII digits. `str.isdigit` also takes '²' and
+    other digits `int` cannot read, which would turn a typed argument into a traceback."""
+    return text.isascii() and text.isdigit()

@@ -30,7 +30,7 @@ from garden.evaluation.judgments import Judgments
 from garden.evaluation.replay import Replay, replays_from_trace
 from garden.formats.cases import load_case
 from garden.formats.stories import resolve_story_path
-from garden.text import shown
+from garden.text import is_number, shown
 
 ID_LIMIT = 48
 NAME_LIMIT = 120   # a case id names its file: well under the 255 bytes a file name may have
@@ -39,7 +39,7 @@ NAME_LIMIT = 120   # a case id names its file: well under the 255 bytes a file n
 def find_question(questions: list[Replay], which: str, trace: Path) -> tuple[int, Replay]:
     """By its number in the trace's distinct questions (as `garden judge` shows it), its
     qid, or its exact text."""
-    if which.isdigit():
+    if is_number(which):
         n = int(which)
         if not 1 <= n <= len(questions):
             raise GardenError(f"{trace}: `query` {n}: the trace holds {len(questions)} distinct questions")

@@ -18,6 +18,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from garden.errors import GardenError
+from garden.text import is_number
 
 DEFAULT_MEASURES = ("AP", "nDCG@10", "R@1000", "RR", "P@10")
 PERMUTATIONS = 10_000
@@ -186,4 +187,4 @@ def significance(evaluation: Evaluation, baseline: str, permutations: int = PERM
 
 def natural_key(qid: str):
     """Numeric ids in numeric order, the rest after them in text order."""
-    return (0, int(qid), "") if qid.isdigit() else (1, 0, qid)
+    return (0, int(qid), "") if is_number(qid) else (1, 0, qid)

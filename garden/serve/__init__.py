@@ -183,7 +183,7 @@ def serve(stories: list[str] | None = None, host: str = DEFAULT_HOST, port: int 
         garden.warm(warn if worker == 0 else None)   # one worker says what does not answer yet, not each
         import uvicorn
 
-        from garden.serve._limits import head_timeout_protocol
+        from garden.serve._limits import bounded_protocol
         from garden.serve.http import build_app
 
         # the standard library's event loop even where uvloop is installed: with two workers
@@ -191,8 +191,9 @@ def serve(stories: list[str] | None = None, host: str = DEFAULT_HOST, port: int 
         shared = workers > 1
         config = uvicorn.Config(build_app(garden, shared=shared, access=access, read_timeout=read_timeout),
                                 log_level="warning", access_log=False, lifespan="off", server_header=False,
-                                timeout_graceful_shutdown=10, loop="asyncio", http=head_timeout_protocol(read_timeout),
-                                limit_concurrency=max_connections, backlog=1 if shared else LISTEN_BACKLOG)
+                                timeout_graceful_shutdown=10, loop="asyncio",
+                                http=bounded_protocol(read_timeout, max_connections),
+                                backlog=1 if shared else LISTEN_BACKLOG)
         ready()
         (_accepting_one_at_a_time() if shared else uvicorn.Server)(config).run(sockets=[sock])
 

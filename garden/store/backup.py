@@ -13,6 +13,7 @@ import io
 import os
 import stat
 import tarfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,26 +47,46 @@ class BackupReport:
 READ_TRIES = 3
 
 
-def stable_read(path: Path, shown: str) -> tuple[bytes, int]:
-    """(the bytes, the permission bits) of a durable file read while nothing changed it:
-    its size, modification time and inode the same before and after the read, or the
-    read is tried again, READ_TRIES times in all; then the backup is refused. A file
-    rewritten while it was read would otherwise be archived torn, its hash agreeing with
-    the torn bytes."""
+def _read_once(path: Path, shown: str) -> tuple[bytes, os.stat_result, os.stat_result]:
+    """(the bytes, the file's status before the read, and after it)."""
     from garden._files import open_regular
 
+    try:
+        with open_regular(path) as fh:
+            before = os.fstat(fh.fileno())
+            data = fh.read()
+        return data, before, os.stat(path, follow_symlinks=False)
+    except GardenError as exc:
+        raise GardenError(f"backup refused: {exc.messages[0]}; nothing written") from None
+    except OSError as exc:
+        raise GardenError(f"backup refused: {shown}: cannot read: {exc.strerror or exc}; nothing written") from None
+
+
+def _identity(st: os.stat_result) -> tuple:
+    return st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino
+
+
+def stable_read(path: Path, shown: str) -> tuple[bytes, int]:
+    """(the bytes, the permission bits) of a durable file read while nothing changed it, or
+    the backup is refused after READ_TRIES tries. A file rewritten while it was read would
+    otherwise be archived torn, its hash agreeing with the torn bytes.
+
+    Nothing changed it when its size, times and inode are the same before and after the
+    read, and, for a file changed within the last RACY_NS (whose times a write in the same
+    clock tick would leave as they were), when a second read once that window has passed
+    gives the same bytes and the same status."""
+    from garden._files import RACY_NS
+
     for _ in range(READ_TRIES):
-        try:
-            with open_regular(path) as fh:
-                before = os.fstat(fh.fileno())
-                data = fh.read()
-            after = os.stat(path, follow_symlinks=False)
-        except GardenError as exc:
-            raise GardenError(f"backup refused: {exc.messages[0]}; nothing written") from None
-        except OSError as exc:
-            raise GardenError(f"backup refused: {shown}: cannot read: {exc.strerror or exc}; nothing written") from None
-        same = (before.st_size, before.st_mtime_ns, before.st_ino) == (after.st_size, after.st_mtime_ns, after.st_ino)
-        if same and len(data) == after.st_size:
+        data, before, after = _read_once(path, shown)
+        if _identity(before) != _identity(after) or len(data) != after.st_size:
+            continue
+        age = time.time_ns() - max(after.st_mtime_ns, after.st_ctime_ns)
+        if age >= RACY_NS:
+            return data, stat.S_IMODE(after.st_mode)
+        time.sleep(min(RACY_NS, RACY_NS - age) / 1e9)   # a time in the future waits no longer
+        again, first, last = _read_once(path, shown)
+        if again == data and _identity(first) == _identity(after) == _identity(last):
             return data, stat.S_IMODE(after.st_mode)
     raise GardenError(f"backup refused: {shown}: changed while it was read ({READ_TRIES} tries); run the backup "
                       "again when nothing is writing to the store; nothing written")
@@ -83,6 +104,8 @@ def durable_files(layout: StoreLayout) -> list[Path]:
             elif entry.kind == "link":
                 problems.append(f"{layout.shown(entry.path)}: a symbolic link in the durable part; a backup holds "
                                 "files, not links (`garden doctor` reports it)")
+            elif entry.kind == "derived-store":
+                continue   # a Milvus Lite store made in a durable folder: derived, it rebuilds
             elif entry.kind == "file" and not stat.S_ISREG(entry.mode):
                 problems.append(f"{layout.shown(entry.path)}: not a regular file; a backup holds files")
             elif entry.kind == "file":

@@ -31,11 +31,13 @@ def case_files(root: Path) -> list[Path]:
 def case_verdicts(root: Path, pipeline: str) -> list[dict]:
     """Each case under `root` run under `pipeline` (no trace written): its path, whether it
     passed, and its answers; a case that does not load is recorded as such, not raised."""
+    from garden.derived.cache import stand_in_if_unusable
     from garden.evaluation.runner import run_case
     from garden.formats.cases import load_case
     from garden.pipelines import check_pipeline
 
     check_pipeline(pipeline)
+    stand_in_if_unusable("the cases' verdicts")
     verdicts = []
     for path in case_files(root):
         name = path.relative_to(root).as_posix()
