@@ -3,8 +3,12 @@ reach 2.7 GB, and `json.load` would hold all of it (and several times that in ob
 
 `iter_json_list` decodes each element with `json.JSONDecoder.raw_decode` from a buffer
 that holds the element and at most one read ahead; consumed text is dropped, so memory
-stays bounded by one element. Errors are GardenErrors located `file:line:column`, as the
-`json` module itself would place them.
+stays bounded by one element. Before an element is decoded, its text is scanned to its
+end (strings skipped whole, brackets and commas counted) without building anything: an
+element past `max_values` values is refused there, since a few bytes of JSON per value
+(`{},` is three) can ask for a Python object each, and a small file for gigabytes of them.
+Errors are GardenErrors located `file:line:column`, as the `json` module itself would
+place them.
 """
 from __future__ import annotations
 
@@ -22,7 +26,10 @@ from garden.text import shown
 
 CHUNK_CHARS = 1024 * 1024             # characters read at a time
 MAX_ITEM_CHARS = 64 * 1024 * 1024     # one element; LongMemEval M's average record is about 5.4 million
+MAX_VALUES = 1_000_000                # containers and members of one element
 _WS = re.compile(r"[ \t\n\r]*")
+# one token of JSON text: a whole string, a bracket or comma, or a run of anything else
+_TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{},]|[^"\[\]{},]+')
 
 
 class _Reader:
@@ -32,10 +39,12 @@ class _Reader:
     the element and at most one read ahead. Consumed text is dropped, so memory stays
     bounded by one element, not by the file."""
 
-    def __init__(self, fh, where: str, chunk_chars: int, max_item_chars: int):
+    def __init__(self, fh, where: str, chunk_chars: int, max_item_chars: int, max_values: int = MAX_VALUES,
+                 values_hint: str = ""):
         self.fh, self.where = fh, where
         self.chunk = max(1, int(chunk_chars))
         self.max_item = max_item_chars
+        self.max_values, self.values_hint = max_values, values_hint
         self.text = ""
         self.eof = False
         self.line, self.col = 1, 1   # where text[0] is in the file
@@ -105,9 +114,43 @@ class _Reader:
             if not self.more():
                 return len(self.text)
 
+    def scan(self, index: int) -> None:
+        """Read on until the element at text[0] is whole in the buffer, counting its values
+        (each bracket or brace that opens one, each comma between two) without decoding it;
+        GardenError past `max_values`. A scalar needs no scan; text that is not JSON stops
+        the scan where it is, for the decoder to report."""
+        if not self.text or self.text[0] not in "[{":
+            return
+        i, depth, values = 0, 0, 1
+        while True:
+            m = _TOKEN.match(self.text, i)
+            if m is None:   # a string not closed within the buffer: read on
+                if self.eof:
+                    return
+                self._grow(index)
+                continue
+            token, i = m.group(0), m.end()
+            if token in "[{":
+                depth += 1
+                values += 1
+            elif token in "]}":
+                depth -= 1
+                if depth <= 0:
+                    return
+            elif token == ",":
+                values += 1
+            if values > self.max_values:
+                raise GardenError(f"{self.at(0)}: question #{index} holds more than {self.max_values:,} JSON "
+                                  f"values, past the bound of one question record{self.values_hint}")
+            if i >= len(self.text):
+                if self.eof:
+                    return
+                self._grow(index)
+
     def decode(self, pos: int, index: int) -> tuple[Any, int]:
         """The element starting at text[pos] and the position after it."""
         self.drop(pos)
+        self.scan(index)
         while True:
             self.dups = []
             try:
@@ -185,12 +228,14 @@ class _Reader:
                               f"{shown(self.text[pos:pos + 20])})")
 
 
-def iter_json_list(fh, where: str, chunk_chars: int = CHUNK_CHARS,
-                   max_item_chars: int = MAX_ITEM_CHARS) -> Iterator[tuple[int, Any, list[str]]]:
+def iter_json_list(fh, where: str, chunk_chars: int = CHUNK_CHARS, max_item_chars: int = MAX_ITEM_CHARS,
+                   max_values: int = MAX_VALUES, values_hint: str = "") -> Iterator[tuple[int, Any, list[str]]]:
     """(index, element, keys written twice in it) for each element of the JSON list read
-    from the text stream `fh`, one element in memory at a time. Any syntax error, and any
-    top level that is not a list, raises GardenError located by `where:line:column`."""
-    yield from _Reader(fh, where, chunk_chars, max_item_chars).items()
+    from the text stream `fh`, one element in memory at a time, each of at most
+    `max_item_chars` characters and `max_values` values (`values_hint` ends that refusal:
+    what the bound stands for). Any syntax error, and any top level that is not a list,
+    raises GardenError located by `where:line:column`."""
+    yield from _Reader(fh, where, chunk_chars, max_item_chars, max_values, values_hint).items()
 
 
 def open_text(path: Path):

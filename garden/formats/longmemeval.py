@@ -78,6 +78,17 @@ ABSTENTION_SUFFIX = "_abs"
 PREFIX = "longmemeval-"
 
 MAX_PROBLEMS = 50                     # problems listed; the rest are counted
+# A haystack's bounds, each well past the released files (S: about 50 sessions and 500 turns
+# a haystack, 132 turns at most in a session of the development sample; M: about 500 sessions,
+# some 5,000 turns): memory is bounded by one haystack, and one haystack by these.
+MAX_SESSIONS = 5_000                  # sessions in one haystack
+MAX_SESSION_TURNS = 1_000             # turns in one session
+MAX_HAYSTACK_TURNS = 50_000           # turns in one haystack
+# JSON values of one question record (a turn is four: its object, role, content, has_answer),
+# counted before it is decoded, so a record of millions of empty turns builds nothing
+MAX_VALUES = 8 * MAX_HAYSTACK_TURNS + 8 * MAX_SESSIONS + 1_000
+BOUNDS = (f" (a haystack holds at most {MAX_SESSIONS:,} sessions, {MAX_SESSION_TURNS:,} turns in a session and "
+          f"{MAX_HAYSTACK_TURNS:,} in all)")
 MAX_ID_CHARS = 256                    # a question or session id; the released ones are under 40
 SLUG_CHARS = 64                       # an id longer than this, or not already a slug, is shortened and hashed
 
@@ -138,7 +149,7 @@ def read_questions(path: str | Path, chunk_chars: int = CHUNK_CHARS) -> Iterator
     """Every element of a LongMemEval file, streamed (see `iter_json_list`)."""
     path = Path(path)
     with open_text(path) as fh:
-        yield from iter_json_list(fh, str(path), chunk_chars)
+        yield from iter_json_list(fh, str(path), chunk_chars, max_values=MAX_VALUES, values_hint=BOUNDS)
 
 
 # --- checking ------------------------------------------------------------------------
@@ -194,14 +205,25 @@ def check_question(q: Any, where: str) -> list[str]:
     if isinstance(dates, list):
         out += [f"{where}: field haystack_dates[{i}]: not a date like {DATE_EXAMPLE!r} (value {shown(v)})"
                 for i, v in enumerate(dates) if parse_date(v) is None]
-    if isinstance(sessions, list):
+    if isinstance(sessions, list) and len(sessions) > MAX_SESSIONS:
+        out.append(f"{where}: field haystack_sessions: {len(sessions):,} sessions, past the {MAX_SESSIONS:,} a "
+                   f"haystack may hold{BOUNDS}")
+    elif isinstance(sessions, list):
+        turns = 0
         for i, session in enumerate(sessions):
             at = f"{where}: field haystack_sessions[{i}]"
             if not isinstance(session, list):
                 out.append(f"{at}: a session must be a list of turns (value {shown(session)})")
                 continue
+            if len(session) > MAX_SESSION_TURNS:
+                out.append(f"{at}: {len(session):,} turns, past the {MAX_SESSION_TURNS:,} a session may hold")
+                continue
+            turns += len(session)
             for j, turn in enumerate(session):
                 out += _turn_problems(f"{at}[{j}]", turn)
+        if turns > MAX_HAYSTACK_TURNS:
+            out.append(f"{where}: field haystack_sessions: {turns:,} turns, past the {MAX_HAYSTACK_TURNS:,} a "
+                       f"haystack may hold{BOUNDS}")
     if isinstance(ids, list):
         for key, value, noun in (("haystack_dates", dates, "dates"), ("haystack_sessions", sessions, "sessions")):
             if isinstance(value, list) and len(value) != len(ids):
