@@ -42,7 +42,7 @@ def store_env(root: Path) -> dict:
 class Server:
     """`garden serve` as a subprocess: its URL, read from the line it prints on start."""
 
-    def __init__(self, root: Path, *args: str):
+    def __init__(self, root: Path, *args: str, headers: dict | None = None):
         self.root = root
         self.proc = subprocess.Popen([*GARDEN, "serve", "--port", "0", *args], cwd=root, env=store_env(root),
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -57,7 +57,7 @@ class Server:
             raise AssertionError(f"no start line in {START_TIMEOUT}s; stderr: {''.join(self.stderr)[-2000:]}")
         assert self.banner.startswith("garden: serving "), self.banner + "".join(self.stderr)
         self.url = self.banner.split(" on ", 1)[1].split(";")[0].split()[0]
-        self.client = httpx.Client(base_url=self.url, timeout=120)
+        self.client = httpx.Client(base_url=self.url, timeout=120, headers=headers)
         assert self.client.get("/health").json()["ok"] is True
 
     def post(self, body, **kw) -> httpx.Response:
