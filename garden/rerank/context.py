@@ -13,13 +13,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, ClassVar
 
 from garden.models import Record
-
-if TYPE_CHECKING:  # built from the stages' declarations (garden/rerank/stages.py)
-    from garden.models import Resolved
 from garden.rerank.candidates import Candidate
 from garden.rerank.gate import describe, eligibility
-from garden.rerank.query import QuerySpec
 from garden.rerank.resolve import Resolution
+
+if TYPE_CHECKING:
+    # annotations only: both are made from the stage list (garden/rerank/stages.py), whose
+    # stages import this module; loading either here would close a circle
+    from garden.rerank.query import QuerySpec
+    from garden.rerank.stages import Resolved
 
 
 @dataclass(frozen=True)
