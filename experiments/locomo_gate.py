@@ -51,7 +51,7 @@ from garden.evaluation.abstention import auroc
 from garden.evaluation.locomo import load_conversations
 from garden.evaluation.negatives import foreign_negatives
 from garden.evaluation.packets import packet_row
-from garden.models import SETTING_DEFAULTS, Settings
+from garden.rerank.stages import SETTING_DEFAULTS, Settings
 
 FILL_SHARES = (0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35)
 ANSWER_TARGET = 0.91

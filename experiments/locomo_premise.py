@@ -20,7 +20,7 @@ from collections import Counter
 from pathlib import Path
 
 from garden.evaluation.locomo import load_conversations
-from garden.models import SETTING_DEFAULTS, Settings
+from garden.rerank.stages import SETTING_DEFAULTS, Settings
 from garden.pipelines import make_pipeline
 from garden.rerank.query import QuerySpec
 

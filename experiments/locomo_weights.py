@@ -42,7 +42,7 @@ import numpy as np
 from garden.evaluation.compare import evaluate
 from garden.evaluation.locomo import (DEPTH, TURN_MEASURES, _as_run, _prepare, _rank_conversation, load_conversations,
                                       turn_ranking)
-from garden.models import SETTING_DEFAULTS, Settings
+from garden.rerank.stages import SETTING_DEFAULTS, Settings
 from garden.pipelines import make_pipeline
 
 PROJECT = Path(__file__).resolve().parents[1]

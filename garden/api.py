@@ -31,8 +31,9 @@ from garden.errors import GardenError
 if TYPE_CHECKING:  # only for annotations: importing them here would load pydantic and pandas
     import pandas as pd
 
-    from garden.models import Hints, Settings, Story
+    from garden.models import Hints, Story
     from garden.pipelines import Pipeline
+    from garden.rerank.stages import Settings
 
 __all__ = [
     "GardenError",
@@ -185,7 +186,8 @@ def query(story: "PathLike | Story", text: str, *, pipeline: "str | Pipeline" = 
     """
     from garden.evaluation.runner import run_query
     from garden.formats.stories import latest_date
-    from garden.models import Hints, Settings, Story, check_query_text
+    from garden.models import Hints, Story, check_query_text
+    from garden.rerank.stages import Settings
     from garden.pipelines import check_settings
     from garden.rerank.query import QuerySpec
 

@@ -30,13 +30,18 @@ def _date(text: str) -> dt.date:
         raise argparse.ArgumentTypeError(f"not a date (YYYY-MM-DD): {text!r}") from None
 
 
+def _float_or(text: str, otherwise):
+    """`text` as a float, else `otherwise`: the argparse types below say what is wrong."""
+    try:
+        return float(text)
+    except ValueError:
+        return otherwise
+
+
 def _standout(text: str) -> float:
     from garden.models import check_standout
 
-    try:
-        value = float(text)
-    except ValueError:
-        value = text
+    value = _float_or(text, text)
     try:
         return check_standout(value)
     except ValueError as exc:
@@ -69,10 +74,7 @@ def _whole_number(text: str) -> int:
 
 
 def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
+    value = _float_or(text, math.nan)
     if not math.isfinite(value):
         raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}")
     return value

@@ -1,8 +1,14 @@
-"""Pydantic models for everything users and other tools touch.
+"""Pydantic models for everything users and other tools touch: the data model.
 
-Stories and cases are the durable source; packets and trace events are what a
-pipeline hands back. Every model forbids unknown keys, because a typo in stored
-data must fail the build rather than be silently ignored.
+Stories are the durable source; packets are what a pipeline hands back. Every model
+forbids unknown keys, because a typo in stored data must fail the build rather than be
+silently ignored.
+
+This is the lowest layer (docs/layers.md): it imports nothing of the garden. What is
+read off the stages' declarations lives with the stages (garden/rerank/stages.py:
+`Settings`, `Resolved`, `SETTING_DEFAULTS`, `LABELS`, `REASONS`), and so do the models
+that carry them: a case with its expectations (garden/formats/cases.py) and a trace
+event (garden/derived/traces.py).
 """
 from __future__ import annotations
 
@@ -10,9 +16,9 @@ import datetime as dt
 import math
 import re
 import unicodedata
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 Kind = Literal["source", "chunk", "state", "decision", "note", "view", "control"]
 Fidelity = Literal["transcript", "snapshot", "hybrid", "summary", "projection"]
@@ -23,9 +29,6 @@ DEFAULT_FIDELITY = {"source": "transcript", "chunk": "transcript", "state": "pro
                     "decision": "projection", "view": "projection", "note": "summary",
                     "control": "snapshot"}
 ID_PATTERN = r"^[a-z0-9_.-]+$"
-
-# LABELS, REASONS, Settings, Resolved and SETTING_DEFAULTS are read off the stages'
-# declarations (garden/rerank/stages.py) at the end of this module.
 
 
 class Strict(BaseModel):
@@ -211,7 +214,7 @@ class Story(Strict):
         return record.project or self.project
 
 
-# --- cases -------------------------------------------------------------------
+# --- what a query carries ----------------------------------------------------
 
 
 class Hints(Strict):
@@ -229,7 +232,12 @@ class SettingsBase(Strict):
     # bound with a misleading message (IEEE 754: NaN compares false with everything).
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    def merged(self, other: "Settings | None") -> "Settings":
+    # what the stages' settings model (`Settings`, built by garden/rerank/stages.py) is
+    # given when it is made: the dataclass of resolved settings and each setting's default
+    resolved_type: ClassVar[type]
+    defaults: ClassVar[dict[str, Any]]
+
+    def merged(self, other: "SettingsBase | None") -> "SettingsBase":
         if other is None:
             return self
         data = self.model_dump(exclude_none=True)
@@ -240,8 +248,10 @@ class SettingsBase(Strict):
         """The names of the settings this object sets (the rest take their default)."""
         return set(self.model_dump(exclude_none=True))
 
-    def resolved(self) -> "Resolved":
-        return Resolved(**{**SETTING_DEFAULTS, **self.model_dump(exclude_none=True)})
+    def resolved(self):
+        """Every setting with its value (a `Resolved`): those given here, the rest their
+        declared defaults."""
+        return self.resolved_type(**{**self.defaults, **self.model_dump(exclude_none=True)})
 
 
 DEFAULT_BUDGET = 1200       # packet budget in characters of item text
@@ -258,69 +268,6 @@ def check_standout(value: Any) -> float:
     return float(value)
 
 
-# the expectations that hold only of an item in the packet: none can accompany `unanswerable`
-ITEM_EXPECTATIONS = ("lead", "include", "sequence", "before", "labels", "fidelity")
-
-
-class Expect(Strict):
-    decision: Decision | None = None
-    lead: str | None = None
-    include: list[str] = []
-    exclude: list[str] = []
-    sequence: list[str] = []
-    before: list[tuple[str, str]] = []
-    labels: dict[str, list[str]] = {}
-    absent_labels: dict[str, list[str]] = {}
-    rejected: dict[str, str] = {}
-    max_items: int | None = Field(default=None, ge=0)
-    fidelity: dict[str, Fidelity] = {}   # in the packet, reporting this fidelity
-    warnings: list[str] = []
-    build_error: list[str] = []
-    # no record of the story answers the question: the right packet holds no item
-    unanswerable: bool = False
-
-    def record_ids(self) -> list[tuple[str, str]]:
-        """(field, id) for every record this expectation names."""
-        out: list[tuple[str, str]] = []
-        if self.lead:
-            out.append(("lead", self.lead))
-        for name in ("include", "exclude", "sequence"):
-            out += [(name, rid) for rid in getattr(self, name)]
-        out += [("before", rid) for pair in self.before for rid in pair]
-        for name in ("labels", "absent_labels", "rejected", "fidelity"):
-            out += [(name, rid) for rid in getattr(self, name)]
-        return out
-
-    @field_validator("labels", "absent_labels")
-    @classmethod
-    def _known_labels(cls, value: dict[str, list[str]]) -> dict[str, list[str]]:
-        for rid, labels in value.items():
-            for label in labels:
-                if label not in LABELS:
-                    raise ValueError(f"unknown label {label!r} for {rid}")
-        return value
-
-    @field_validator("rejected")
-    @classmethod
-    def _known_reasons(cls, value: dict[str, str]) -> dict[str, str]:
-        for rid, reason in value.items():
-            if reason not in REASONS:
-                raise ValueError(f"unknown rejection reason {reason!r} for {rid}")
-        return value
-
-    @model_validator(mode="after")
-    def _unanswerable_needs_no_item(self) -> "Expect":
-        if self.unanswerable:
-            clash = [name for name in ITEM_EXPECTATIONS if getattr(self, name)]
-            if clash:
-                named = clash[0] if len(clash) == 1 else f"{', '.join(clash[:-1])} and {clash[-1]}"
-                raise ValueError(
-                    f"unanswerable: true says no record answers the question, so the packet holds no "
-                    f"item; it cannot be combined with {named}, which {'needs' if len(clash) == 1 else 'need'} "
-                    "an item in the packet")
-        return self
-
-
 def check_query_text(value: Any) -> Any:
     """A query is words to search for: never blank, and free of control characters (a NUL
     or an escape sequence in a case file is a corruption, not a question)."""
@@ -334,50 +281,7 @@ def check_query_text(value: Any) -> Any:
     return value
 
 
-class QueryFields(Strict):
-    """The fields a control inherits from its case unless it sets its own."""
-
-    story: str | None = None
-    query: str | None = None
-    as_of: dt.date | None = None
-    budget: int | None = Field(default=None, ge=1)
-    hints: Hints | None = None
-    include_private: bool | None = None
-    settings: Settings | None = None
-    session: list[str] | None = None
-
-    _query_text = field_validator("query")(classmethod(lambda cls, v: check_query_text(v)))
-    _session_text = field_validator("session")(classmethod(lambda cls, v: [check_query_text(q) for q in v or []]
-                                                           if v is not None else v))
-
-
-class Control(QueryFields):
-    name: str
-    expect: Expect = Expect()
-
-
-class Case(Strict):
-    id: str = Field(pattern=ID_PATTERN)
-    story: str
-    about: str | None = None
-    origin: str | None = None
-    category: str | None = None
-    as_of: dt.date
-    budget: int = Field(default=DEFAULT_BUDGET, ge=1)
-    query: str
-    hints: Hints = Hints()
-    include_private: bool = False
-    settings: Settings = Field(default_factory=lambda: Settings())
-    session: list[str] = []
-    expect: Expect = Expect()
-    controls: list[Control] = []
-
-    _query_text = field_validator("query")(classmethod(lambda cls, v: check_query_text(v)))
-    _session_text = field_validator("session")(classmethod(lambda cls, v: [check_query_text(q) for q in v or []]
-                                                           if v is not None else v))
-
-
-# --- packets and traces ------------------------------------------------------
+# --- packets ------------------------------------------------------------
 
 
 class PacketItem(BaseModel):
@@ -420,80 +324,3 @@ class Packet(BaseModel):
 
     def ids(self) -> list[str]:
         return [item.id for item in self.items]
-
-
-class TraceEvent(BaseModel):
-    """One line of a trace file: enough to replay the query, and what each stage did."""
-
-    # No float in it may be NaN or infinite, `stages` included (typed Any, so checked by
-    # hand below): a null score would make the line unreadable to `garden compare` (RFC
-    # 8259, section 6: JSON numbers are finite). Serialized, a non-finite number is written
-    # as the bare token NaN or Infinity rather than null, so that `write_trace` can see one
-    # in an event built unchecked (`model_construct`) with a scan of the line's bytes.
-    model_config = ConfigDict(allow_inf_nan=False, ser_json_inf_nan="constants")
-
-    version: int = 1
-    story: str
-    story_path: str | None = None
-    query: str
-    as_of: dt.date
-    hints: Hints = Hints()
-    budget: int
-    include_private: bool = False
-    settings: Settings = Field(default_factory=lambda: Settings())
-    session: list[str] = []
-    pipeline: str
-    case: str | None = None
-    case_path: str | None = None
-    stages: dict[str, Any] = {}
-    timings_ms: dict[str, float] = {}
-    packet: Packet
-
-    @field_validator("stages")
-    @classmethod
-    def _stages_are_finite(cls, value: dict[str, Any]) -> dict[str, Any]:
-        if not _holds_non_finite(value):   # the common case, without building a path per value
-            return value
-        pending: list[tuple[str, Any]] = [(k, v) for k, v in value.items()]
-        while pending:  # a work list rather than recursion: no shape of stages meets the recursion limit
-            where, item = pending.pop()
-            if isinstance(item, float) and not math.isfinite(item):
-                raise ValueError(f"{where} is {item!r}; every number in a trace must be finite")
-            if isinstance(item, dict):
-                pending.extend((f"{where}.{k}", v) for k, v in item.items())
-            elif isinstance(item, (list, tuple)):
-                pending.extend((f"{where}[{i}]", v) for i, v in enumerate(item))
-        return value
-
-
-def _holds_non_finite(value: Any) -> bool:
-    """Whether a NaN or an infinity is anywhere in `value` (dicts, lists and tuples walked).
-    A trace's stages hold thousands of numbers a query, so this pass names no path; the
-    validator above walks again, naming one, only when this finds something."""
-    pending = [value]
-    isfinite = math.isfinite
-    while pending:
-        item = pending.pop()
-        kind = type(item)
-        if kind is float or isinstance(item, float):
-            if not isfinite(item):
-                return True
-        elif kind is dict:
-            pending.extend(item.values())
-        elif kind is list or kind is tuple or isinstance(item, (dict, list, tuple)):
-            pending.extend(item.values() if isinstance(item, dict) else item)
-    return False
-
-
-# --- what the stages declare ------------------------------------------------------
-# Read off the stage list at the end, so the stages' modules (which import the models
-# above) load in between; garden/rerank/__init__.py imports this module first, so any way
-# into the stages comes here first.
-from garden.rerank.stages import STAGES as _STAGES, labels as _labels, reasons as _reasons  # noqa: E402
-from garden.rerank.stages import settings_model as _settings_model  # noqa: E402
-
-LABELS = _labels(_STAGES)
-REASONS = _reasons(_STAGES)
-Settings, Resolved, SETTING_DEFAULTS = _settings_model(SettingsBase, _STAGES)
-for _model in (QueryFields, Control, Case, TraceEvent):
-    _model.model_rebuild()

@@ -6,7 +6,8 @@ import datetime as dt
 from pathlib import Path
 
 from garden.formats.stories import load_story
-from garden.models import Settings, Story
+from garden.models import Story
+from garden.rerank.stages import Settings
 from garden.pipelines import make_pipeline
 from garden.rerank.query import QuerySpec
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from garden.errors import GardenError
-from garden.models import SETTING_DEFAULTS
+from garden.rerank.stages import SETTING_DEFAULTS
 from garden.formats.stories import load_story
 from garden.rerank.addressee import addressed_speech
 from kiln_lane import FIXTURES, ask

@@ -9,7 +9,9 @@ import yaml
 
 from garden.formats.cases import check, check_build_error, load_case, spec_for, suite_of
 from garden.errors import GardenError, StoryError
-from garden.models import Budget, Expect, Hints, Packet, PacketItem, Rejection, Settings
+from garden.models import Budget, Hints, Packet, PacketItem, Rejection
+from garden.formats.cases import Expect
+from garden.rerank.stages import Settings
 from garden.formats.stories import load_story
 
 STORY = {

@@ -9,7 +9,7 @@ import pytest
 
 from garden.cli import main
 from garden.evaluation.replay import judgments
-from garden.models import Expect
+from garden.formats.cases import Expect
 
 
 

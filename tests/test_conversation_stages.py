@@ -12,7 +12,8 @@ import re
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from garden.models import SETTING_DEFAULTS, Settings, Story
+from garden.models import Story
+from garden.rerank.stages import SETTING_DEFAULTS, Settings
 from garden.pipelines.structured import StructuredPipeline
 from garden.rerank.query import QuerySpec
 from garden.rerank.resolve import named_ids

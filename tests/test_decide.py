@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from garden.formats.stories import load_story
-from garden.models import Hints, Record, Settings
+from garden.models import Hints, Record
+from garden.rerank.stages import Settings
 from garden.pipelines import make_pipeline
 from garden.rerank.candidates import Candidate
 from garden.rerank.decide import (HELD_DEPTH, W_BIAS, W_HELD, W_KNOWN, W_TOP, Vocabulary, gate_score, query_support,

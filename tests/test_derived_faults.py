@@ -20,7 +20,8 @@ import garden.evaluation.runner
 import garden.derived.traces as traces_mod
 from garden.cli import main
 from garden.errors import GardenError
-from garden.models import Hints, Settings
+from garden.models import Hints
+from garden.rerank.stages import Settings
 from garden.derived.home import (MAX_RETENTION_DAYS, ORPHAN_MAX_AGE, ORPHAN_MIN_AGE, check_environment, remove_orphans)
 from garden.rerank.phrase import TESTED_LISTED, PhraseIndex, phrase_credit, shingles
 from garden.analyzer import word_runs

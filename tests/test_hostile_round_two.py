@@ -11,7 +11,8 @@ import pytest
 from garden.cli import main
 from garden.errors import GardenError
 from garden.formats.stories import load_story
-from garden.models import Case, lone_surrogate
+from garden.models import lone_surrogate
+from garden.formats.cases import Case
 from garden.rerank.query import QuerySpec
 
 LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "conv-26.json"

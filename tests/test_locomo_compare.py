@@ -18,7 +18,8 @@ from garden.errors import GardenError
 from garden.evaluation.compare import significance
 from garden.evaluation.locomo import compare_locomo, is_locomo, load_conversations, turn_ranking
 from garden.formats.locomo import import_locomo
-from garden.models import Settings, Story
+from garden.models import Story
+from garden.rerank.stages import Settings
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo"
 needs_data = pytest.mark.skipif(not (DATA / "conv-30.json").is_file(),

@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from garden.cli import main
-from garden.models import LABELS, REASONS
+from garden.rerank.stages import LABELS, REASONS
 
 ROOT = Path(__file__).resolve().parents[1]
 STORY_IDS = [r["id"] for r in yaml.safe_load((ROOT / "fixtures" / "aurora-ridge.yaml").read_text())["records"]]

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import datetime as dt
 
-from garden.models import Record, Settings, Story
+from garden.models import Record, Story
+from garden.rerank.stages import Settings
 from garden.pipelines.structured import StructuredPipeline
 from garden.rerank.candidates import Candidate
 from garden.rerank.pack import pack

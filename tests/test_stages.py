@@ -12,7 +12,7 @@ import garden
 from garden.cli import main
 from garden.errors import GardenError
 from garden.formats.stories import load_story
-from garden.models import SETTING_DEFAULTS, Resolved, Settings
+from garden.rerank.stages import SETTING_DEFAULTS, Resolved, Settings
 from garden.pipelines import check_pipeline, check_settings, make_pipeline, split_structured
 from garden.pipelines.structured import STAGES, StructuredPipeline
 from garden.rerank.context import StageBase
@@ -188,7 +188,7 @@ def test_every_label_and_reason_a_stage_gives_is_one_it_declares():
     import inspect
     import re
 
-    from garden.models import LABELS, REASONS
+    from garden.rerank.stages import LABELS, REASONS
     from garden.rerank.gate import GATE_LABELS, GATE_REASONS
     from garden.rerank.stages import PIPELINE_LABELS, PIPELINE_REASONS
 

@@ -6,7 +6,8 @@ import math
 import pytest
 from pydantic import ValidationError
 
-from garden.models import Settings, check_standout
+from garden.models import check_standout
+from garden.rerank.stages import Settings
 from garden.rerank.standout import DEFAULT_LANE_CAP, DEFAULT_MIN_SHARE, DEFAULT_STANDOUT, gate_lane, standout_ratio
 
 

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from garden.rerank.candidates import Candidate
-from garden.models import REASONS, Hints, Settings
+from garden.models import Hints
+from garden.rerank.stages import REASONS, Settings
 from garden.rerank.query import QuerySpec
 from garden.rerank.resolve import resolve
 from garden.formats.stories import load_story

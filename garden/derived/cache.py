@@ -16,7 +16,7 @@ import os
 import re
 from pathlib import Path
 
-from garden.derived.home import folder_under
+from garden.derived._containment import folder_under
 from garden.errors import GardenError
 
 APP_NAME = "pinecone-garden"

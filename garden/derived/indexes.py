@@ -45,7 +45,7 @@ from garden.derived.home import derived_dir, derived_folder, distrust, refuse_li
 from garden.models import Story
 from garden.rerank.phrase import PhraseIndex
 from garden.rerank.timeline import record_fields
-from garden.retrievers import Doc, ProcessCache, Retriever, make_retriever
+from garden.retrievers import ProcessCache, Retriever, documents, make_retriever
 
 SAVE_FORMAT = 4  # 4: arrays and JSON (garden._state); 3 and before: pickles
 # the libraries that compute what a saved index holds: a new version of any may compute
@@ -62,13 +62,6 @@ def story_key(story: Story) -> str:
     """sha256 of the story's validated content: the key of everything derived from it."""
     return story.remembered("key", lambda s: hashlib.sha256(
         json.dumps(s.model_dump(mode="json"), sort_keys=True).encode()).hexdigest())
-
-
-def documents(story: Story) -> tuple[Doc, ...]:
-    """What every index of the story indexes, made once per story: every retriever and the
-    phrase index read the same list (at 100,000 records, 0.7 s to make)."""
-    return story.remembered("documents", lambda s: tuple(Doc(r.id, r.searchable) for r in s.records
-                                                          if r.kind != "control"))
 
 
 def _versions() -> list[str]:

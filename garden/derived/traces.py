@@ -11,22 +11,29 @@ Writing survives a writer killed mid-line: each event is one `os.write` of the w
 a file opened for appending (never through a link), and a file whose last byte is not a
 newline (a torn line) first gets one, so the next event never glues onto the torn one.
 Reading skips a line that is not a valid event with one warning naming file:line.
+
+A trace event's model (`TraceEvent`) is defined here, with the file it is a line of: it
+carries the query's settings, which the stages declare (garden/rerank/stages.py), so it
+sits above them, not in the data model (docs/layers.md).
 """
 from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 import os
 import re
 import stat
 from pathlib import Path
+from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from garden._notice import warn
 from garden._files import read_regular
 from garden.errors import GardenError
-from garden.models import TraceEvent
+from garden.models import Hints, Packet
+from garden.rerank.stages import Settings
 from garden.derived.home import (FILE_MODE, LINK_REFUSAL, MAX_RETENTION_DAYS, derived_dir, derived_folder,
                                   tracing_enabled)
 
@@ -41,6 +48,69 @@ TRACE_NAME = re.compile(r"trace-(\d{4})-(\d{2})-(\d{2})\.jsonl", re.ASCII)
 DEFAULT_RETENTION_DAYS = 14
 
 MAX_TRACE_BYTES = 1 << 30   # a trace is a day's log; past a gibibyte it is not one this reads whole
+
+
+class TraceEvent(BaseModel):
+    """One line of a trace file: enough to replay the query, and what each stage did."""
+
+    # No float in it may be NaN or infinite, `stages` included (typed Any, so checked by
+    # hand below): a null score would make the line unreadable to `garden compare` (RFC
+    # 8259, section 6: JSON numbers are finite). Serialized, a non-finite number is written
+    # as the bare token NaN or Infinity rather than null, so that `write_trace` can see one
+    # in an event built unchecked (`model_construct`) with a scan of the line's bytes.
+    model_config = ConfigDict(allow_inf_nan=False, ser_json_inf_nan="constants")
+
+    version: int = 1
+    story: str
+    story_path: str | None = None
+    query: str
+    as_of: dt.date
+    hints: Hints = Hints()
+    budget: int
+    include_private: bool = False
+    settings: Settings = Field(default_factory=lambda: Settings())
+    session: list[str] = []
+    pipeline: str
+    case: str | None = None
+    case_path: str | None = None
+    stages: dict[str, Any] = {}
+    timings_ms: dict[str, float] = {}
+    packet: Packet
+
+    @field_validator("stages")
+    @classmethod
+    def _stages_are_finite(cls, value: dict[str, Any]) -> dict[str, Any]:
+        if not _holds_non_finite(value):   # the common case, without building a path per value
+            return value
+        pending: list[tuple[str, Any]] = [(k, v) for k, v in value.items()]
+        while pending:  # a work list rather than recursion: no shape of stages meets the recursion limit
+            where, item = pending.pop()
+            if isinstance(item, float) and not math.isfinite(item):
+                raise ValueError(f"{where} is {item!r}; every number in a trace must be finite")
+            if isinstance(item, dict):
+                pending.extend((f"{where}.{k}", v) for k, v in item.items())
+            elif isinstance(item, (list, tuple)):
+                pending.extend((f"{where}[{i}]", v) for i, v in enumerate(item))
+        return value
+
+
+def _holds_non_finite(value: Any) -> bool:
+    """Whether a NaN or an infinity is anywhere in `value` (dicts, lists and tuples walked).
+    A trace's stages hold thousands of numbers a query, so this pass names no path; the
+    validator above walks again, naming one, only when this finds something."""
+    pending = [value]
+    isfinite = math.isfinite
+    while pending:
+        item = pending.pop()
+        kind = type(item)
+        if kind is float or isinstance(item, float):
+            if not isfinite(item):
+                return True
+        elif kind is dict:
+            pending.extend(item.values())
+        elif kind is list or kind is tuple or isinstance(item, (dict, list, tuple)):
+            pending.extend(item.values() if isinstance(item, dict) else item)
+    return False
 
 
 def trace_dir() -> Path:

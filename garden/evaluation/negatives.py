@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Sequence
 
 from garden.errors import GardenError
 
-if TYPE_CHECKING:
-    from garden.evaluation.locomo import Conversation, Question
+if TYPE_CHECKING:  # annotations only: the command line reads NEGATIVE_KINDS without loading the comparison
+    from garden.evaluation.stores import Conversation, Question
 
 NEGATIVE_KINDS = ("foreign",)
 FOREIGN_HOW = ("each store is asked a seeded sample of the other stores' questions, every name of a person of "

@@ -29,7 +29,8 @@ from garden.evaluation.compare import (CompareReport, compare_collection, compar
                       plot_per_query, write_trec_run)
 from garden.errors import GardenError
 from garden.text import one_line
-from garden.models import Expect, Hints
+from garden.models import Hints
+from garden.formats.cases import Expect
 from garden.pipelines import check_pipeline, make_pipeline
 from garden.rerank.query import QuerySpec
 from garden.formats.stories import load_story, resolve_story_path

@@ -35,7 +35,8 @@ import numpy as np
 from garden.store.layout import CASES_FOLDER, STORY_FOLDER
 from garden.evaluation.compare import ALPHA, PERMUTATIONS, CompareReport, compare_runs
 from garden.evaluation.packets import PacketRow, decision_report, packet_row, packet_tables
-from garden.models import DEFAULT_BUDGET, Settings, Story
+from garden.models import DEFAULT_BUDGET, Story
+from garden.rerank.stages import Settings
 from garden.rerank.premise import WARNING as PREMISE_WARNING
 
 TURN_MEASURES = ("Success@1", "Success@5", "Success@10", "R@5", "R@10", "nDCG@10")

@@ -24,7 +24,8 @@ from typing import Any
 
 from garden.store.layout import SUITES
 from garden.errors import GardenError
-from garden.models import DEFAULT_BUDGET, Expect, Story
+from garden.models import DEFAULT_BUDGET, Story
+from garden.formats.cases import Expect
 from garden.rerank.stages import titles
 
 MAX_NODES = 150          # nodes drawn: records, topics, people and the query

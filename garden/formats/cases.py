@@ -1,21 +1,143 @@
-"""Cases: loading, inheritance of controls, and checking every expectation kind.
+"""Cases: the case model, loading, inheritance of controls, and checking every expectation kind.
 
 A case is only meaningful with its negative controls. Each control inherits the case's
 story, query, as_of, budget, hints, include_private, settings and session unless it sets
 its own. Every failed expectation is one specific sentence.
+
+The case model lives here rather than in garden.models: a case's settings and the labels
+and reasons it may expect are read off the stages' declarations (garden/rerank/stages.py),
+which sit above the data model (docs/layers.md).
 """
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass
 from pathlib import Path
+
+from pydantic import Field, field_validator, model_validator
 
 from garden.store.layout import CASES_FOLDER, SUITES
 from garden.formats.yaml_reader import read_yaml, validated
 from garden.text import shown
 from garden.errors import GardenError, StoryError
-from garden.models import Case, Expect, Packet, Story
+from garden.models import (DEFAULT_BUDGET, ID_PATTERN, Decision, Fidelity, Hints, Packet, Story, Strict,
+                           check_query_text)
 from garden.rerank.query import QuerySpec
+from garden.rerank.stages import LABELS, REASONS, Settings
 from garden.formats.stories import load_story, resolve_story_path
+
+
+# --- the case model ----------------------------------------------------------------
+
+# the expectations that hold only of an item in the packet: none can accompany `unanswerable`
+ITEM_EXPECTATIONS = ("lead", "include", "sequence", "before", "labels", "fidelity")
+
+
+class Expect(Strict):
+    decision: Decision | None = None
+    lead: str | None = None
+    include: list[str] = []
+    exclude: list[str] = []
+    sequence: list[str] = []
+    before: list[tuple[str, str]] = []
+    labels: dict[str, list[str]] = {}
+    absent_labels: dict[str, list[str]] = {}
+    rejected: dict[str, str] = {}
+    max_items: int | None = Field(default=None, ge=0)
+    fidelity: dict[str, Fidelity] = {}   # in the packet, reporting this fidelity
+    warnings: list[str] = []
+    build_error: list[str] = []
+    # no record of the story answers the question: the right packet holds no item
+    unanswerable: bool = False
+
+    def record_ids(self) -> list[tuple[str, str]]:
+        """(field, id) for every record this expectation names."""
+        out: list[tuple[str, str]] = []
+        if self.lead:
+            out.append(("lead", self.lead))
+        for name in ("include", "exclude", "sequence"):
+            out += [(name, rid) for rid in getattr(self, name)]
+        out += [("before", rid) for pair in self.before for rid in pair]
+        for name in ("labels", "absent_labels", "rejected", "fidelity"):
+            out += [(name, rid) for rid in getattr(self, name)]
+        return out
+
+    @field_validator("labels", "absent_labels")
+    @classmethod
+    def _known_labels(cls, value: dict[str, list[str]]) -> dict[str, list[str]]:
+        for rid, labels in value.items():
+            for label in labels:
+                if label not in LABELS:
+                    raise ValueError(f"unknown label {label!r} for {rid}")
+        return value
+
+    @field_validator("rejected")
+    @classmethod
+    def _known_reasons(cls, value: dict[str, str]) -> dict[str, str]:
+        for rid, reason in value.items():
+            if reason not in REASONS:
+                raise ValueError(f"unknown rejection reason {reason!r} for {rid}")
+        return value
+
+    @model_validator(mode="after")
+    def _unanswerable_needs_no_item(self) -> "Expect":
+        if self.unanswerable:
+            clash = [name for name in ITEM_EXPECTATIONS if getattr(self, name)]
+            if clash:
+                named = clash[0] if len(clash) == 1 else f"{', '.join(clash[:-1])} and {clash[-1]}"
+                raise ValueError(
+                    f"unanswerable: true says no record answers the question, so the packet holds no "
+                    f"item; it cannot be combined with {named}, which {'needs' if len(clash) == 1 else 'need'} "
+                    "an item in the packet")
+        return self
+
+
+class QueryFields(Strict):
+    """The fields a control inherits from its case unless it sets its own."""
+
+    story: str | None = None
+    query: str | None = None
+    as_of: dt.date | None = None
+    budget: int | None = Field(default=None, ge=1)
+    hints: Hints | None = None
+    include_private: bool | None = None
+    settings: Settings | None = None
+    session: list[str] | None = None
+
+    _query_text = field_validator("query")(classmethod(lambda cls, v: check_query_text(v)))
+    _session_text = field_validator("session")(classmethod(lambda cls, v: [check_query_text(q) for q in v or []]
+                                                           if v is not None else v))
+
+
+class Control(QueryFields):
+    name: str
+    expect: Expect = Expect()
+
+
+class Case(Strict):
+    id: str = Field(pattern=ID_PATTERN)
+    story: str
+    about: str | None = None
+    origin: str | None = None
+    category: str | None = None
+    as_of: dt.date
+    budget: int = Field(default=DEFAULT_BUDGET, ge=1)
+    query: str
+    hints: Hints = Hints()
+    include_private: bool = False
+    settings: Settings = Field(default_factory=lambda: Settings())
+    session: list[str] = []
+    expect: Expect = Expect()
+    controls: list[Control] = []
+
+    _query_text = field_validator("query")(classmethod(lambda cls, v: check_query_text(v)))
+    _session_text = field_validator("session")(classmethod(lambda cls, v: [check_query_text(q) for q in v or []]
+                                                           if v is not None else v))
+
+
+# --- loading -----------------------------------------------------------------------
+
+
 
 
 @dataclass

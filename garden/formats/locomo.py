@@ -55,7 +55,8 @@ from garden.errors import GardenError
 from garden.formats._staged import move_staged, staging_folder
 from garden.formats.stories import semantic_errors
 from garden.formats.yaml_reader import MAX_FILE_BYTES, describe_pydantic_error
-from garden.models import Case, Story
+from garden.models import Story
+from garden.formats.cases import Case
 from garden.text import shown
 
 CITATION = ('LoCoMo (Maharana et al., ACL 2024, "Evaluating Very Long-Term Conversational Memory '

@@ -64,7 +64,8 @@ from garden.formats.jsonl_reader import MAX_LINE_BYTES, SUFFIX
 from garden.formats.locomo import dump_yaml
 from garden.formats.stories import semantic_errors
 from garden.formats.yaml_reader import MAX_FILE_BYTES, describe_pydantic_error
-from garden.models import SURROGATE, Case, Story
+from garden.models import SURROGATE, Story
+from garden.formats.cases import Case
 from garden.text import shown, shown_id
 
 CITATION = ('LongMemEval (Wu et al., ICLR 2025, "LongMemEval: Benchmarking Chat Assistants on Long-Term '

@@ -4,7 +4,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from garden.models import Case, Packet, Story, TraceEvent
+from garden.models import Packet, Story
+from garden.formats.cases import Case
+from garden.derived.traces import TraceEvent
 
 SCHEMAS = {"story": Story, "case": Case, "packet": Packet, "trace-event": TraceEvent}
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import NamedTuple, Protocol
 
 from garden.errors import GardenError
-from garden.models import Settings
+from garden.rerank.stages import Settings
 from garden.pipelines.bare import BarePipeline
 from garden.pipelines.scoring import Outcome, scored  # noqa: F401  (public here)
 from garden.rerank.query import QuerySpec

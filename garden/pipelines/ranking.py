@@ -54,7 +54,8 @@ import datetime as dt
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from garden.models import Hints, Record, Settings, Story
+from garden.models import Hints, Record, Story
+from garden.rerank.stages import Settings
 from garden.pipelines.scoring import scored
 from garden.rerank.context import QueryContext
 from garden.rerank.query import QuerySpec

@@ -1,7 +1,2 @@
-"""The structured pipeline's stages and what they share.
-
-The models are imported first: garden.models reads its settings, labels and reasons off
-the stage list (garden/rerank/stages.py) once its own classes are defined, so whichever
-module of this package is imported first, the models finish before the stages load.
-"""
-import garden.models  # noqa: F401
+"""The structured pipeline's stages and what they share: the query context, the gate, one
+module per stage, and the stage list (`stages.py`) with what is read off it."""

@@ -19,7 +19,7 @@ is given, so the order candidates are visited in changes nothing.
 """
 from __future__ import annotations
 
-from garden.rerank.context import Setting, QueryContext, StageBase, lenders
+from garden.rerank.context import Setting, QueryContext, StageBase, give_credit, lenders
 
 CITED_SHARE = Setting("cited_share", float, 1.0, "share of a derived record's score each source it cites receives",
                       ge=0)
@@ -55,11 +55,6 @@ class Cited(StageBase, name="cited", settings=(CITED_SHARE, CITED_SPREAD), needs
             for sid in sources:
                 if given > credit.get(sid, (0.0, ""))[0]:
                     credit[sid] = (given, c.id)
-        for sid in sorted(credit):
-            given, by = credit[sid]
-            src = ctx.admit(story.by_id[sid], "provenance")
-            if src.reason is not None:
-                continue
-            src.score += given
-            src.borrowed += given
-            src.label("provenance_supported", f"cited by {by}, which matches the query")
+        # lent, not the source's own match: the neighbours stage does not pass it on
+        give_credit(ctx, credit, "provenance", "provenance_supported", "cited by {by}, which matches the query",
+                    borrowed=True)

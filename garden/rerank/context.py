@@ -13,13 +13,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, ClassVar
 
 from garden.models import Record
-
-if TYPE_CHECKING:  # built from the stages' declarations (garden/rerank/stages.py)
-    from garden.models import Resolved
 from garden.rerank.candidates import Candidate
 from garden.rerank.gate import describe, eligibility
-from garden.rerank.query import QuerySpec
 from garden.rerank.resolve import Resolution
+
+if TYPE_CHECKING:
+    # annotations only: both are made from the stage list (garden/rerank/stages.py), whose
+    # stages import this module; loading either here would close a circle
+    from garden.rerank.query import QuerySpec
+    from garden.rerank.stages import Resolved
 
 
 @dataclass(frozen=True)
@@ -182,3 +184,23 @@ def lenders(ctx: QueryContext) -> list[Candidate]:
 
     live = [c for c in ctx.candidates.values() if c.reason is None and c.score > 0]
     return by_score(live)[:ctx.settings.candidates]
+
+
+def give_credit(ctx: QueryContext, given: dict[str, tuple[float, str]], door: str, label: str, why: str,
+                borrowed: bool = False) -> None:
+    """Add to each record in `given` (record id -> (its credit, the id of the record it
+    comes from)) its credit, in id order, once it passes the gate by `door` on no certain
+    route; a record the gate rejects gets nothing. The record is labelled `label`, for the
+    reason `why` with `{by}` standing for the lender. With `borrowed`, the credit also counts
+    as lent (`Candidate.borrowed`), so a stage that lends only a record's own match never
+    passes it on. The cited and neighbours stages give their credit here."""
+    story = ctx.spec.story
+    for rid in sorted(given):
+        amount, by = given[rid]
+        c = ctx.admit(story.by_id[rid], door)
+        if c.reason is not None:
+            continue
+        c.score += amount
+        if borrowed:
+            c.borrowed += amount
+        c.label(label, why.format(by=by))

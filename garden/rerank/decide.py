@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from garden.analyzer import analyze
 from garden.rerank.candidates import by_score
 from garden.rerank.context import Setting, QueryContext, StageBase
+from garden.retrievers import documents
 
 ANSWER_AT = Setting("answer_at", float, -0.1, "a query whose support reaches this is answered "
                     "(experiments/locomo_gate.py)")
@@ -65,8 +66,6 @@ class Vocabulary:
 
 def vocabulary(story) -> Vocabulary:
     """The store's vocabulary, made once per story."""
-    from garden.derived.indexes import documents
-
     def build(s) -> Vocabulary:
         docs = documents(s)
         return Vocabulary(len(docs), Counter(t for d in docs for t in set(analyze(d.text))))

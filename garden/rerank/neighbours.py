@@ -24,7 +24,7 @@ the forced packet's evidence coverage from 0.774 to 0.781.
 from __future__ import annotations
 
 from garden.models import Story
-from garden.rerank.context import Setting, QueryContext, StageBase, lenders
+from garden.rerank.context import Setting, QueryContext, StageBase, give_credit, lenders
 
 CONTEXT_SHARE = Setting("context_share", float, 0.75, "share of its best neighbour's own match a raw record receives",
                         ge=0, le=1)
@@ -65,10 +65,5 @@ class Neighbours(StageBase, name="neighbours", settings=(CONTEXT_SHARE,), needs=
             for nid in beside.get(c.id, ()):
                 if own > lent.get(nid, (0.0, ""))[0]:
                     lent[nid] = (own, c.id)
-        for nid in sorted(lent):
-            score, by = lent[nid]
-            n = ctx.admit(story.by_id[nid], "neighbour")
-            if n.reason is not None:
-                continue
-            n.score += share * score
-            n.label("structured_context", f"next to {by}, which matches the query")
+        give_credit(ctx, {nid: (share * score, by) for nid, (score, by) in lent.items()}, "neighbour",
+                    "structured_context", "next to {by}, which matches the query")

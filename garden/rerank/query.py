@@ -1,12 +1,17 @@
-"""What one query carries into a pipeline."""
+"""What one query carries into a pipeline.
+
+Its settings are the stages' (garden/rerank/stages.py), so this module imports the stage
+list; the context and the gate, which the stages import, name `QuerySpec` for their
+annotations only (under TYPE_CHECKING), and never load this module (docs/layers.md).
+"""
 from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass, field
 
 from garden.errors import GardenError
-import garden.models as models
 from garden.models import DEFAULT_BUDGET, Hints, Story, lone_surrogate
+from garden.rerank.stages import Settings
 from garden.text import shown
 
 
@@ -18,7 +23,7 @@ class QuerySpec:
     budget: int = DEFAULT_BUDGET
     hints: Hints = field(default_factory=Hints)
     include_private: bool = False
-    settings: models.Settings = field(default_factory=lambda: models.Settings())  # built from the stages
+    settings: Settings = field(default_factory=Settings)  # built from the stages' declarations
     session: list[str] = field(default_factory=list)
     story_path: str | None = None
 

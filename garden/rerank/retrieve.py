@@ -13,7 +13,7 @@ from __future__ import annotations
 from garden.analyzer import without_function_words
 from garden.rerank.candidates import Candidate
 from garden.rerank.context import Setting, QueryContext, StageBase
-from garden.retrievers import Eligible, is_semantic, member_scores, rank, relevance
+from garden.retrievers import Eligible, is_semantic, member_scores, rank, relevance, scored
 
 CANDIDATES = Setting("candidates", int, 50, "retriever candidates considered per query "
                      "(experiments/locomo_weights.py)", ge=1)
@@ -28,8 +28,6 @@ class Retrieve(StageBase, name="retrieve", settings=(CANDIDATES, SEMANTIC_FLOOR,
     def run(self, ctx: QueryContext) -> None:
         spec, res, settings = ctx.spec, ctx.resolution, ctx.settings
         story, retriever = spec.story, ctx.retriever
-        from garden.pipelines.scoring import scored  # the pipelines package imports the stages
-
         # a retriever that filters by the hard rules itself (`pushes_down`) is told them; what
         # it gives still passes the gate below
         fused, members = scored(retriever, spec.query, eligible=Eligible(spec.as_of, spec.include_private))

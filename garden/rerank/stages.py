@@ -14,9 +14,13 @@ stage is its module plus one line in `STAGES`:
 - `titles` are the headings the explorer draws;
 - `settings_model` builds the settings a case, the command line or the API may give
   (`Settings`), every setting with its value (`Resolved`) and the defaults, from the
-  settings the stages declare: garden.models takes them from here;
+  settings the stages declare;
 - `labels` and `reasons` are every label and rejection reason a packet may carry: the
   stages' declared ones, the gate's and the pipeline's own.
+
+`Settings`, `Resolved`, `SETTING_DEFAULTS`, `LABELS` and `REASONS` are made here, once, from
+`STAGES`: they live with the stages, above the data model, which imports nothing of them
+(docs/layers.md). The models that carry them (a case, a trace event) import them from here.
 """
 from __future__ import annotations
 
@@ -26,6 +30,7 @@ from typing import Any, Sequence
 from pydantic import Field, create_model, field_validator
 
 from garden.errors import GardenError
+from garden.models import SettingsBase
 from garden.rerank.context import GIVEN, Setting, Stage, StageBase
 from garden.rerank.gate import GATE_LABELS, GATE_REASONS
 
@@ -162,19 +167,21 @@ def settings_model(base: type, stages: Sequence[Stage] = STAGES) -> tuple[type, 
     """(Settings, Resolved, SETTING_DEFAULTS) from the stages' declared settings. `Settings`
     subclasses `base` (garden.models.SettingsBase): each field optional (None: the
     default), with the declared bounds and description; `Resolved` is a frozen dataclass
-    of every setting with its value; the defaults are the declared ones."""
+    of every setting with its value; the defaults are the declared ones. `Settings` is
+    given both, so that its `resolved()` fills what it leaves unset."""
     declared = declared_settings(stages)
     fields = {s.name: (s.type | None, Field(default=None, ge=s.ge, gt=s.gt, le=s.le, lt=s.lt, description=s.about))
               for s in declared}
     validators = {f"_check_{s.name}": field_validator(s.name, mode="before")(_checked(s.check))
                   for s in declared if s.check is not None}
-    model = create_model("Settings", __base__=base, __module__=base.__module__, __validators__=validators,
-                         **fields)
+    model = create_model("Settings", __base__=base, __module__=__name__, __validators__=validators, **fields)
     model.__doc__ = base.__doc__
     resolved = dataclasses.make_dataclass("Resolved", [(s.name, s.type) for s in declared], frozen=True)
-    resolved.__module__ = base.__module__
+    resolved.__module__ = __name__
     resolved.__doc__ = "Every setting with a value: what the stages read."
-    return model, resolved, {s.name: s.default for s in declared}
+    defaults = {s.name: s.default for s in declared}
+    model.resolved_type, model.defaults = resolved, defaults
+    return model, resolved, defaults
 
 
 def _checked(check):
@@ -182,3 +189,10 @@ def _checked(check):
         return value if value is None else check(value)
 
     return classmethod(validate)
+
+
+# Read off the stage list once: what a case, the command line or the API may set, and every
+# label and reason a packet may carry.
+LABELS = labels(STAGES)
+REASONS = reasons(STAGES)
+Settings, Resolved, SETTING_DEFAULTS = settings_model(SettingsBase, STAGES)

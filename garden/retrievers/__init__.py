@@ -46,6 +46,8 @@ from garden.retrievers._scores import (  # noqa: F401
     ArrayScores, DocIds, check_depth, check_finite, column, id_order, member_scores, rank, top_k,
 )
 from garden.retrievers._spec import option_value, parse_spec, spec_text  # noqa: F401
+from garden.retrievers._scored import scored  # noqa: F401
+from garden.retrievers._documents import documents  # noqa: F401
 
 ENTRY_POINT_GROUP = "garden.retrievers"
 
