@@ -117,7 +117,9 @@ def _private_umask() -> Iterator[None]:
 
 def _untrusted_store(path: Path) -> str | None:
     """Why the Milvus Lite store at `path` may not be read (another user's, or others may
-    write it or a folder in it), or None (absent, or the user's own and private)."""
+    write it or a folder in it), or None (absent, or the user's own and nobody else's to
+    change). Read bits others hold are taken away when the store is opened (`_owner_only`):
+    what others could read is a leak to stop, not a change to distrust."""
     try:
         st = os.lstat(path)
     except FileNotFoundError:
@@ -128,9 +130,11 @@ def _untrusted_store(path: Path) -> str | None:
         for name in [None, *files]:
             entry = Path(folder) if name is None else Path(folder, name)
             try:
-                problem = distrust(os.lstat(entry))
+                st = os.lstat(entry)
             except OSError:
                 continue
+            writable = st.st_mode & 0o022 and not stat.S_ISLNK(st.st_mode)
+            problem = distrust(st) if writable or st.st_uid != os.geteuid() else None
             if problem is not None:
                 return f"{entry}: {problem}"
     return None
@@ -261,7 +265,8 @@ class _MilvusRetriever(RetrieverBase):
     @contextmanager
     def _rpc(self, what: str) -> Iterator[None]:
         try:
-            with _quiet():
+            # Milvus Lite writes its files in this process as the calls run: owner-only
+            with _quiet(), _private_umask():
                 yield
         except GardenError:
             raise
