@@ -1,6 +1,8 @@
 """MkDocs hooks: the site's front page is the README (its links to `docs/` made links
-between pages), and the command reference is the parser's own help, generated at build
-time, so a flag added to the command line is in the docs without an edit here."""
+between pages), the command reference is the parser's own help, generated at build
+time, so a flag added to the command line is in the docs without an edit here, and the
+store page's list of durable folders is the one `garden/store/layout.py` defines, the
+list backup, restore and the doctor read."""
 from __future__ import annotations
 
 import argparse
@@ -8,6 +10,7 @@ from pathlib import Path
 
 MARKER = "<!-- garden-cli-reference -->"
 README_MARKER = "<!-- garden-readme -->"
+DURABLE_MARKER = "<!-- garden-durable -->"
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -38,9 +41,17 @@ def cli_reference() -> str:
     return "\n".join(sections)
 
 
+def durable_list() -> str:
+    from garden.store.layout import DURABLE
+
+    return "\n".join(f"- `{name}/`: {what}" for name, what in DURABLE.items()) + "\n"
+
+
 def on_page_markdown(markdown: str, page, config, files) -> str:
     if README_MARKER in markdown:
         markdown = markdown.replace(README_MARKER, front_page())
+    if DURABLE_MARKER in markdown:
+        markdown = markdown.replace(DURABLE_MARKER, durable_list())
     if MARKER in markdown:
         markdown = markdown.replace(MARKER, cli_reference())
     return markdown

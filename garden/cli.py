@@ -15,7 +15,7 @@ from garden.errors import GardenError
 from garden.evaluation.negatives import NEGATIVE_KINDS
 from garden.evaluation.runner import PROMOTION_RUNS
 from garden.models import DEFAULT_BUDGET
-from garden.store.layout import CHALLENGE
+from garden.store.layout import CHALLENGE, DURABLE_FOLDERS
 from garden.derived.home import check_environment
 
 EPILOG = ("Exit codes: 0 success; 1 a check or a regression case failed; 2 bad input or usage, "
@@ -498,8 +498,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--repair", action="store_true", help="fix the mode of derived files breaking an enforced rule; "
                    "never an attachment, a link or its target")
 
-    p = _command(sub, "backup", cmd_backup, "archive the durable part (stories, attachments, cases) with a "
-                 "manifest of hashes and the cases' verdicts", json="print JSON")
+    durable = ", ".join(f"{name}/" for name in DURABLE_FOLDERS)
+    p = _command(sub, "backup", cmd_backup, f"archive the durable part ({durable}) with a manifest of hashes "
+                 "and the cases' verdicts", json="print JSON")
     p.add_argument("--root", default=".", help="the store's root, holding fixtures/ (default .)")
     p.add_argument("--out", required=True, help="the archive to write (.tar.gz); it must not exist")
     p.add_argument("--pipeline", default="default", help="pipeline the verdicts are recorded under (default: default)")

@@ -375,3 +375,40 @@ def test_restore_of_an_archive_damaged_anywhere_refuses_or_restores_it_whole(sto
             assert not into.exists() and not leftovers(tmp_path)
 
     damaged()
+
+
+def test_judgments_and_generated_cases_are_durable_and_come_back(store, tmp_path, capsys):
+    """Everything a person made travels: a person's verdicts in judgments/ and the cases
+    `garden generate` wrote in cases/ are archived, restored and (the cases) rerun by the
+    drill, as backup, restore, doctor and the docs all say, reading one definition."""
+    from garden.evaluation.judgments import Judgments
+    from garden.store.layout import DURABLE_FOLDERS
+
+    assert set(DURABLE_FOLDERS) >= {"fixtures", "regression", "challenge", "cases", "judgments"}
+    code, out, err = cli(capsys, "generate", "seedbank", "--records", "200")
+    assert code == 0, err
+    assert out.splitlines()[-1] == "next: garden contrast cases/seedbank"
+    generated = sorted(p.relative_to(store).as_posix() for p in (store / "cases" / "seedbank").glob("*.yaml"))
+    assert generated
+    judged = Judgments(store / "judgments" / "trace-2031-01-01.qrels")
+    judged.set_grade("q-000000000001", "log.0303", 2)
+    judged.set_question("q-000000000001", {"story": "tidewell", "query": "When did the ferry leave?",
+                                           "as_of": "2030-03-05", "case": None}, verdict="answer")
+    path = tmp_path / "with-judgments.tar.gz"
+    code, out, err = cli(capsys, "backup", "--out", str(path), "--pipeline", "bm25", "--json")
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["folders"]["judgments"] == 2 and report["folders"]["cases"] == len(generated)
+    names = {info.name for info, _ in members(path)}
+    assert {"judgments/trace-2031-01-01.qrels", "judgments/trace-2031-01-01.questions.jsonl", *generated} <= names
+    into = tmp_path / "restored"
+    code, out, err = cli(capsys, "restore", str(path), "--into", str(into), "--verify")
+    assert code == 0, out + err
+    for name in sorted(names - {MANIFEST, MANIFEST_HASH}):
+        assert (into / name).read_bytes() == (store / name).read_bytes(), name
+    assert Judgments.load(into / "judgments" / "trace-2031-01-01.qrels").verdict("q-000000000001") == "answer"
+    # the drill reran the generated cases too, from their restored folder
+    for case in generated:
+        assert f"match {case}: passed, same answers" in out or f"match {case}: failed, same answers" in out
+    code, out, _ = cli(capsys, "doctor", "--root", str(into))
+    assert code == 0 and "cases/, judgments/" in out.splitlines()[-1]

@@ -43,3 +43,12 @@ def test_the_readme_is_the_short_front_door():
     assert len(lines) <= 200
     # the two commands .ci/run and a newcomer run, exactly
     assert "python3 -m venv .venv && .venv/bin/pip install -e '.[test,milvus]' && .venv/bin/pytest" in lines
+
+
+def test_the_store_page_lists_the_durable_part_from_its_one_definition():
+    from garden.store.layout import DURABLE
+
+    page = (ROOT / "docs" / "store.md").read_text(encoding="utf-8")
+    assert _hooks().DURABLE_MARKER in page
+    listed = _hooks().durable_list()
+    assert all(f"`{name}/`" in listed for name in DURABLE)

@@ -642,8 +642,10 @@ class Generated:
     case_ids: list[str]
 
     def lines(self) -> list[str]:
+        # `garden contrast` reads regression/ and challenge/ unless named a folder: say which
         return [f"wrote {self.story} ({self.records} records)",
-                f"wrote {self.cases} ({len(self.case_ids)} cases: {', '.join(self.case_ids)})"]
+                f"wrote {self.cases} ({len(self.case_ids)} cases: {', '.join(self.case_ids)})",
+                f"next: garden contrast {self.cases}"]
 
 
 WHOLE_DIGITS = 12            # a typed number longer than this is not read (its digits are unbounded)

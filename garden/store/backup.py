@@ -21,7 +21,7 @@ from garden.derived.home import write_whole
 from garden.errors import GardenError
 from garden.store.doctor import attachment_facts, walk
 from garden.store.drill import case_verdicts
-from garden.store.layout import StoreLayout
+from garden.store.layout import DURABLE_FOLDERS, StoreLayout
 from garden.store.manifest import MANIFEST, MANIFEST_HASH, Manifest, ManifestFile, manifest_bytes
 from garden.text import shown
 
@@ -31,15 +31,23 @@ class BackupReport:
     archive: Path
     manifest: Manifest
 
+    def per_folder(self) -> dict[str, int]:
+        """Files archived in each durable folder, every folder named (0 when absent)."""
+        counts = dict.fromkeys(DURABLE_FOLDERS, 0)
+        for f in self.manifest.files:
+            counts[f.path.split("/", 1)[0]] += 1
+        return counts
+
     def lines(self) -> list[str]:
         passed = sum(1 for v in self.manifest.verdicts if v["passed"])
+        folders = ", ".join(f"{name}/ {count}" for name, count in self.per_folder().items())
         return [f"wrote {self.archive}: {len(self.manifest.files)} durable files with their sha256 "
-                f"({sum(f.size for f in self.manifest.files)} bytes); {len(self.manifest.verdicts)} case verdicts "
-                f"under {self.manifest.pipeline} recorded for the restore drill ({passed} passed); "
+                f"({sum(f.size for f in self.manifest.files)} bytes: {folders}); {len(self.manifest.verdicts)} "
+                f"case verdicts under {self.manifest.pipeline} recorded for the restore drill ({passed} passed); "
                 "derived data left out (it rebuilds)"]
 
     def to_json(self) -> dict:
-        return {"archive": str(self.archive), "files": len(self.manifest.files),
+        return {"archive": str(self.archive), "files": len(self.manifest.files), "folders": self.per_folder(),
                 "bytes": sum(f.size for f in self.manifest.files), "pipeline": self.manifest.pipeline,
                 "verdicts": len(self.manifest.verdicts)}
 

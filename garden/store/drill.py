@@ -14,9 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from garden.errors import GardenError
-from garden.store.layout import DURABLE_FOLDERS, STORY_FOLDER, StoreLayout
-
-CASE_FOLDERS = tuple(name for name in DURABLE_FOLDERS if name != STORY_FOLDER)
+from garden.store.layout import CASE_FOLDERS, StoreLayout
 
 
 def case_files(root: Path) -> list[Path]:

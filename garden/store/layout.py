@@ -1,9 +1,9 @@
 """Where a store's two parts live on disk.
 
-The durable part is what cannot be rebuilt: the stories and their attachments under
-`fixtures/`, and the hand-written cases under `regression/` and `challenge/`. The derived
-part is the garden home (`.garden/` under the root, unless `GARDEN_HOME` moves it): indexes,
-embeddings and traces, deleted and rebuilt at will.
+The durable part is everything a person made, which nothing can rebuild: `DURABLE` below,
+the one definition `garden backup`, `garden restore`, `garden doctor` and the docs' store
+page all read. The derived part is the garden home (`.garden/` under the root, unless
+`GARDEN_HOME` moves it): indexes, embeddings and traces, deleted and rebuilt at will.
 """
 from __future__ import annotations
 
@@ -22,7 +22,17 @@ CHALLENGE = "challenge"          # known misses, reported; also the suite's name
 SUITES = (REGRESSION, CHALLENGE)
 CASES_FOLDER = "cases"           # an import's or a generated story's cases, one folder per story
 JUDGMENTS_FOLDER = "judgments"   # a person's grades of a trace (garden judge)
-DURABLE_FOLDERS = (STORY_FOLDER, *SUITES)
+# The durable part, folder by folder, with what each holds: the single definition of what
+# a backup archives, a restore accepts, the doctor walks and the docs list.
+DURABLE = {
+    STORY_FOLDER: "the stories and their attachments",
+    REGRESSION: "hand-written cases that must pass",
+    CHALLENGE: "hand-written and captured cases the pipeline still misses",
+    CASES_FOLDER: "the cases `garden generate` and `garden import` write, one folder per story",
+    JUDGMENTS_FOLDER: "a person's grades and verdicts of a trace's questions (`garden judge`)",
+}
+DURABLE_FOLDERS = tuple(DURABLE)
+CASE_FOLDERS = (*SUITES, CASES_FOLDER)   # the durable folders holding cases, which a restore drill reruns
 HOME_FOLDER = ".garden"
 
 
