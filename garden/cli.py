@@ -144,7 +144,7 @@ def cmd_contrast(args) -> int:
     else:
         from garden.report import show_contrast
 
-        show_contrast(report)
+        show_contrast(report, reasons=args.reasons)
     return 0
 
 
@@ -237,7 +237,8 @@ def cmd_capture(args) -> int:
     from garden.evaluation.judgments import default_judgments
 
     path = Path(args.judgments) if args.judgments else default_judgments(Path(args.trace))
-    captured = capture(args.trace, args.query, path, args.name, args.out, args.force)
+    captured = capture(args.trace, args.query, path, args.name, args.out, args.force, args.trace_source,
+                       args.since, args.until)
     print(f"wrote {captured.path}" + (" (it already passes under default: captured with --force)"
                                       if captured.forced else ": default misses it"))
     for failure in captured.failures:
@@ -248,7 +249,8 @@ def cmd_capture(args) -> int:
 def cmd_ablate(args) -> int:
     from garden.evaluation.ablate import ablate
 
-    result = ablate(args.source, stages=_csv(args.stages), metrics=_csv(args.metrics), negatives=args.negatives)
+    result = ablate(args.source, stages=_csv(args.stages), metrics=_csv(args.metrics), negatives=args.negatives,
+                    trace_source=args.trace_source)
     _emit(args, result)
     return 0
 
@@ -332,7 +334,8 @@ def cmd_explore(args) -> int:
     from garden.explore import write_explorer
 
     print(write_explorer(args.out, args.story, args.text, as_of=args.as_of, pipeline=args.pipeline,
-                         baseline=args.baseline, case=args.case))
+                         baseline=args.baseline, case=args.case, trace=args.trace, question=args.query,
+                         trace_source=args.trace_source))
     return 0
 
 
@@ -356,6 +359,20 @@ def _trace_window(p: argparse.ArgumentParser) -> None:
     """--since/--until: the days of a folder of traces to read (from the files' names)."""
     p.add_argument("--since", type=_date, help="of a folder of traces: the first day read (YYYY-MM-DD)")
     p.add_argument("--until", type=_date, help="of a folder of traces: the last day read (YYYY-MM-DD)")
+
+
+def _trace_source(p: argparse.ArgumentParser, of: str = "") -> None:
+    """--source: which of a trace's events to read; every command reading a trace has it."""
+    p.add_argument("--source", dest="trace_source", choices=("query", "case"),
+                   help=f"{of}only free queries (query: what was typed into `garden query` or asked of "
+                        "`garden serve`) or only case runs (case); a question keeps its number either way")
+
+
+def _question(p: argparse.ArgumentParser, required: bool) -> None:
+    """--query: a trace's question, named as every command names it."""
+    p.add_argument("--query", required=required, metavar="N|QID|TEXT",
+                   help="the question: its number in the trace (as `garden judge` and `garden compare` show it), "
+                        "its qid, or its exact text")
 
 
 def _command(sub, name: str, func, help: str, json: str | None = None) -> argparse.ArgumentParser:
@@ -385,6 +402,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = _command(sub, "contrast", cmd_contrast, "the main job: every case under each bare retriever and under default",
                  json="print JSON instead of the table")
     p.add_argument("paths", nargs="*", help="case files or folders (default: regression/ and challenge/)")
+    p.add_argument("--reasons", action="store_true", help="list every failing cell's failures below the matrix "
+                   "(by default only why each case that is no contrast is not one)")
 
     p = _command(sub, "run", cmd_run, "run cases; exit 1 only if a regression case fails",
                  json="print JSON instead of the table")
@@ -436,8 +455,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scoring", choices=("garden", "longmemeval"),
                    help="LongMemEval: longmemeval adds the authors' own measures (their gold, discount and k, "
                         "at turn and session level) beside the garden's (default garden)")
-    p.add_argument("--source", dest="trace_source", choices=("query", "case"),
-                   help="of a trace: only free queries (query) or only case runs (case)")
+    _trace_source(p, "of a trace: ")
     p.add_argument("--judgments", help="of a trace: a person's grades and verdicts from `garden judge` (qrels file)")
     _trace_window(p)
 
@@ -448,19 +466,19 @@ def build_parser() -> argparse.ArgumentParser:
                                        "verdicts go beside it in STEM.questions.jsonl)")
     p.add_argument("--answers", help="read the answers from this file, one per line as typed (default: stdin)")
     p.add_argument("--pipelines", help="comma-separated pipelines to pool (default: those the trace recorded)")
-    p.add_argument("--source", dest="trace_source", choices=("query", "case"),
-                   help="only free queries (query) or only case runs (case)")
+    _trace_source(p)
     _trace_window(p)
 
     p = _command(sub, "capture", cmd_capture, "turn an adjudicated miss from a trace into a challenge case; "
                  "refused (exit 1) if default already passes it")
     p.add_argument("trace", help="the trace file (or folder of them) the question was judged on")
-    p.add_argument("--query", required=True, metavar="N|QID|TEXT",
-                   help="the question: its number as `garden judge` shows it, its qid, or its exact text")
+    _question(p, required=True)
     p.add_argument("--judgments", help="the judgments (default judgments/TRACE-STEM.qrels)")
     p.add_argument("--name", help="case id (default: made from the query's words)")
     p.add_argument("--out", default=CHALLENGE, help=f"folder to write the case into (default {CHALLENGE}/)")
     p.add_argument("--force", action="store_true", help="capture even if default already passes it")
+    _trace_source(p)
+    _trace_window(p)
 
     p = _command(sub, "ablate", cmd_ablate,
                  "the full pipeline and each one-stage-removed variant: what each stage decides", json="print JSON")
@@ -469,6 +487,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--metrics", help="comma-separated ir-measures names")
     p.add_argument("--negatives", choices=NEGATIVE_KINDS,
                    help="LoCoMo: add unanswerable questions built from the stores (see compare)")
+    _trace_source(p, "of a trace: ")
 
     _command(sub, "pipelines", cmd_pipelines, "list every pipeline name, with the stages of the structured ones",
              json="print JSON")
@@ -518,6 +537,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("text", nargs="?", help="the query")
     p.add_argument("--case", help="draw a case's query and controls instead: a case id in regression/ or "
                                   "challenge/, or a case file")
+    p.add_argument("--trace", help="draw a traced question instead: a trace file or a folder of them, with --query")
+    _question(p, required=False)
+    _trace_source(p, "of --trace: ")
     p.add_argument("--as-of", type=_date, help="injected now (default: the latest date in the story)")
     p.add_argument("--pipeline", default="default", help="structured pipeline to step through (default: default)")
     p.add_argument("--baseline", default="bm25s", help="pipeline shown as tokens alone (default: bm25s)")

@@ -1,108 +1,282 @@
-"""Human tables (rich) for the command line; each ends with a summary line."""
+"""What the command line prints for a person: the packet, a run of cases and the contrast
+matrix, each fitted to the terminal's width (`garden/_terminal.py`) without a word broken
+across lines, and each ending with a summary line. Stored text (stories, traces, cases are
+files anyone may have written) is shown with its control characters made visible."""
 from __future__ import annotations
 
-import sys
+from collections import Counter
 
-from rich.console import Console
-from rich.table import Table
-
-from garden.store.layout import CHALLENGE, REGRESSION
+from garden._terminal import cells, console, width, wrap
+from garden.evaluation.runner import CaseResult, ContrastReport, RunReport
 from garden.models import Packet
-from garden.evaluation.runner import ContrastReport, RunReport
+from garden.rerank.candidates import CURATED_KINDS
+from garden.store.layout import CHALLENGE, REGRESSION, SUITES
+from garden.text import plural
 
-console = Console(soft_wrap=False, width=160)
+REJECTED_SHOWN = 10   # rejections listed by the packet view; every one is in --json
 
 
 def safe(text) -> str:
-    """Stored text made safe for a rich table or line: control characters (escape
-    sequences) shown as text, not sent to the terminal, and `[` kept from reading as
-    markup. Stories, traces and cases are files anyone may have written."""
+    """Stored text made safe for a rich line: control characters (escape sequences) shown
+    as text, not sent to the terminal, and `[` kept from reading as markup."""
     from rich.markup import escape
 
+    return escape(visible(text))
+
+
+def visible(text) -> str:
+    """Stored text on one line with its control and format characters escaped (a newline
+    reads `\\n`, a right-to-left override `\\u202e`)."""
     from garden.text import one_line
 
-    return escape(one_line(str(text), 100_000))
+    return one_line(str(text), 100_000)
+
+
+def shorten(text: str, room: int) -> str:
+    """`text` made visible and cut to `room` terminal cells, at a space where one is near,
+    ending with an ellipsis when cut."""
+    from rich.cells import set_cell_size
+
+    text = visible(text)
+    if cells(text) <= room:
+        return text
+    cut = set_cell_size(text, max(room - 1, 1)).rstrip()
+    space = cut.rfind(" ")
+    if space > len(cut) * 2 // 3:
+        cut = cut[:space]
+    return cut.rstrip(" ,;:") + "\u2026"
+
+
+# --- the packet -----------------------------------------------------------------------------
+
+
+def lane_of(item, structured: bool) -> str:
+    """The lane an item rode in: states and decisions in the curated lane, packed first;
+    everything else in the evidence lane, after it; a superseded decision rides right
+    behind its successor. A bare pipeline has no lanes: one ranking by score."""
+    if not structured:
+        return "ranked"
+    if item.superseded_by:
+        return "curated, history"
+    return "curated" if item.kind in CURATED_KINDS else "evidence"
+
+
+def silence(packet: Packet) -> str | None:
+    """Why a packet holds nothing, in one sentence; None when it holds something."""
+    if packet.items:
+        return None
+    if packet.decision == "skip":
+        return "silent: triage decided the query needs no memory, so nothing was searched"
+    if packet.decision == "ask":
+        return "no packet yet: the garden asks the user first (the reason above says what)"
+    if not packet.rejected:
+        return "silent: no record matched the query closely enough to be a candidate, so nothing answers it"
+    reasons = Counter(r.reason for r in packet.rejected)
+    standout = next((r for r in packet.rejected if r.reason == "below_standout"), None)
+    if standout is not None and standout.detail:
+        return f"silent: nothing stood out as an answer: {standout.detail}"
+    counts = ", ".join(f"{n} {reason}" for reason, n in reasons.most_common())
+    return f"silent: every candidate was rejected ({counts})"
+
+
+def packet_lines(packet: Packet, pipeline: str, structured: bool, columns: int) -> list[str]:
+    """The packet as lines of at most `columns` cells: each item's place, id, lane, kind,
+    date, score and labels, its text shortened to one line, and why it was recalled."""
+    lines = wrap(f"{packet.decision.upper()}  {visible(packet.reason)}", columns)
+    lines += [part for w in packet.warnings for part in wrap(f"warning: {visible(w)}", columns)]
+    order = ("curated lane (states and decisions) first, then evidence, each best first" if structured
+             else "in score order")
+    head = f"packet under {pipeline}: {plural(len(packet.items), 'item')}"
+    lines += wrap(head + (f", {order}" if packet.items else ""), columns)
+    for n, item in enumerate(packet.items, 1):
+        facts = [lane_of(item, structured), item.kind, item.fidelity, str(item.at or "undated"),
+                 f"score {item.score:.3f}"]
+        lines += wrap(f"{n:>2}. {visible(item.id)}  " + " · ".join(facts), columns, indent="    ")
+        lines.append("    " + shorten(item.text, columns - 4))
+        if item.superseded_by:
+            lines += wrap(f"    behind its successor {visible(item.superseded_by)}", columns)
+        if item.labels:
+            lines += wrap(f"    labels: {', '.join(item.labels)}", columns)
+        for why in item.why:
+            lines += wrap(f"    why: {visible(why)}", columns, indent="      ")
+    reason = silence(packet)
+    if reason:
+        lines += wrap(reason, columns)
+    if packet.rejected:
+        reasons = Counter(r.reason for r in packet.rejected)
+        lines += wrap(f"rejected {len(packet.rejected)}: " + ", ".join(f"{reason} {n}" for reason, n in
+                                                                      reasons.most_common()), columns)
+        for r in packet.rejected[:REJECTED_SHOWN]:
+            lines += wrap(f"  {visible(r.id)}  {r.reason}" + (f": {visible(r.detail)}" if r.detail else ""),
+                          columns, indent="      ")
+        if len(packet.rejected) > REJECTED_SHOWN:
+            lines.append(f"  ... and {len(packet.rejected) - REJECTED_SHOWN} more (every one in --json)")
+    lines += wrap(f"{plural(len(packet.items), 'item')}, {len(packet.rejected)} rejected, budget "
+                  f"{packet.budget.used}/{packet.budget.limit} characters", columns)
+    return lines
 
 
 def show_packet(packet: Packet, pipeline: str) -> None:
-    console.print(f"[bold]{packet.decision.upper()}[/bold]  {safe(packet.reason)}")
-    for w in packet.warnings:
-        console.print(f"[yellow]warning:[/yellow] {safe(w)}")
-    table = Table(title=f"packet ({pipeline})", show_lines=False)
-    for col in ("#", "id", "date", "kind", "fidelity", "labels", "score", "why"):
-        table.add_column(col, overflow="fold")
-    for n, item in enumerate(packet.items, 1):
-        table.add_row(str(n), item.id, str(item.at or ""), item.kind, item.fidelity, ", ".join(item.labels),
-                      f"{item.score:.3f}", safe("; ".join(item.why)))
-    if packet.items:
-        console.print(table)
-    if packet.rejected:
-        rej = Table(title="rejected")
-        for col in ("id", "reason", "detail"):
-            rej.add_column(col, overflow="fold")
-        for r in packet.rejected:
-            rej.add_row(r.id, r.reason, safe(r.detail or ""))
-        console.print(rej)
-    console.print(f"{len(packet.items)} items, {len(packet.rejected)} rejected, "
-                  f"budget {packet.budget.used}/{packet.budget.limit} characters")
+    from garden.pipelines import split_structured
+
+    structured = split_structured(pipeline) is not None
+    for line in packet_lines(packet, pipeline, structured, width()):
+        print(line)
+
+
+# --- a run of cases -------------------------------------------------------------------------
+
+
+def _controls(r: CaseResult) -> str:
+    if not r.controls:
+        return "no controls"
+    return f"{sum(c.passed for c in r.controls)}/{len(r.controls)} controls"
+
+
+def run_lines(report: RunReport, columns: int) -> list[str]:
+    """Each case on one line (its result and its controls), grouped by suite, its failures
+    below it; then the ledger, the triage fallbacks and the counts."""
+    lines: list[str] = []
+    pipelines = sorted({r.pipeline for r in report.results})
+    lines += wrap(f"cases under {', '.join(pipelines)}", columns)
+    name_width = max((cells(visible(r.case)) for r in report.results), default=0)
+    for suite in [*SUITES, *sorted({r.suite for r in report.results} - set(SUITES))]:
+        results = [r for r in report.results if r.suite == suite]
+        if not results:
+            continue
+        lines.append(suite)
+        for r in results:
+            status = "pass" if r.passed else ("FAIL" if r.suite == REGRESSION else "known miss")
+            name = visible(r.case)
+            pad = " " * max(name_width - cells(name), 0)
+            lines += wrap(f"  {name}{pad}  {status:<10}  {_controls(r)}", columns)
+            failures = list(r.main.failures) + [f"[{c.name}] {f}" for c in r.controls for f in c.failures]
+            for failure in failures:
+                lines += wrap(f"    {visible(failure)}", columns, indent="      ")
+    ledger = [r for r in report.results if r.suite == CHALLENGE and not r.passed]
+    if ledger:
+        lines += wrap(f"challenge ledger: {plural(len(ledger), 'known miss', 'known misses')}, reported, "
+                      "not failing the run", columns)
+    lines += wrap(f"triage fell back to its default on {report.fallbacks} of {report.queries} queries", columns)
+    lines += wrap(f"{report.passed} passed, {report.failed} failed "
+                  f"({plural(report.regression_failed, 'regression failure')})", columns)
+    return lines
 
 
 def show_run(report: RunReport) -> None:
-    table = Table(title="cases")
-    for col in ("suite", "case", "pipeline", "result", "controls", "failures"):
-        table.add_column(col, overflow="fold")
-    for r in report.results:
-        fails = [safe(f) for f in r.main.failures] + [safe(f"[{c.name}] {f}") for c in r.controls for f in c.failures]
-        status = "[green]pass[/green]" if r.passed else (
-            "[red]FAIL[/red]" if r.suite == REGRESSION else "[yellow]known miss[/yellow]")
-        table.add_row(r.suite, r.case, r.pipeline, status,
-                      f"{sum(c.passed for c in r.controls)}/{len(r.controls)}" if r.controls else "none",
-                      "\n".join(fails))
-    console.print(table)
-    ledger = [r for r in report.results if r.suite == CHALLENGE and not r.passed]
-    if ledger:
-        console.print(f"challenge ledger: {len(ledger)} known miss(es), reported, not failing the run")
-    console.print(f"triage fell back to its default on {report.fallbacks} of {report.queries} queries")
-    console.print(f"{report.passed} passed, {report.failed} failed "
-                  f"({report.regression_failed} regression failures)")
+    for line in run_lines(report, width()):
+        print(line)
 
 
-def contrast_cell(result) -> str:
-    """One cell of the matrix: the main query and the controls apart, no 0/0."""
-    main = "[green]✓ main[/green]" if result.main.passed else "[red]✗ main[/red]"
-    if not result.controls:
-        return main
+# --- the contrast matrix --------------------------------------------------------------------
+
+PASS, MAIN_FAILS, CONTROL_FAILS = "\u2713", "\u2717", "~"
+LEGEND = (f"{PASS} passes; {MAIN_FAILS} its main query fails; {CONTROL_FAILS} its main query passes and a "
+          "control fails; n/m: its controls that pass, when not all do")
+
+
+def contrast_cell(result: CaseResult) -> str:
+    """One cell of the matrix: a mark, and the controls passing when some fail."""
+    if result.passed:
+        return PASS
+    mark = MAIN_FAILS if not result.main.passed else CONTROL_FAILS
     passed = sum(x.passed for x in result.controls)
-    colour = "green" if passed == len(result.controls) else "red"
-    return f"{main} · [{colour}]{passed}/{len(result.controls)} controls[/{colour}]"
+    return mark if passed == len(result.controls) else f"{mark} {passed}/{len(result.controls)}"
 
 
-def show_contrast(report: ContrastReport) -> None:
-    # as wide as the terminal; written to a file or a pipe, as wide as the table needs (a
-    # table takes its natural width, so this bounds nothing real): no cell folds, however
-    # many retrievers are registered
-    wide = Console(soft_wrap=False, width=None if sys.stdout.isatty() else 2000)
-    table = Table(title="contrast: each case under each pipeline (main query, then its controls)")
-    table.add_column("case", overflow="fold")
-    table.add_column("suite")
-    for p in report.pipelines:
-        table.add_column(p, justify="center", overflow="fold")
-    table.add_column("contrast?", overflow="fold")
+def contrast_verdict(report: ContrastReport, case_id: str) -> str:
+    if report.is_contrast(case_id):
+        return "yes"
+    return "no: default fails it too" if report.baselines_failing(case_id) else "no: every baseline passes"
+
+
+def _matrix(report: ContrastReport, columns: int) -> list[str] | None:
+    """The matrix as aligned lines, or None when it is wider than `columns`."""
+    names = {c.id: visible(c.id) for c in report.cases}
+    first = max([cells("case")] + [2 + cells(n) for n in names.values()])
+    widths = {p: max(cells(p), *(cells(contrast_cell(report.cells[(c.id, p)])) for c in report.cases))
+              for p in report.pipelines}
+    verdict = max(cells("contrast"), 3)
+    if first + sum(w + 2 for w in widths.values()) + 2 + verdict > columns:
+        return None
+
+    def row(head: str, values: list[str], last: str) -> str:
+        text = head + " " * (first - cells(head))
+        for p, value in zip(report.pipelines, values):
+            text += "  " + value + " " * (widths[p] - cells(value))
+        return (text + "  " + last).rstrip()
+
+    lines = [row("case", list(report.pipelines), "contrast")]
+    for suite in [*SUITES, *sorted({c.suite for c in report.cases} - set(SUITES))]:
+        cases = [c for c in report.cases if c.suite == suite]
+        if not cases:
+            continue
+        lines.append(suite)
+        for c in cases:
+            lines.append(row("  " + names[c.id], [contrast_cell(report.cells[(c.id, p)]) for p in report.pipelines],
+                             "yes" if report.is_contrast(c.id) else "no"))
+    return lines
+
+
+def _stacked(report: ContrastReport, columns: int) -> list[str]:
+    """The matrix one case at a time, for a terminal narrower than its rows."""
+    lines: list[str] = []
     for c in report.cases:
-        row = [c.id, c.suite, *(contrast_cell(report.cells[(c.id, p)]) for p in report.pipelines)]
-        failing = report.baselines_failing(c.id)
-        if report.is_contrast(c.id):
-            row.append(f"yes ({', '.join(failing)})")
-        elif failing:
-            row.append("[yellow]no: default fails it too[/yellow]")
-        else:
-            row.append("[yellow]no: every baseline passes[/yellow]")
-        table.add_row(*row)
-    wide.print(table)
+        lines += wrap(f"{visible(c.id)} ({c.suite}): contrast {'yes' if report.is_contrast(c.id) else 'no'}", columns)
+        lines += wrap("  " + ", ".join(f"{p} {contrast_cell(report.cells[(c.id, p)])}" for p in report.pipelines),
+                      columns)
+    return lines
+
+
+def contrast_lines(report: ContrastReport, columns: int, reasons: bool = False) -> list[str]:
+    """The compact matrix (a mark per case and pipeline), then why each case that is no
+    contrast is not one, and, with `reasons`, every failing cell's failures."""
+    lines = wrap(f"contrast: {plural(len(report.cases), 'case')} under each bare retriever and default "
+                 "(main query, then its controls)", columns)
+    lines += wrap(LEGEND, columns)
+    lines += _matrix(report, columns) or _stacked(report, columns)
     for name, why in report.unavailable.items():
-        wide.print(f"[yellow]baseline {name} unavailable:[/yellow] {why}")
+        lines += wrap(f"baseline {name} unavailable: {visible(why)}", columns)
+    for c in report.cases:
+        if report.is_contrast(c.id):
+            continue
+        text = f"{visible(c.id)}: {contrast_verdict(report, c.id)}"
+        failures = _failures(report.cells[(c.id, "default")])
+        if failures and not reasons:
+            text += f"; under default: {visible(failures[0])}" + (f" (and {len(failures) - 1} more)"
+                                                                  if len(failures) > 1 else "")
+        lines += wrap(text, columns)
+    if reasons:
+        for c in report.cases:
+            for p in report.pipelines:
+                for failure in _failures(report.cells[(c.id, p)]):
+                    lines += wrap(f"{visible(c.id)} under {p}: {visible(failure)}", columns)
     data = report.to_json()["summary"]
-    wide.print(f"{data['cases']} cases: default passes {data['default_passed']}; "
-               f"{data['contrasts']} are contrasts (default passes, a baseline fails); "
-               f"{data['default_failed_too']} fail under default too; "
-               f"{data['cases'] - data['contrasts'] - data['default_failed_too']} pass under every baseline")
+    lines += wrap(f"{plural(data['cases'], 'case')}: default passes {data['default_passed']}; "
+                  f"{data['contrasts']} are contrasts (default passes, a baseline fails); "
+                  f"{data['default_failed_too']} fail under default too; "
+                  f"{data['cases'] - data['contrasts'] - data['default_failed_too']} pass under every baseline"
+                  + ("" if reasons else "; --reasons lists every failing cell's failures"), columns)
+    return lines
+
+
+def _failures(result: CaseResult) -> list[str]:
+    return list(result.main.failures) + [f"[{c.name}] {f}" for c in result.controls for f in c.failures]
+
+
+def show_contrast(report: ContrastReport, reasons: bool = False) -> None:
+    out = console()
+    for line in contrast_lines(report, width(), reasons):
+        out.print(_coloured(line), crop=False, overflow="ignore")
+
+
+def _coloured(line: str):
+    """A matrix line with its marks coloured (the text itself already fits)."""
+    from rich.text import Text
+
+    text = Text(line)
+    text.highlight_words([PASS], "green")
+    text.highlight_words([MAIN_FAILS], "red")
+    text.highlight_words([CONTROL_FAILS + " "], "yellow")
+    return text
+

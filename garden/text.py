@@ -187,3 +187,9 @@ def is_number(text: str) -> bool:
     """Whether `text` is a whole number in ASCII digits. `str.isdigit` also takes '²' and
     other digits `int` cannot read, which would turn a typed argument into a traceback."""
     return text.isascii() and text.isdigit()
+
+
+def plural(count: int, word: str, many: str | None = None) -> str:
+    """`1 verdict`, `2 verdicts`, `1 known miss`, `2 known misses`: a count and its noun
+    in the right number (`many` when the plural is not the noun and an s)."""
+    return f"{count} {word if count == 1 else many or word + 's'}"

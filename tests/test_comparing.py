@@ -139,7 +139,7 @@ def test_a_free_query_is_never_scored_against_the_packet_it_was_served(project, 
     assert "AP" not in report["pipelines"]["default"]
     assert report["trace"] == {"events": 1, "distinct": 1, "folded": 0, "judged": 0, "free": 1,
                                "case_without_item_judgments": 0, "judged_by_cases": 0, "adjudicated": 0,
-                               "free_unjudged": 1}
+                               "forbidden_only": 0, "free_unjudged": 1}
     agreement = report["agreement"]
     assert agreement["default"]["answered"] == 1.0
     assert 0 <= agreement["bm25"]["overlap_with_baseline"] <= 1

@@ -45,7 +45,8 @@ BATTERY_ANSWERS = "a\nn\nn\nn\nnote.battery=l\n"
 def test_scripted_judging_writes_qrels_and_verdicts_and_resumes(project, traced, capsys):
     assert judge(project, traced, "a\nn\nn\n.\nnote.battery=l\n") == 0
     out = capsys.readouterr().out
-    assert "question 1 of 2" in out and "stopped (the answers ran out)" in out
+    assert "question 1 (q-" in out and "1 of 2 to judge" in out and "stopped (the answers ran out)" in out
+    assert "4 verdicts saved this run" in out  # the verdict, two grades and the missed record
     qrels = project / "judgments" / f"{traced.stem}.qrels"
     grades = read_qrels(qrels)
     [qid] = grades
@@ -65,6 +66,12 @@ def test_scripted_judging_writes_qrels_and_verdicts_and_resumes(project, traced,
     assert judge(project, traced, "") == 0
     assert "0 verdicts saved this run; 2 of 2" in capsys.readouterr().out
     assert qrels.read_bytes() == before
+
+
+def test_a_quit_mid_question_counts_what_it_saved(project, traced, capsys):
+    assert judge(project, traced, "a\nq\n") == 0
+    out = capsys.readouterr().out
+    assert "stopped (quit): 1 verdict saved this run; 0 of 2 questions fully judged" in out
 
 
 def test_a_bad_answer_is_located_and_loses_nothing_saved(project, traced, capsys):
@@ -133,7 +140,7 @@ def test_capture_refuses_a_question_default_already_passes(project, traced, caps
     # bad input: a number out of range, an unknown text, an existing name, a question
     # without a verdict
     assert main(["capture", str(traced), "--query", "3"]) == 2
-    assert "holds 2 distinct questions" in capsys.readouterr().err
+    assert "no question 3 among the 2 distinct questions" in capsys.readouterr().err
     assert main(["capture", str(traced), "--query", "Where is the moon?"]) == 2
     assert main(["capture", str(traced), "--query", "2", "--name", "afternoon-sleep", "--force"]) == 2
     assert "exists" in capsys.readouterr().err
@@ -223,3 +230,58 @@ def test_a_folder_of_traces_is_read_by_day_window(project, capsys):
     answers.write_text("a\n")
     assert main(["judge", str(folder), "--since", "2031-03-02", "--answers", str(answers)]) == 0
     assert "trace-2031-03-02.jsonl line 1" in capsys.readouterr().out
+
+
+def test_one_question_has_one_number_in_judge_capture_compare_and_the_explorer(project, capsys):
+    """Numbers count every distinct question of the trace, whatever --source keeps: the
+    question `judge --source query` calls 3 is the one `capture --query 3`, `compare` and
+    `explore --trace --query 3` take."""
+    assert main(["run", "regression/similar-wording.yaml"]) == 0
+    for query in (BATTERY, SLEEP):
+        assert main(["query", "aurora-ridge", query]) == 0
+    capsys.readouterr()
+    folder = project / ".garden" / "traces"
+    assert main(["compare", str(folder), "--pipelines", "bm25s", "--json"]) == 0
+    every = {row["question"]: row for row in json.loads(capsys.readouterr().out)["per_query"]}
+    battery = next(n for n, row in every.items() if row["query"] == f"query: {BATTERY}")
+    assert battery == len(every) - 1 and every[battery]["qid"].startswith("q-")
+    assert main(["compare", str(folder), "--pipelines", "bm25s", "--source", "query", "--json"]) == 0
+    free = {row["question"]: row["qid"] for row in json.loads(capsys.readouterr().out)["per_query"]}
+    assert free == {battery: every[battery]["qid"], battery + 1: every[battery + 1]["qid"]}
+    answers = project / "answers.txt"
+    answers.write_text(BATTERY_ANSWERS + "a\nl\nn\n\n", encoding="utf-8")
+    assert main(["judge", str(folder), "--source", "query", "--pipelines", "default,bm25s",
+                 "--answers", str(answers)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"question {battery} ({every[battery]['qid']}), 1 of 2 to judge")
+    assert f"question {battery + 1} ({every[battery + 1]['qid']}), 2 of 2 to judge" in out
+    assert main(["capture", str(folder), "--query", str(battery), "--name", "by-number"]) == 0
+    assert main(["capture", str(folder), "--source", "query", "--query", every[battery]["qid"],
+                 "--name", "by-qid"]) == 0
+    for name in ("by-number", "by-qid"):
+        assert yaml.safe_load((project / "challenge" / f"{name}.yaml").read_text())["query"] == BATTERY
+    assert main(["capture", str(folder), "--source", "query", "--query", "1", "--name", "gone"]) == 2
+    assert "no question 1 among the 2 distinct questions the source kept" in capsys.readouterr().err
+    page = project / "sleep.html"
+    assert main(["explore", "--trace", str(folder), "--query", str(battery + 1), "--out", str(page)]) == 0
+    assert SLEEP in page.read_text(encoding="utf-8")
+
+
+def test_compare_counts_the_same_graded_questions_in_its_header_table_and_footer(project, capsys):
+    """A question that only forbids items is judged, but not graded: it counts in the
+    forbidden hits, and every count of graded questions agrees."""
+    (project / "challenge" / "only-forbids.yaml").write_text(
+        "id: only-forbids\nstory: aurora-ridge\nas_of: 2030-01-07\nquery: Why have I not felt like gaming recently?\n"
+        "expect: {exclude: [pref.mira.milk]}\n", encoding="utf-8")
+    assert main(["run", "regression/similar-wording.yaml", "challenge/only-forbids.yaml"]) == 0
+    capsys.readouterr()
+    assert main(["compare", str(trace_of(project)), "--pipelines", "bm25,default", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    graded = data["queries"]
+    assert data["trace"]["judged"] == graded and data["trace"]["forbidden_only"] == 1
+    assert data["judgments"]["graded"].startswith(f"{graded} questions judged by")
+    assert main(["compare", str(trace_of(project)), "--pipelines", "bm25,default"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"{graded} graded by each case's expectations; 1 judged only by what they forbid" in out
+    assert f"{graded} graded questions, baseline bm25" in out
+    assert f"{graded} graded questions, 2 pipelines" in out

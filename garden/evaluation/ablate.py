@@ -48,31 +48,31 @@ class Ablation:
                 "stages": rows, "packet": self.packets or None}
 
     def show(self) -> None:
-        from rich.console import Console
         from rich.table import Table
+
+        from garden._terminal import echo, print_table
 
         data = self.to_json()
         measures = data["measures"]
         table = Table(title=f"what each stage of {self.full} is worth on {data['source']} "
                             f"({data['queries']} queries, judged by {data['judgments']})")
         table.add_column("stage removed")
-        if self.cases:
-            table.add_column("cases it decides")
         for m in measures:
             table.add_column(f"Δ{m}", justify="right")
         for stage, row in data["stages"].items():
             cells = []
-            if self.cases:
-                cells.append(", ".join(row["decides"] + [f"-{c}" for c in row["hurts"]]) or "-")
             for m in measures:
                 metric = row["metrics"].get(m)
-                mark = " *" if metric and metric["significant"] else ""
+                mark = "*" if metric and metric["significant"] else ""
                 cells.append(f"{metric['delta']:+.4f}{mark}" if metric else "-")
             table.add_row(stage, *cells)
-        table.caption = ("Δ = full pipeline minus the pipeline without the stage; * p < 0.05 after Holm; "
-                         "a case prefixed - passes only without the stage")
-        console = Console(width=160)
-        console.print(table)
+        table.caption = "Δ = full pipeline minus the pipeline without the stage; * p < 0.05 after Holm"
+        print_table(table)
+        if self.cases:
+            # the cases each stage decides, a line per stage: ids are too long for a column
+            echo([f"{stage} decides: {', '.join(row['decides']) or 'no case'}"
+                  + (f"; passes only without it: {', '.join(row['hurts'])}" if row["hurts"] else "")
+                  for stage, row in data["stages"].items()])
         if self.packets:
             table = Table(title="what the user gets without each stage (answerable questions, and negatives)")
             for col in ("pipeline", *PACKET_FIGURES):
@@ -80,7 +80,7 @@ class Ablation:
             for name, groups in self.packets.items():
                 row = _packet_figures(groups)
                 table.add_row(name, *("" if row[k] is None else f"{row[k]:.3f}" for k in PACKET_FIGURES))
-            console.print(table)
+            print_table(table)
 
 
 PACKET_FIGURES = ("answered", "answered (negatives)", "evidence covered", "covered when answered",
@@ -98,7 +98,7 @@ def _packet_figures(groups: dict) -> dict:
 
 def ablate(source: str, full: str = "default", stages: list[str] | None = None,
            metrics: list[str] | None = None,
-           negatives: str | None = None) -> Ablation:
+           negatives: str | None = None, trace_source: str | None = None) -> Ablation:
     """Run `full` and each one-stage-removed variant on `source` (case files or folders, a
     trace, a collection, or LoCoMo) and report what each stage decides. On LoCoMo the
     measures are the evidence-turn ones, and beside them what the user gets (the packet
@@ -126,6 +126,8 @@ def ablate(source: str, full: str = "default", stages: list[str] | None = None,
         return ablation
     if negatives is not None:
         raise GardenError(f"{source}: {NEGATIVES_NEED_STORES}")
+    if trace_source is not None and kind != "trace":
+        raise GardenError(f"`trace_source` selects events of a trace; {source} is not one")
     if kind == "cases":
         cases = load_cases([source])
         ablation.cases = len(cases)
@@ -137,7 +139,8 @@ def ablate(source: str, full: str = "default", stages: list[str] | None = None,
                     ablation.decides.setdefault(stage, []).append(case.id)
                 elif without and not with_stage:
                     ablation.hurts.setdefault(stage, []).append(case.id)
-    ablation.comparison = compare_source(source, [full, *variants.values()], baseline=full, metrics=metrics).report
+    ablation.comparison = compare_source(source, [full, *variants.values()], baseline=full, metrics=metrics,
+                                         trace_source=trace_source).report
     if ablation.comparison is None:
         raise GardenError(f"{source}: no question has judgments (a case's expectations or a collection's "
                           "qrels), so no stage's worth can be measured")

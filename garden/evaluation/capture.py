@@ -27,30 +27,13 @@ from garden.store.layout import CHALLENGE
 from garden.derived.traces import TRACE_NAME
 from garden.errors import EXIT_FAILED, GardenError
 from garden.evaluation.judgments import Judgments
-from garden.evaluation.replay import Replay, replays_from_trace
+from garden.evaluation.replay import Replay, find_question, replays_from_trace
 from garden.formats.cases import load_case
 from garden.formats.stories import resolve_story_path
-from garden.text import is_number, shown
+from garden.text import shown
 
 ID_LIMIT = 48
 NAME_LIMIT = 120   # a case id names its file: well under the 255 bytes a file name may have
-
-
-def find_question(questions: list[Replay], which: str, trace: Path) -> tuple[int, Replay]:
-    """By its number in the trace's distinct questions (as `garden judge` shows it), its
-    qid, or its exact text."""
-    if is_number(which):
-        n = int(which)
-        if not 1 <= n <= len(questions):
-            raise GardenError(f"{trace}: `query` {n}: the trace holds {len(questions)} distinct questions")
-        return n, questions[n - 1]
-    found = [(n, r) for n, r in enumerate(questions, start=1) if which in (r.question_id, r.spec.query)]
-    if not found:
-        raise GardenError(f"{trace}: `query` {shown(which)}: no question with that number, qid or text")
-    if len(found) > 1:
-        raise GardenError(f"{trace}: `query` {shown(which)}: {len(found)} questions ask it (numbers "
-                          f"{', '.join(str(n) for n, _ in found)}); name one by number")
-    return found[0]
 
 
 def case_id(text: str) -> str:
@@ -131,14 +114,17 @@ class Captured:
 
 
 def capture(trace: str | Path, which: str, judgments: str | Path, name: str | None = None,
-            out: str | Path = CHALLENGE, force: bool = False) -> Captured:
+            out: str | Path = CHALLENGE, force: bool = False, trace_source: str | None = None,
+            since=None, until=None) -> Captured:
+    """Write the question `which` (its number, qid or exact text, as `replays_from_trace`
+    numbers them) of the trace as a challenge case; see the module's docstring."""
     from garden.evaluation.runner import run_case
 
     trace, folder = Path(trace), Path(out)
     if not trace.exists():
         raise GardenError(f"{trace}: no such trace file or folder")
     store = Judgments.load(judgments, must_exist=True)
-    n, replay = find_question(replays_from_trace(trace).replays, which, trace)
+    replay = find_question(replays_from_trace(trace, trace_source, since=since, until=until), which, trace)
     cid = name if name is not None else case_id(replay.spec.query)
     if not re.fullmatch(r"[a-z0-9_.-]+", cid):
         raise GardenError(f"`name` {shown(cid)}: a case id is lower-case letters, digits, '.', '_' and '-'")
@@ -167,7 +153,7 @@ def capture(trace: str | Path, which: str, judgments: str | Path, name: str | No
     try:
         result = run_case(load_case(target), "default", trace=False)
         if result.passed and not force:
-            raise GardenError(f"{trace}: question {n} ({shown(replay.spec.query)}): default already serves "
+            raise GardenError(f"{trace}: {replay.name()} ({shown(replay.spec.query)}): default already serves "
                               "what the verdicts ask, so it is not a miss; nothing written (`force` captures "
                               "it anyway)", status=EXIT_FAILED)
         kept = True

@@ -19,12 +19,19 @@ from garden.errors import GardenError
 from garden.evaluation.judgments import GRADES, Judgments
 from garden.evaluation.replay import Replay, replays_from_trace
 from garden.pipelines import check_pipeline, make_pipeline
-from garden.text import one_line, shown
+from garden.text import one_line, plural, shown
 
 ITEM_KEYS = {"l": "lead", "r": "relevant", "n": "not", "f": "forbidden"}
 VERDICT_KEYS = {"a": "answer", "k": "ask", "s": "silent"}
 SKIP, QUIT = ".", "q"
-TEXT_SHOWN = 160  # characters of a record's text shown beside its grade prompt
+TEXT_SHOWN = 160  # at most this many characters of a record's text shown beside its grade prompt
+
+
+def text_shown() -> int:
+    """Characters of a record's text shown: one line of the terminal under a 4-space indent."""
+    from garden._terminal import width
+
+    return max(20, min(TEXT_SHOWN, width() - 4))
 
 
 class Stopped(Exception):
@@ -116,7 +123,8 @@ class JudgeSummary:
 
     def lines(self) -> list[str]:
         head = (f"stopped ({self.stopped}): " if self.stopped else "") + \
-            f"{self.given} verdicts saved this run; {self.complete} of {self.questions} questions fully judged"
+            f"{plural(self.given, 'verdict')} saved this run; {self.complete} of {self.questions} questions fully " \
+            "judged"
         return [head, f"item grades: {self.path} (TREC qrels); question verdicts: "
                       f"{self.path.with_name(self.path.stem + '.questions.jsonl')}"]
 
@@ -136,18 +144,20 @@ def judge(trace: str | Path, judgments: str | Path, answers: Answers, pipelines:
         pipelines = sorted({p for r in questions for p in r.traced})
     for p in pipelines:
         check_pipeline(p)
-    given, complete = 0, 0
+    complete, saved = 0, store.saves
     try:
         for n, replay in enumerate(questions, start=1):
             items = pool(replay, pipelines)
             if is_complete(store, replay.question_id, items):
                 complete += 1
                 continue
-            given += judge_question(store, replay, items, n, len(questions), answers)
+            judge_question(store, replay, items, n, len(questions), answers)
             complete += is_complete(store, replay.question_id, items)
     except Stopped as stop:
-        return JudgeSummary(store.path, len(questions), complete, given, str(stop))
-    return JudgeSummary(store.path, len(questions), complete, given, None)
+        # counted by the store as each answer is saved: a quit mid-question still counts
+        # what that question was given
+        return JudgeSummary(store.path, len(questions), complete, store.saves - saved, str(stop))
+    return JudgeSummary(store.path, len(questions), complete, store.saves - saved, None)
 
 
 def is_complete(store: Judgments, qid: str, items: list[Pooled]) -> bool:
@@ -157,21 +167,22 @@ def is_complete(store: Judgments, qid: str, items: list[Pooled]) -> bool:
 
 
 def judge_question(store: Judgments, replay: Replay, items: list[Pooled], n: int, total: int,
-                   answers: Answers) -> int:
-    """Ask what is still unjudged of one question; every answer is saved as it comes."""
+                   answers: Answers) -> None:
+    """Ask what is still unjudged of one question; every answer is saved as it comes (the
+    store counts each one)."""
     qid, spec, out = replay.question_id, replay.spec, answers.out
     about = {"story": spec.story.story, "query": spec.query, "as_of": spec.as_of.isoformat(), "case": replay.case}
-    # a trace is text anyone may have written: escape sequences in it are shown, never obeyed
-    out(one_line(f"question {n} of {total} ({qid}, {replay.trace} line {replay.line}): {spec.story.story}, as of "
-                 f"{spec.as_of.isoformat()}" + (f", from case {replay.case}" if replay.case else ", a free query")))
+    # a trace is text anyone may have written: escape sequences in it are shown, never obeyed;
+    # the question is named as every command names it (its number in the trace and its qid)
+    out(one_line(f"{replay.name()}, {n} of {total} to judge ({replay.trace} line {replay.line}): "
+                 f"{spec.story.story}, as of {spec.as_of.isoformat()}"
+                 + (f", from case {replay.case}" if replay.case else ", a free query")))
     out(f"  {one_line(spec.query)}")
-    given = 0
     if store.verdict(qid) is None:
         verdict = answers.ask("  what should have happened? [a]nswer, as[k] the user, stay [s]ilent "
                               f"({SKIP} skip, {QUIT} quit)", parse_choice(VERDICT_KEYS))
         if verdict is not None:
             store.set_question(qid, about, verdict=verdict)
-            given += 1
     for item in items:
         if store.grade(qid, item.id) is not None:
             continue
@@ -180,20 +191,15 @@ def judge_question(store: Judgments, replay: Replay, items: list[Pooled], n: int
         out(f"  {item.id} [{record.kind if record else '?'}] served by {served}; labels: "
             f"{', '.join(item.labels) or 'none'}")
         shown = (record.title + ": " if record and record.title else "") + (record.text or "" if record else "")
-        out(f"    {one_line(shown, TEXT_SHOWN)}")
+        out(f"    {one_line(shown, text_shown())}")
         grade = answers.ask("    grade: [l]ead (the answer), [r]elevant, [n]ot relevant, [f]orbidden "
                             f"({SKIP} skip, {QUIT} quit)", parse_choice(ITEM_KEYS))
         if grade is not None:
             store.set_grade(qid, item.id, GRADES[grade])
-            given += 1
     if not store.questions.get(qid, {}).get("missed_asked"):
         missed = answers.ask("  records that answer but no pipeline served: ID[=grade], comma-separated "
                              "(empty for none)", parse_missed(set(spec.story.by_id), {i.id for i in items}))
-        for rid, grade in missed.items():
-            store.qrels.setdefault(qid, {})[rid] = grade
-        store.set_question(qid, about, missed_asked=True)  # saves the grades and the mark in one write
-        given += len(missed)
-    return given
+        store.set_missed(qid, about, missed)  # the grades and the mark in one write
 
 
 def answers_from(path: str | None, out: Callable[[str], None] = print) -> Answers:

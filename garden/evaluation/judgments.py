@@ -46,6 +46,7 @@ class Judgments:
     path: Path
     qrels: dict[str, dict[str, int]] = field(default_factory=dict)
     questions: dict[str, dict] = field(default_factory=dict)
+    saves: int = 0   # verdicts and grades given and saved through this object (a question's verdict, a grade)
 
     @classmethod
     def load(cls, path: str | Path, must_exist: bool = False) -> "Judgments":
@@ -72,11 +73,21 @@ class Judgments:
     def set_grade(self, qid: str, rid: str, grade: int) -> None:
         self.qrels.setdefault(qid, {})[rid] = grade
         self.save()
+        self.saves += 1
 
     def set_question(self, qid: str, about: dict, **values) -> None:
         entry = self.questions.setdefault(qid, {"qid": qid, "verdict": None, "missed_asked": False, **about})
         entry.update(values)
         self.save()
+        self.saves += "verdict" in values
+
+    def set_missed(self, qid: str, about: dict, missed: dict[str, int]) -> None:
+        """Records that answer but no pipeline served, graded, and the question marked as
+        asked for them, in one write."""
+        for rid, grade in missed.items():
+            self.qrels.setdefault(qid, {})[rid] = grade
+        self.set_question(qid, about, missed_asked=True)
+        self.saves += len(missed)
 
     def save(self) -> None:
         qrels = "".join(f"{qid} 0 {rid} {grade}\n" for qid in sorted(self.qrels)

@@ -187,7 +187,7 @@ def _authors_tables(reports: dict) -> list:
                 cells = []
                 for m in AUTHORS_SHOWN:
                     test = rep.tests.get(name, {}).get(m)
-                    mark = (" ▲" if test.delta > 0 else " ▼") if test is not None and test.significant else ""
+                    mark = ("▲" if test.delta > 0 else "▼") if test is not None and test.significant else ""
                     cells.append(f"{values[m]:.3f}{mark}")
                 label = name if cat == "all" else f"  {name}, {cat} ({len(rep.evaluation.qids)})"
                 table.add_row(label, *cells)

@@ -28,7 +28,7 @@ from garden.formats.cases import load_case, spec_for
 from garden.evaluation.compare import (CompareReport, compare_collection, compare_runs, natural_key, parse_measures,
                       plot_per_query, write_trec_run)
 from garden.errors import GardenError
-from garden.text import one_line
+from garden.text import is_number, one_line, shown
 from garden.models import Hints
 from garden.formats.cases import Expect
 from garden.pipelines import check_pipeline, make_pipeline
@@ -56,6 +56,18 @@ class Replay:
     adjudicated: bool = False  # judged by a person's grades (`garden judge`), not a case
     trace: str = ""            # of a trace's question: the file of its first event
     unanswerable: bool = False  # a case that says nothing in its store answers it: a negative
+    number: int = 0            # of a trace's question: its number (see `replays_from_trace`)
+
+    @property
+    def graded(self) -> bool:
+        """Judged with grades (a lead, an include): it counts in the graded metrics. A
+        question judged only by what it forbids counts in the forbidden hits alone."""
+        return self.judged and bool(self.qrels)
+
+    def name(self) -> str:
+        """How every command names a trace's question: its number in the trace and its
+        content id (`garden capture --query` and `garden explore --query` take either)."""
+        return f"question {self.number} ({self.question_id})"
 
 
 def judgments(expect: Expect) -> dict[str, int]:
@@ -108,12 +120,16 @@ class TraceQuestions:
     folded: int          # of them, repeats of an earlier question
     adjudications: str | None = None            # the judgments file, when one was given
     verdicts: dict[str, str] = field(default_factory=dict)  # replay qid -> a person's question verdict
+    filtered: bool = False                      # `trace_source` left some questions out
 
     def to_json(self) -> dict:
+        # `judged` counts the graded questions, the ones the metrics table is over; a question
+        # that only forbids items counts apart, in the forbidden hits
         data = {"events": self.events, "distinct": len(self.replays), "folded": self.folded,
-                "judged": sum(r.judged for r in self.replays),
-                "judged_by_cases": sum(r.judged and not r.adjudicated for r in self.replays),
-                "adjudicated": sum(r.adjudicated for r in self.replays),
+                "judged": sum(r.graded for r in self.replays),
+                "judged_by_cases": sum(r.graded and not r.adjudicated for r in self.replays),
+                "adjudicated": sum(r.graded and r.adjudicated for r in self.replays),
+                "forbidden_only": sum(r.judged and not r.graded for r in self.replays),
                 "free": sum(r.free for r in self.replays),
                 "free_unjudged": sum(r.free and not r.judged for r in self.replays),
                 # a case's question that judges no item (a skip or ask control): agreement only
@@ -165,33 +181,46 @@ def replays_from_trace(path: Path, trace_source: str | None = None, adjudicated=
     """The distinct questions of a trace file or a folder of them (the days in [since,
     until]), each judged by a person's grades when `adjudicated` (a Judgments) holds some
     for it, else by its case when it names one. `trace_source`: "query" keeps free queries
-    only, "case" case runs only."""
+    only, "case" case runs only.
+
+    Each question is numbered by its place among all the distinct questions of the files
+    read, whatever `trace_source` keeps, so `garden judge --source query` and `garden
+    capture` (or `compare`, or `explore`) give one question one number."""
     source = trace_source
     if source is not None and source not in SOURCES:
         raise GardenError(f"`trace_source` must be one of {', '.join(SOURCES)} (got {source!r})")
     files = trace_files(Path(path), since, until)
     out: list[Replay] = []
     seen: dict[tuple, Replay] = {}
+    numbers: dict[tuple, int] = {}
+    stories: dict[Path, object] = {}
+    cases: dict[str, object] = {}
     events = folded = 0
     # damaged lines (a writer killed mid-line) are skipped with a warning; n stays the
     # line's number in its file, so a replay can be found again
     for file, n, event in ((f, n, e) for f in files for n, e in read_trace_lines(f)):
+        key = question_key(event)
+        number = numbers.setdefault(key, len(numbers) + 1)
         if (source == "query" and event.case) or (source == "case" and not event.case):
             continue
         events += 1
-        key = question_key(event)
         if key in seen:
             folded += 1
             if event.pipeline not in seen[key].traced:
                 seen[key].traced.append(event.pipeline)
             continue
         story_path = Path(event.story_path) if event.story_path else resolve_story_path(event.story)
-        spec = QuerySpec(load_story(story_path), event.query, event.as_of, event.budget, event.hints or Hints(),
+        # each story and case file read once, however many of its questions the trace holds
+        if story_path not in stories:
+            stories[story_path] = load_story(story_path)
+        spec = QuerySpec(stories[story_path], event.query, event.as_of, event.budget, event.hints or Hints(),
                          event.include_private, event.settings, list(event.session), str(story_path))
         rels: dict[str, int] = {}
         forbidden: list[str] = []
         if event.case_path and Path(event.case_path).is_file():
-            loaded = load_case(event.case_path)
+            if event.case_path not in cases:
+                cases[event.case_path] = load_case(event.case_path)
+            loaded = cases[event.case_path]
             match = next((q for q in loaded.queries if q.spec_fields["query"] == event.query), None)
             if match is not None:
                 rels, forbidden = judgments(match.expect), list(match.expect.exclude)
@@ -200,17 +229,40 @@ def replays_from_trace(path: Path, trace_source: str | None = None, adjudicated=
         if grades:  # a person's grades of what was served outrank a case's expectations
             rels = {rid: g for rid, g in grades.items() if g > 0}
             forbidden = sorted(rid for rid, g in grades.items() if g < 0)
-        rid = f"line{n}" if len(files) == 1 else f"{file.stem.removeprefix('trace-')}:line{n}"
-        seen[key] = Replay(rid, f"{event.case or 'query'}: {event.query}", spec, rels, forbidden,
+        # the content id names the question in every output, a TREC run file included, so a
+        # run scores against the qrels `garden judge` writes under the same ids
+        seen[key] = Replay(qid, f"{event.case or 'query'}: {event.query}", spec, rels, forbidden,
                            judged=bool(rels or forbidden), free=not event.case, question_id=qid,
                            line=n, traced=[event.pipeline], case=event.case, adjudicated=bool(grades),
-                           trace=file.name)
+                           trace=file.name, number=number)
         out.append(seen[key])
     verdicts = {}
     if adjudicated is not None:
         verdicts = {r.qid: v for r in out if (v := adjudicated.verdict(r.question_id)) is not None}
     return TraceQuestions(out, events, folded, str(adjudicated.path) if adjudicated is not None else None,
-                          verdicts)
+                          verdicts, filtered=len(out) < len(numbers))
+
+
+def find_question(questions: TraceQuestions, which: str, trace: Path) -> Replay:
+    """A trace's question by its number (as every command shows it), its qid, or its exact
+    text; `questions` are those the trace source kept (`--source`)."""
+    replays = questions.replays
+    if is_number(which):
+        n = int(which)
+        found = [r for r in replays if r.number == n]
+        if not found:
+            last = max((r.number for r in replays), default=0)
+            kept = " the source kept (`trace_source`)" if questions.filtered else ""
+            raise GardenError(f"{trace}: `query` {n}: no question {n} among the {len(replays)} distinct "
+                              f"questions{kept} (numbered 1 to {last} in the trace)")
+        return found[0]
+    found = [r for r in replays if which in (r.question_id, r.spec.query)]
+    if not found:
+        raise GardenError(f"{trace}: `query` {shown(which)}: no question with that number, qid or text")
+    if len(found) > 1:
+        raise GardenError(f"{trace}: `query` {shown(which)}: {len(found)} questions ask it (numbers "
+                          f"{', '.join(str(r.number) for r in found)}); name one by number")
+    return found[0]
 
 
 def overlap(a: list[str], b: list[str]) -> float:
@@ -299,25 +351,30 @@ class SourceReport:
             data["per_query"] = self.side_by_side
         return data
 
+    def lines_before(self) -> list[str]:
+        """What the figures rest on, said before the table, counted as the table counts."""
+        if self.trace is None:
+            return []
+        t = self.trace.to_json()
+        forbidden = (f"; {t['forbidden_only']} judged only by what they forbid (counted in the forbidden hits)"
+                     if t["forbidden_only"] else "")
+        return [f"{t['distinct']} distinct questions from {t['events']} trace events ({t['folded']} repeats folded): "
+                f"{t['judged']} graded by {self.trace.judged_by()}{forbidden}; {t['free_unjudged']} unjudged free "
+                f"queries and {t['case_without_item_judgments']} case questions without item judgments compared "
+                "by agreement only"]
+
     def show(self) -> None:
-        from rich.console import Console
-        from rich.markup import escape
+        from rich.table import Table
 
-        console = Console(width=160)
-        if self.trace is not None:
-            t = self.trace.to_json()
-            console.print(f"{t['distinct']} distinct questions from {t['events']} trace events "
-                          f"({t['folded']} repeats folded): {t['judged']} judged by {self.trace.judged_by()}; "
-                          f"{t['free_unjudged']} unjudged free queries and {t['case_without_item_judgments']} case "
-                          "questions without item judgments compared by agreement only")
+        from garden._terminal import echo, print_table
+
+        echo(self.lines_before())
         if self.report is not None:
-            console.print(self.report.table())
+            print_table(self.report.table())
         else:
-            console.print("no question has judgments: no graded metric (a free query is never scored "
-                          "against the packet it was served)")
+            echo(["no question has judgments: no graded metric (a free query is never scored against the packet "
+                  "it was served)"])
         if self.agreement:
-            from rich.table import Table
-
             table = Table(title=f"agreement with {self.baseline} over {len(self.side_by_side)} questions "
                                 "(no judgments)")
             for col in ("pipeline", "answered", "asked", "silent", "overlap", "rank correlation"):
@@ -327,43 +384,50 @@ class SourceReport:
                 table.add_row(p, *(f"{row[k]:.3f}" for k in ("answered", "asked", "silent")),
                               f"{row['overlap_with_baseline']:.3f}" if p != self.baseline else "baseline",
                               f"{tau:.3f}" if tau is not None else "-")
-            console.print(table)
+            print_table(table)
+        lines = []
         if self.negatives:
-            console.print(f"of {self.negatives} questions nothing in the store answers (unanswerable: true), "
-                          "answered: " + ", ".join(f"{p} {n}" for p, n in self.unanswerable.items()))
+            lines.append(f"of {self.negatives} questions nothing in the store answers (unanswerable: true), "
+                         "answered: " + ", ".join(f"{p} {n}" for p, n in self.unanswerable.items()))
         if self.verdicts:
-            console.print("question verdicts (a person's answer / ask / stay silent) matched: " + ", ".join(
+            lines.append("question verdicts (a person's answer / ask / stay silent) matched: " + ", ".join(
                 f"{p} {v['matched']}/{v['questions']}" for p, v in self.verdicts.items()))
         disagreements = [row for row in self.side_by_side if row["disagree"]]
         for row in disagreements[:SHOWN]:
-            tops = "  |  ".join(f"{p}: {', '.join(ids) or '(empty)'}" for p, ids in row["top"].items())
-            console.print(f"[yellow]disagree[/yellow] {escape(one_line(row['query']))}\n    {escape(one_line(tops))}")
+            named = f"question {row['question']} " if "question" in row else ""
+            lines.append(one_line(f"disagree: {named}{row['query']}"))
+            lines += [one_line(f"    {p}: {', '.join(ids) or '(empty)'}") for p, ids in row["top"].items()]
         if len(disagreements) > SHOWN:
-            console.print(f"... and {len(disagreements) - SHOWN} more disagreements (all of them in --json)")
-        console.print(f"pipelines disagree on the first item for {len(disagreements)} of "
-                      f"{len(self.side_by_side)} questions")
+            lines.append(f"... and {len(disagreements) - SHOWN} more disagreements (all of them in --json)")
+        lines.append(f"pipelines disagree on the first item for {len(disagreements)} of "
+                     f"{len(self.side_by_side)} questions")
         if self.forbidden_hits:
-            console.print("forbidden hits: " + ", ".join(f"{p} {n}" for p, n in self.forbidden_hits.items()))
+            lines.append("forbidden hits: " + ", ".join(f"{p} {n}" for p, n in self.forbidden_hits.items()))
         if self.report is not None:
             first = self.report.measures[0]
             best = max(self.report.evaluation.aggregates.items(), key=lambda kv: kv[1][first])
-            console.print(f"{len(self.report.evaluation.qids)} judged questions, "
-                          f"{len(self.report.evaluation.aggregates)} pipelines; best {first}: {best[0]} "
-                          f"{best[1][first]:.4f}")
+            lines.append(f"{len(self.report.evaluation.qids)} graded questions, "
+                         f"{len(self.report.evaluation.aggregates)} pipelines; best {first}: {best[0]} "
+                         f"{best[1][first]:.4f}")
+        echo(lines)
 
 
 SIDE_BY_SIDE = 3  # top items shown per pipeline and query
 
 
 def side_by_side(report: CompareReport | None, tops: dict[str, dict[str, list[str]]],
-                 labels: dict[str, str]) -> list[dict]:
+                 labels: dict[str, str], numbers: dict[str, int] | None = None) -> list[dict]:
     """Per question: each pipeline's top items, its value of the first metric where the
-    question is judged, and whether the pipelines disagree on what comes first."""
+    question is judged, and whether the pipelines disagree on what comes first. A trace's
+    questions carry their `numbers` and keep that order."""
     rows = []
-    for qid in sorted(labels, key=natural_key):
+    order = sorted(labels, key=numbers.__getitem__) if numbers else sorted(labels, key=natural_key)
+    for qid in order:
         top = {p: tops[p].get(qid, [])[:SIDE_BY_SIDE] for p in tops}
         row = {"qid": qid, "query": labels[qid], "top": top,
                "disagree": len({tuple(ids[:1]) for ids in top.values()}) > 1}
+        if numbers:
+            row["question"] = numbers[qid]
         if report is not None and qid in report.evaluation.qids:
             first = report.measures[0]
             row[first] = {p: report.evaluation.per_query[p][first][qid] for p in report.evaluation.per_query}
@@ -394,12 +458,13 @@ def compare_replays(replays: list[Replay], pipelines: list[str], baseline: str |
         # packet order is the ranking: score by position so ties cannot reorder it
         runs[p] = {qid: [(rid, float(len(items) - i)) for i, rid in enumerate(items)] for qid, items in ids.items()}
         forbidden[p] = sum(len(set(ids[r.qid]) & set(r.forbidden)) for r in replays if r.judged)
-    qrels = {r.qid: r.qrels for r in replays if r.judged and r.qrels}
+    qrels = {r.qid: r.qrels for r in replays if r.graded}
     report = None
     if qrels:
         judged_runs = {p: {q: run[q] for q in qrels} for p, run in runs.items()}
         report = compare_runs(qrels, judged_runs, baseline, measures, speed, name)
-    side = side_by_side(report, packets, {r.qid: r.label for r in replays})
+    numbers = {r.qid: r.number for r in replays} if trace is not None else None
+    side = side_by_side(report, packets, {r.qid: r.label for r in replays}, numbers)
     if trec_dir is not None:
         for p, run in runs.items():
             write_trec_run(Path(trec_dir) / f"{p}.run", {q: v for q, v in run.items() if v}, p)

@@ -16,7 +16,8 @@ def compare_table(report):
     difference."""
     from rich.table import Table
 
-    table = Table(title=f"{report.collection}: {len(report.evaluation.qids)} queries, baseline {report.baseline}")
+    table = Table(title=f"{report.collection}: {len(report.evaluation.qids)} graded questions, baseline "
+                        f"{report.baseline}")
     table.add_column("pipeline")
     for metric in report.measures:
         table.add_column(metric, justify="right")
@@ -27,9 +28,9 @@ def compare_table(report):
         cells = []
         for metric in report.measures:
             test = report.tests.get(name, {}).get(metric)
-            mark = ""
+            mark = ""  # joined to its figure: a narrow terminal never wraps a mark away from it
             if test is not None and test.significant:
-                mark = " ▲" if test.delta > 0 else " ▼"
+                mark = "▲" if test.delta > 0 else "▼"
             cells.append(f"{values[metric]:.4f}{mark}")
         test = report.tests.get(name, {}).get(first)
         wtl = f"{test.wins}/{test.ties}/{test.losses}" if test else "baseline"

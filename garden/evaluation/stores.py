@@ -346,11 +346,10 @@ class StoresReport:
         return json.dumps(self.to_json(), indent=2)
 
     def show(self) -> None:
-        from rich.console import Console
+        from garden._terminal import print_table
 
-        console = Console(width=160)
         for table in self.tables():
-            console.print(table)
+            print_table(table)
 
     def tables(self) -> list:
         from rich.table import Table
@@ -369,7 +368,7 @@ class StoresReport:
             cells = []
             for name in names:
                 test = report.tests.get(name, {}).get("Success@5")
-                mark = (" ▲" if test.delta > 0 else " ▼") if test is not None and test.significant else ""
+                mark = ("▲" if test.delta > 0 else "▼") if test is not None and test.significant else ""
                 cells.append(f"{report.evaluation.aggregates[name]['Success@5']:.3f}{mark} "
                              f"({self.all_at_by_category[cat][name]:.3f})")
             table.add_row(f"{cat} ({len(report.evaluation.qids)})", *cells)

@@ -27,8 +27,11 @@ def explore(story: str | None = None, query: str | None = None, *, as_of: dt.dat
 
 
 def write_explorer(out, story: str | None = None, query: str | None = None, *, as_of=None,
-                   pipeline: str = "default", baseline: str = "bm25s", case: str | None = None) -> str:
-    """Write the explorer's page to `out`; one line saying what was written."""
+                   pipeline: str = "default", baseline: str = "bm25s", case: str | None = None,
+                   trace: str | None = None, question: str | None = None, trace_source: str | None = None) -> str:
+    """Write the explorer's page to `out`; one line saying what was written. `trace` and
+    `question` (its number, qid or text) draw a traced question instead of `story` and
+    `query`."""
     from pathlib import Path
 
     from garden.errors import GardenError
@@ -42,7 +45,8 @@ def write_explorer(out, story: str | None = None, query: str | None = None, *, a
         raise GardenError(f"--out {path}: is a folder; name the HTML file to write")
     if not path.parent.is_dir():
         raise GardenError(f"--out {path}: folder {path.parent} does not exist")
-    scene = build_scene(story, query, as_of=as_of, pipeline=pipeline, baseline=baseline, case=case)
+    scene = build_scene(story, query, as_of=as_of, pipeline=pipeline, baseline=baseline, case=case, trace=trace,
+                        question=question, trace_source=trace_source)
     try:   # a temporary file made exclusively: a link planted beside --out is never written through
         write_whole(path, _render(scene).encode("utf-8"))
     except OSError as exc:

@@ -107,12 +107,33 @@ def check_structured(pipeline: str) -> None:
                           "pipeline (default, or default-STAGE); a bare retriever goes in --baseline")
 
 
-def inputs(story: str | None, query: str | None, as_of: dt.date | None, case: str | None) -> Inputs:
+def traced_inputs(trace: str, question: str | None, trace_source: str | None) -> Inputs:
+    """A traced question, exactly as it was asked (story, as_of, budget, hints, session,
+    settings), found by its number, qid or text as every command names it."""
+    from garden.evaluation.replay import find_question, replays_from_trace
+
+    if question is None:
+        raise GardenError("explore: --trace names the trace; --query N|QID|TEXT names its question")
+    path = Path(trace)
+    if not path.exists():
+        raise GardenError(f"{path}: no such trace file or folder")
+    replay = find_question(replays_from_trace(path, trace_source), question, path)
+    return Inputs(replay.spec.story, Path(replay.spec.story_path), replay.spec)
+
+
+def inputs(story: str | None, query: str | None, as_of: dt.date | None, case: str | None,
+           trace: str | None = None, question: str | None = None, trace_source: str | None = None) -> Inputs:
     from garden.formats.cases import load_case, spec_for
     from garden.formats.stories import latest_date, load_story, resolve_story_path
     from garden.models import check_query_text
     from garden.rerank.query import QuerySpec
 
+    if trace is not None:
+        if story is not None or query is not None or case is not None or as_of is not None:
+            raise GardenError("explore: give STORY and QUERY, --case CASE, or --trace TRACE --query N, not two")
+        return traced_inputs(trace, question, trace_source)
+    if question is not None or trace_source is not None:
+        raise GardenError("explore: --query and --source name a question of --trace TRACE")
     if case is not None:
         if story is not None or query is not None:
             raise GardenError("explore: give either STORY and QUERY or --case CASE, not both")
@@ -139,13 +160,15 @@ def inputs(story: str | None, query: str | None, as_of: dt.date | None, case: st
 
 def build_scene(story: str | None = None, query: str | None = None, *, as_of: dt.date | None = None,
                 pipeline: str = "default", baseline: str = "bm25s", case: str | None = None,
-                max_nodes: int = MAX_NODES) -> dict:
-    """The explorer's data for one query (or a case's query and its controls)."""
+                max_nodes: int = MAX_NODES, trace: str | None = None, question: str | None = None,
+                trace_source: str | None = None) -> dict:
+    """The explorer's data for one query (or a case's query and its controls, or a traced
+    question: `trace` and `question`, its number, qid or text)."""
     from garden.pipelines import check_pipeline, make_pipeline
 
     check_structured(pipeline)
     check_pipeline(baseline)
-    got = inputs(story, query, as_of, case)
+    got = inputs(story, query, as_of, case, trace, question, trace_source)
     spec, st = got.spec, got.story
     outcome, snaps = run_observed(pipeline, spec)
     base = make_pipeline(baseline).run(spec)

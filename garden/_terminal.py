@@ -1,0 +1,206 @@
+"""The terminal the command line writes to: its width, a console that fits it, lines
+wrapped at word boundaries, and progress shown on a terminal alone.
+
+What a person reads must fit the terminal without a word broken across lines: a terminal
+wraps an over-long line wherever the column ends, mid-word. So tables are drawn at the
+terminal's width (`COLUMNS` when set, else the terminal's own, else 80 when the output is a
+pipe or a file), and a report's long line is wrapped at spaces, its continuation indented.
+Written to a pipe or a file with no `COLUMNS`, a report line stays one line, whole, for
+grep and for scripts. `--json` output never passes through here.
+
+Progress goes to standard error, and only when standard error is a terminal: a pipe, a
+file, a notebook or `--json` read by a script sees nothing of it.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import time
+
+DEFAULT_WIDTH = 80     # a pipe or a file, when COLUMNS names none
+MIN_WIDTH = 40         # narrower than this, nothing reads; the garden draws at 40 and lets it wrap
+MAX_WIDTH = 400
+INDENT = "  "          # a wrapped line's continuation
+
+
+def _columns() -> int | None:
+    text = os.environ.get("COLUMNS", "")
+    if text.isascii() and text.isdigit():
+        return min(max(int(text), MIN_WIDTH), MAX_WIDTH)
+    return None
+
+
+def width_known() -> bool:
+    """Whether the width is the reader's: COLUMNS is set or standard output is a terminal."""
+    return _columns() is not None or sys.stdout.isatty()
+
+
+def width() -> int:
+    """The columns output may use: COLUMNS, else the terminal's width, else 80."""
+    columns = _columns()
+    if columns is not None:
+        return columns
+    if sys.stdout.isatty():
+        return min(max(shutil.get_terminal_size((DEFAULT_WIDTH, 24)).columns, MIN_WIDTH), MAX_WIDTH)
+    return DEFAULT_WIDTH
+
+
+def console():
+    """A rich console as wide as `width()`, writing to standard output as it is when
+    printing (so a redirected stdout is honoured), with no highlighting of its own: the
+    garden colours what it means to."""
+    from rich.console import Console
+
+    return Console(width=width(), soft_wrap=False, highlight=False, emoji=False)
+
+
+def cells(text: str) -> int:
+    """Terminal columns `text` takes: a CJK character takes two."""
+    from rich.cells import cell_len
+
+    return cell_len(text)
+
+
+def _split_wide(word: str, room: int) -> list[str]:
+    """A word wider than a line, cut between characters: only for text of wide (CJK)
+    characters, where a line may break between any two; any other word is left whole."""
+    from rich.cells import cell_len, chop_cells
+
+    if not any(cell_len(ch) == 2 for ch in word):
+        return [word]
+    return chop_cells(word, room)
+
+
+def wrap(line: str, columns: int | None = None, indent: str | None = None) -> list[str]:
+    """One report line as the lines a reader sees: broken at spaces within `columns`
+    (counted in terminal cells), the continuation indented past the line's own indent. A
+    single word wider than a line is left whole on a line of its own, never cut, unless it
+    is CJK text, which breaks between characters as CJK does."""
+    columns = columns or width()
+    if cells(line) <= columns:
+        return [line]
+    lead = line[:len(line) - len(line.lstrip(" "))]
+    rest = (lead + INDENT) if indent is None else indent
+    out: list[str] = []
+    current, used = lead, cells(lead)
+    for word in line.split():
+        for piece in _split_wide(word, max(columns - cells(rest), 10)):
+            size = cells(piece)
+            if current.strip() and used + 1 + size > columns:
+                out.append(current)
+                current, used = rest + piece, cells(rest) + size
+            elif current.strip():
+                current, used = current + " " + piece, used + 1 + size
+            else:
+                current, used = current + piece, used + size
+    out.append(current)
+    return out
+
+
+def echo(lines, file=None) -> None:
+    """Print report lines: wrapped at the reader's width when it is known, whole otherwise."""
+    out = file or sys.stdout
+    for line in lines:
+        for part in (wrap(line) if width_known() else [line]):
+            print(part, file=out)
+
+
+class Progress:
+    """A count of work done, drawn in place on standard error while standard error is a
+    terminal, and only once the work has run `delay` seconds: a quick command shows nothing.
+    Used as a context manager; the line is cleared when the work ends.
+
+    >>> with Progress("compare: default", total=1426, unit="questions") as bar:
+    ...     for question in questions:
+    ...         bar.advance()
+    """
+
+    DELAY = 1.0      # seconds before the first drawing
+    EVERY = 0.2      # seconds between drawings
+
+    def __init__(self, what: str, total: int | None = None, unit: str = "", delay: float | None = None,
+                 stream=None):
+        self.what, self.total, self.unit = what, total, unit
+        self.stream = stream if stream is not None else sys.stderr
+        self.live = _is_terminal(self.stream)
+        self.delay = self.DELAY if delay is None else delay
+        self.done = 0
+        self.start = time.monotonic()
+        self.drawn_at: float | None = None
+
+    def __enter__(self) -> "Progress":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def text(self) -> str:
+        elapsed = time.monotonic() - self.start
+        count = f"{self.done:,}/{self.total:,}" if self.total else f"{self.done:,}"
+        unit = f" {self.unit}" if self.unit else ""
+        return f"{self.what}: {count}{unit}, {elapsed:.0f} s"
+
+    def advance(self, n: int = 1) -> None:
+        self.done += n
+        if not self.live:
+            return
+        now = time.monotonic()
+        if now - self.start < self.delay or (self.drawn_at is not None and now - self.drawn_at < self.EVERY):
+            return
+        self.drawn_at = now
+        text = self.text()[:max(width() - 1, 10)]
+        self.stream.write(f"\r{text}\x1b[K")
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.live and self.drawn_at is not None:
+            self.stream.write("\r\x1b[K")
+            self.stream.flush()
+            self.drawn_at = None
+
+
+def _is_terminal(stream) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):   # closed, or not a file at all
+        return False
+
+
+def _plain(cell) -> str:
+    from rich.text import Text
+
+    if isinstance(cell, Text):
+        return cell.plain
+    return Text.from_markup(str(cell)).plain
+
+
+def table_lines(table, columns: int | None = None) -> list[str]:
+    """A rich table as lines, one row at a time (`first cell: header value, ...`), for a
+    terminal narrower than the table's narrowest layout."""
+    columns = columns or width()
+    headers = [_plain(c.header) for c in table.columns]
+    cells_of = [list(c.cells) for c in table.columns]
+    lines = wrap(_plain(table.title), columns) if table.title else []
+    for row in range(table.row_count):
+        rest = ", ".join(f"{headers[i]} {_plain(cells_of[i][row])}" for i in range(1, len(headers)))
+        lines += wrap(f"{_plain(cells_of[0][row])}: {rest}" if rest else _plain(cells_of[0][row]), columns)
+    if table.caption:
+        lines += wrap(_plain(table.caption), columns)
+    return lines
+
+
+def print_table(table) -> None:
+    """A rich table drawn to fit the terminal without breaking a word: compact (no side
+    borders), its cells wrapped at spaces when it is wider than the terminal, and one row
+    a line (`table_lines`) when even its narrowest layout is wider."""
+    from rich import box
+    from rich.measure import Measurement
+
+    out = console()
+    table.box = box.SIMPLE_HEAD
+    if Measurement.get(out, out.options, table).minimum <= out.width:
+        out.print(table)
+    else:
+        for line in table_lines(table, out.width):
+            print(line)
