@@ -14,6 +14,7 @@ file, a notebook or `--json` read by a script sees nothing of it.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
 import time
@@ -74,26 +75,28 @@ def _split_wide(word: str, room: int) -> list[str]:
 
 def wrap(line: str, columns: int | None = None, indent: str | None = None) -> list[str]:
     """One report line as the lines a reader sees: broken at spaces within `columns`
-    (counted in terminal cells), the continuation indented past the line's own indent. A
-    single word wider than a line is left whole on a line of its own, never cut, unless it
-    is CJK text, which breaks between characters as CJK does."""
+    (counted in terminal cells), the continuation indented past the line's own indent; the
+    spaces within a line are kept (a column stays aligned). A single word wider than a line
+    is left whole on a line of its own, never cut, unless it is CJK text, which breaks
+    between characters as CJK does."""
     columns = columns or width()
     if cells(line) <= columns:
         return [line]
     lead = line[:len(line) - len(line.lstrip(" "))]
     rest = (lead + INDENT) if indent is None else indent
     out: list[str] = []
-    current, used = lead, cells(lead)
-    for word in line.split():
-        for piece in _split_wide(word, max(columns - cells(rest), 10)):
-            size = cells(piece)
-            if current.strip() and used + 1 + size > columns:
+    current, gap = lead, ""
+    for token in re.findall(r"\S+|\s+", line[len(lead):]):
+        if token.isspace():
+            gap = " " if "\n" in token or "\t" in token else token
+            continue
+        for piece in _split_wide(token, max(columns - cells(rest), 10)):
+            if current.strip() and cells(current) + cells(gap) + cells(piece) > columns:
                 out.append(current)
-                current, used = rest + piece, cells(rest) + size
-            elif current.strip():
-                current, used = current + " " + piece, used + 1 + size
+                current = rest + piece
             else:
-                current, used = current + piece, used + size
+                current += (gap if current.strip() else "") + piece
+            gap = ""
     out.append(current)
     return out
 
@@ -176,15 +179,16 @@ def _plain(cell) -> str:
 
 
 def table_lines(table, columns: int | None = None) -> list[str]:
-    """A rich table as lines, one row at a time (`first cell: header value, ...`), for a
+    """A rich table as lines, one row at a time (`header value: header value, ...`), for a
     terminal narrower than the table's narrowest layout."""
     columns = columns or width()
     headers = [_plain(c.header) for c in table.columns]
     cells_of = [list(c.cells) for c in table.columns]
     lines = wrap(_plain(table.title), columns) if table.title else []
     for row in range(table.row_count):
+        first = f"{headers[0]} {_plain(cells_of[0][row])}".strip()
         rest = ", ".join(f"{headers[i]} {_plain(cells_of[i][row])}" for i in range(1, len(headers)))
-        lines += wrap(f"{_plain(cells_of[0][row])}: {rest}" if rest else _plain(cells_of[0][row]), columns)
+        lines += wrap(f"{first}: {rest}" if rest else first, columns)
     if table.caption:
         lines += wrap(_plain(table.caption), columns)
     return lines
@@ -199,7 +203,14 @@ def print_table(table) -> None:
 
     out = console()
     table.box = box.SIMPLE_HEAD
-    if Measurement.get(out, out.options, table).minimum <= out.width:
+    for column in table.columns:
+        # no column narrower than its longest word: rich would otherwise cut the word short
+        words = [word for cell in [column.header, *column.cells] for word in _plain(cell).split()]
+        column.min_width = max([column.min_width or 0, *(cells(word) for word in words)])
+    # rich measures a table it may crop as narrow as one cell a column: the narrowest it can be
+    # drawn without cutting a word is each column's longest word and its padding
+    narrowest = sum(column.min_width + 2 for column in table.columns)
+    if narrowest <= out.width and Measurement.get(out, out.options, table).minimum <= out.width:
         out.print(table)
     else:
         for line in table_lines(table, out.width):

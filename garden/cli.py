@@ -7,6 +7,7 @@ import functools
 import re
 import datetime as dt
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -80,6 +81,14 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _say(*lines: str) -> None:
+    """Report lines for a person: each wrapped at spaces to the reader's width when the
+    output is a terminal or COLUMNS names one, whole otherwise (see garden/_terminal.py)."""
+    from garden._terminal import echo
+
+    echo([part for line in lines for part in str(line).split("\n")])
+
+
 def print_json(data) -> None:
     """Strict JSON (RFC 8259, section 6: no NaN, no Infinity): Python's json writes bare
     NaN by default, which no strict parser reads. A non-finite number is refused before
@@ -115,10 +124,10 @@ def cmd_check(args) -> int:
         except GardenError as exc:
             status = 1
             for line in exc.messages:
-                print(line)
+                _say(line)
             continue
-        print(f"ok {path} -> {build_index(path)}")
-    print(f"{len(paths)} stories checked, {'errors found' if status else 'all valid'}")
+        _say(f"ok {path} -> {build_index(path)}")
+    _say(f"{len(paths)} stories checked, {'errors found' if status else 'all valid'}")
     return status
 
 
@@ -175,7 +184,7 @@ def cmd_promote(args) -> int:
     from garden.evaluation.runner import promote
 
     target, results = promote(args.case, args.runs)
-    print(f"promoted {args.case} -> {target} after {len(results)} passing runs under default")
+    _say(f"promoted {args.case} -> {target} after {len(results)} passing runs under default")
     return 0
 
 
@@ -183,7 +192,7 @@ def cmd_new_story(args) -> int:
     from garden.formats.scaffold import new_story
 
     story, case = new_story(args.name, Path(args.root))
-    print(f"wrote {story}\nwrote {case}\nnext: garden check {args.name} && garden run {case}")
+    _say(f"wrote {story}\nwrote {case}\nnext: garden check {args.name} && garden run {case}")
     return 0
 
 
@@ -195,7 +204,7 @@ def cmd_pipelines(args) -> int:
         print_json(described)
     else:
         for name, text in described.items():
-            print(f"{name:10} {text}")
+            _say(f"{name:10} {text}")
     return 0
 
 
@@ -203,7 +212,7 @@ def cmd_schemas(args) -> int:
     from garden.formats.schemas import write_schemas
 
     for path in write_schemas(Path(args.out)):
-        print(f"wrote {path}")
+        _say(f"wrote {path}")
     return 0
 
 
@@ -228,7 +237,7 @@ def cmd_judge(args) -> int:
     path = Path(args.judgments) if args.judgments else default_judgments(Path(args.trace))
     summary = judge(args.trace, path, answers_from(args.answers), pipelines, args.trace_source, args.since, args.until)
     for line in summary.lines():
-        print(line)
+        _say(line)
     return 0
 
 
@@ -239,10 +248,10 @@ def cmd_capture(args) -> int:
     path = Path(args.judgments) if args.judgments else default_judgments(Path(args.trace))
     captured = capture(args.trace, args.query, path, args.name, args.out, args.force, args.trace_source,
                        args.since, args.until)
-    print(f"wrote {captured.path}" + (" (it already passes under default: captured with --force)"
+    _say(f"wrote {captured.path}" + (" (it already passes under default: captured with --force)"
                                       if captured.forced else ": default misses it"))
     for failure in captured.failures:
-        print(f"  {failure}")
+        _say(f"  {failure}")
     return 0
 
 
@@ -264,8 +273,8 @@ def cmd_import(args) -> int:
         lme = import_longmemeval(Path(args.path), Path(args.out), sample=args.sample,
                                  seed=args.seed if args.seed is not None else 0)
         for line in lme.lines():
-            print(line)
-        print(f"{lme.questions} questions imported into {args.out}")
+            _say(line)
+        _say(f"{lme.questions} questions imported into {args.out}")
         return 0
     from garden.formats.locomo import import_locomo
 
@@ -274,8 +283,8 @@ def cmd_import(args) -> int:
         raise GardenError(f"{' and '.join(given)}: only for longmemeval (a LoCoMo import takes every conversation)")
     report = import_locomo(Path(args.path), Path(args.out))
     for line in report.lines():
-        print(line)
-    print(f"{len(report.conversations)} conversations imported into {args.out}")
+        _say(line)
+    _say(f"{len(report.conversations)} conversations imported into {args.out}")
     return 0
 
 
@@ -289,8 +298,8 @@ def cmd_traces(args) -> int:
     keep_days = retention_days() if args.keep_days is None else parse_days(args.keep_days, "--keep-days")
     removed = prune_traces(args.today, keep_days)
     for path in removed:
-        print(f"removed {path}")
-    print(f"{len(removed)} trace files older than {keep_days} days removed from {trace_dir()}")
+        _say(f"removed {path}")
+    _say(f"{len(removed)} trace files older than {keep_days} days removed from {trace_dir()}")
     return 0
 
 
@@ -304,7 +313,7 @@ def _show(args, report) -> None:
     if args.json:
         print_json(report.to_json())
     else:
-        print("\n".join(report.lines()))
+        _say(*report.lines())
 
 
 def cmd_doctor(args) -> int:
@@ -333,7 +342,7 @@ def cmd_restore(args) -> int:
 def cmd_explore(args) -> int:
     from garden.explore import write_explorer
 
-    print(write_explorer(args.out, args.story, args.text, as_of=args.as_of, pipeline=args.pipeline,
+    _say(write_explorer(args.out, args.story, args.text, as_of=args.as_of, pipeline=args.pipeline,
                          baseline=args.baseline, case=args.case, trace=args.trace, question=args.query,
                          trace_source=args.trace_source))
     return 0
@@ -342,7 +351,7 @@ def cmd_explore(args) -> int:
 def cmd_generate(args) -> int:
     from garden.formats.generate import generate
 
-    print("\n".join(generate(args.name, args.records, args.seed, args.out, args.force).lines()))
+    _say(*generate(args.name, args.records, args.seed, args.out, args.force).lines())
     return 0
 
 
@@ -649,6 +658,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # the reader went away (`garden pipelines | head`): stop quietly, as a shell tool
+        # does, with what it expects for SIGPIPE; the rest of the output goes nowhere
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":

@@ -202,9 +202,15 @@ def judge_question(store: Judgments, replay: Replay, items: list[Pooled], n: int
         store.set_missed(qid, about, missed)  # the grades and the mark in one write
 
 
-def answers_from(path: str | None, out: Callable[[str], None] = print) -> Answers:
+def _say(line: str) -> None:
+    from garden._terminal import echo
+
+    echo([line])
+
+
+def answers_from(path: str | None, out: Callable[[str], None] = _say) -> Answers:
     """Answers from a file (`--answers`), else from standard input; only a terminal is
-    asked again after a bad answer."""
+    asked again after a bad answer. What is asked is wrapped to the terminal's width."""
     if path is None:
         return Answers(sys.stdin, "<stdin>", sys.stdin.isatty(), out)
     try:

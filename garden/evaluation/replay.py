@@ -394,7 +394,7 @@ class SourceReport:
                 f"{p} {v['matched']}/{v['questions']}" for p, v in self.verdicts.items()))
         disagreements = [row for row in self.side_by_side if row["disagree"]]
         for row in disagreements[:SHOWN]:
-            named = f"question {row['question']} " if "question" in row else ""
+            named = f"question {row['question']}, " if "question" in row else ""
             lines.append(one_line(f"disagree: {named}{row['query']}"))
             lines += [one_line(f"    {p}: {', '.join(ids) or '(empty)'}") for p, ids in row["top"].items()]
         if len(disagreements) > SHOWN:

@@ -1,0 +1,162 @@
+"""What the command line prints for a person reads at 80 columns and wider: no line wider
+than the terminal (counted in terminal cells, a CJK character two), and no word broken
+across lines: every id, case, pipeline, label and reason the command's --json names
+appears whole on one line of its table. Run in process on a scratch copy of the shipped
+stories, at COLUMNS=80 and COLUMNS=120."""
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from rich.cells import cell_len
+
+from garden._terminal import wrap
+from garden.cli import main
+
+WIDTHS = (80, 120)
+GAMING = "Why have I not felt like gaming recently?"
+
+
+def shown(capsys, monkeypatch, columns: int, *args: str) -> tuple[int, str]:
+    monkeypatch.setenv("COLUMNS", str(columns))
+    code = main(list(args))
+    return code, capsys.readouterr().out
+
+
+def as_json(capsys, monkeypatch, *args: str) -> dict:
+    monkeypatch.delenv("COLUMNS", raising=False)
+    assert main([*args, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def assert_fits(text: str, columns: int, words) -> None:
+    lines = text.splitlines()
+    assert lines, "nothing printed"
+    too_wide = [line for line in lines if cell_len(line) > columns]
+    assert not too_wide, f"wider than {columns}: {too_wide[:3]}"
+    for word in words:
+        assert any(re.search(rf"(?<![\w.-]){re.escape(word)}(?![\w-])", line) for line in lines), \
+            f"{word!r} is not whole on any line:\n{text}"
+
+
+@pytest.mark.parametrize("columns", WIDTHS)
+def test_the_contrast_matrix_is_a_mark_per_case_and_pipeline(project, capsys, monkeypatch, columns):
+    paths = ["regression/similar-wording.yaml", "regression/named-phrase.yaml", "challenge"]
+    data = as_json(capsys, monkeypatch, "contrast", *paths)
+    code, out = shown(capsys, monkeypatch, columns, "contrast", *paths)
+    assert code == 0
+    assert_fits(out, columns, [row["case"] for row in data["cases"]] + data["pipelines"])
+    for row in data["cases"]:
+        [line] = [line for line in out.splitlines() if line.startswith(f"  {row['case']} ")]
+        marks = line.split()[1:]
+        assert marks[-1] == ("yes" if row["contrast"] else "no")
+        assert (marks[-2] == "✓") == row["pipelines"]["default"]["passed"], line
+    # the reasons, on request, each failing cell's failures on lines of their own
+    code, out = shown(capsys, monkeypatch, columns, "contrast", *paths, "--reasons")
+    assert_fits(out, columns, ["similar-wording", "bm25"])
+    assert "similar-wording under bm25:" in out
+
+
+@pytest.mark.parametrize("columns", WIDTHS)
+def test_the_packet_shows_text_lane_labels_and_why(project, capsys, monkeypatch, columns):
+    packet = as_json(capsys, monkeypatch, "query", "aurora-ridge", GAMING, "--as-of", "2030-01-06")
+    code, out = shown(capsys, monkeypatch, columns, "query", "aurora-ridge", GAMING, "--as-of", "2030-01-06")
+    assert code == 0
+    words = [item["id"] for item in packet["items"]] + [r["id"] for r in packet["rejected"]]
+    words += [label for item in packet["items"] for label in item["labels"]]
+    words += [r["reason"] for r in packet["rejected"]]
+    assert_fits(out, columns, words)
+    lines = out.splitlines()
+    state = next(line for line in lines if "state.mira.gaming" in line)
+    chat = next(line for line in lines if "chat.0102" in line and line.lstrip().startswith("2."))
+    assert "curated" in state and "evidence" in chat  # the lane each rode in, packed curated first
+    assert "Lately I have not felt like playing games." in out  # the text itself, not only its id
+    assert "curated lane (states and decisions) first" in " ".join(out.split())
+
+
+@pytest.mark.parametrize("query, why", [
+    ("What is the capital of France?", "silent: no record matched the query closely enough"),
+    ("我们的营地日志里写过无人机吗？", "silent: nothing stood out as an answer: the query's support"),
+])
+def test_a_silent_query_says_it_stayed_silent_and_why(project, capsys, monkeypatch, query, why):
+    code, out = shown(capsys, monkeypatch, 80, "query", "aurora-ridge", query, "--as-of", "2030-01-12")
+    assert code == 0 and why in " ".join(out.split())
+    assert_fits(out, 80, [])
+
+
+def test_stored_text_is_shown_with_its_controls_made_visible(project, capsys, monkeypatch):
+    story = project / "fixtures" / "aurora-ridge.yaml"
+    text = story.read_text(encoding="utf-8")
+    anchor = "text: Lately I have not felt like playing games."
+    assert anchor in text
+    story.write_text(text.replace(anchor, 'text: "Lately I have not felt like \\e[31mplaying\\u202e games."'),
+                     encoding="utf-8")
+    code, out = shown(capsys, monkeypatch, 80, "query", "aurora-ridge", GAMING, "--as-of", "2030-01-06",
+                      "--pipeline", "bm25")
+    assert code == 0
+    assert "\x1b" not in out and "\u202e" not in out
+    assert "\\x1b[31mplaying\\u202e games." in out
+
+
+def test_a_long_text_is_shortened_to_the_terminal(project, capsys, monkeypatch):
+    code, out = shown(capsys, monkeypatch, 80, "query", "kiln-lane", "what did you suggest for the glaze?",
+                      "--pipeline", "bm25")
+    assert code == 0 and "…" in out
+    assert_fits(out, 80, [])
+
+
+@pytest.mark.parametrize("columns", WIDTHS)
+def test_a_run_of_cases_lists_each_case_and_its_failures(project, capsys, monkeypatch, columns):
+    data = as_json(capsys, monkeypatch, "run", "challenge", "regression/budget.yaml")
+    code, out = shown(capsys, monkeypatch, columns, "run", "challenge", "regression/budget.yaml")
+    assert code == 0
+    assert_fits(out, columns, [r["case"] for r in data["results"]])
+    assert "challenge ledger: 2 known misses, reported" in " ".join(out.split())
+    assert "miss(es)" not in out
+
+
+@pytest.mark.parametrize("columns", WIDTHS)
+def test_compare_and_ablate_tables_fit(project, capsys, monkeypatch, columns):
+    data = as_json(capsys, monkeypatch, "compare", "regression/similar-wording.yaml", "--pipelines",
+                   "bm25,tfidf,default", "--baseline", "bm25")
+    code, out = shown(capsys, monkeypatch, columns, "compare", "regression/similar-wording.yaml", "--pipelines",
+                      "bm25,tfidf,default", "--baseline", "bm25")
+    assert code == 0
+    assert_fits(out, columns, [*data["pipelines"], *data["measures"]])
+    code, out = shown(capsys, monkeypatch, columns, "ablate", "regression/similar-wording.yaml",
+                      "--stages", "structure,phrase")
+    assert code == 0
+    assert_fits(out, columns, ["structure", "phrase", "similar-wording"])
+
+
+def test_a_table_too_wide_for_the_terminal_is_shown_a_row_a_line(project, capsys, monkeypatch):
+    from rich.table import Table
+
+    from garden._terminal import print_table
+
+    table = Table(title="wide")
+    for n in range(12):
+        table.add_column(f"measure-number-{n}")
+    table.add_row(*[f"value-{n}" for n in range(12)])
+    monkeypatch.setenv("COLUMNS", "80")
+    print_table(table)
+    out = capsys.readouterr().out
+    assert_fits(out, 80, [f"measure-number-{n}" for n in range(12)] + [f"value-{n}" for n in range(12)])
+    assert "measure-number-0 value-0: measure-number-1 value-1" in out
+
+
+@given(st.lists(st.text(st.characters(codec="utf-8", categories=["L", "N", "P", "Zs"]), min_size=1,
+                        max_size=30), min_size=1, max_size=40),
+       st.integers(40, 120))
+def test_wrapping_never_breaks_a_word_nor_passes_the_width(words, columns):
+    words = [w.strip() for w in words if w.strip() and not any(ch.isspace() for ch in w.strip())]
+    line = " ".join(words)
+    out = wrap(line, columns)
+    wide = any(cell_len(ch) == 2 for ch in line)
+    if not wide:  # CJK text may break between characters, as it does; any other word stays whole
+        assert " ".join(out).split() == line.split()
+    for part in out:
+        assert cell_len(part) <= columns or (len(part.split()) == 1 and not wide)
