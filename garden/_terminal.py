@@ -129,6 +129,7 @@ class Progress:
         self.live = _is_terminal(self.stream)
         self.delay = self.DELAY if delay is None else delay
         self.done = 0
+        self.doing = ""          # what runs now (`locomo-conv-30 under default`), shown after the count
         self.start = time.monotonic()
         self.drawn_at: float | None = None
 
@@ -142,7 +143,13 @@ class Progress:
         elapsed = time.monotonic() - self.start
         count = f"{self.done:,}/{self.total:,}" if self.total else f"{self.done:,}"
         unit = f" {self.unit}" if self.unit else ""
-        return f"{self.what}: {count}{unit}, {elapsed:.0f} s"
+        doing = f"; {self.doing}" if self.doing else ""
+        return f"{self.what}: {count}{unit}, {elapsed:.0f} s{doing}"
+
+    def now(self, doing: str) -> None:
+        """Say what runs now; drawn with the count."""
+        self.doing = doing
+        self.advance(0)
 
     def advance(self, n: int = 1) -> None:
         self.done += n
@@ -161,6 +168,17 @@ class Progress:
             self.stream.write("\r\x1b[K")
             self.stream.flush()
             self.drawn_at = None
+
+
+def counted(items, bar: Progress):
+    """`items`, each one advancing `bar`, which is cleared when they run out (or the loop
+    over them stops)."""
+    try:
+        for item in items:
+            bar.advance()
+            yield item
+    finally:
+        bar.close()
 
 
 def _is_terminal(stream) -> bool:

@@ -160,3 +160,49 @@ def test_wrapping_never_breaks_a_word_nor_passes_the_width(words, columns):
         assert " ".join(out).split() == line.split()
     for part in out:
         assert cell_len(part) <= columns or (len(part.split()) == 1 and not wide)
+
+
+# --- progress: on a terminal only -----------------------------------------------------------
+
+
+class Terminal:
+    """Standard error as a terminal would be: it says it is one, and keeps what it is sent."""
+
+    def __init__(self):
+        self.text = ""
+
+    def write(self, text: str) -> int:
+        self.text += text
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize("terminal", [True, False])
+def test_long_work_shows_progress_on_a_terminal_and_nothing_in_a_pipe(project, capsys, monkeypatch, terminal):
+    """compare, contrast and reading a trace draw a count on standard error when it is a
+    terminal (here at once: the delay before drawing is set to 0), and clear it; piped,
+    they write nothing there, and --json stays one clean document either way."""
+    from garden._terminal import Progress
+
+    monkeypatch.setattr(Progress, "DELAY", 0.0)
+    monkeypatch.setattr(Progress, "EVERY", 0.0)
+    stderr = Terminal()
+    if terminal:
+        monkeypatch.setattr("sys.stderr", stderr)
+    assert main(["query", "aurora-ridge", GAMING, "--pipeline", "bm25"]) == 0
+    capsys.readouterr()
+    trace = next((project / ".garden" / "traces").glob("trace-*.jsonl"))
+    assert main(["compare", str(trace), "--pipelines", "bm25,bm25s", "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["trace"]["distinct"] == 1
+    if terminal:
+        assert "\rreading the trace: 1 events" in stderr.text
+        assert "\rcompare: bm25s: 1/1 questions" in stderr.text
+        assert stderr.text.endswith("\r\x1b[K")  # the line cleared at the end
+    else:
+        assert err == "" and stderr.text == ""

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from garden._terminal import Progress, counted
 from garden.errors import GardenError
 from garden.evaluation.negatives import NEGATIVES_NEED_STORES
 from garden.evaluation.replay import compare_source
@@ -131,7 +132,8 @@ def ablate(source: str, full: str = "default", stages: list[str] | None = None,
     if kind == "cases":
         cases = load_cases([source])
         ablation.cases = len(cases)
-        for case in cases:
+        bar = Progress(f"ablate: {len(variants) + 1} pipelines", total=len(cases), unit="cases")
+        for case in counted(cases, bar):
             with_stage = run_case(case, full, trace=False).passed
             for stage, name in variants.items():
                 without = run_case(case, name, trace=False).passed

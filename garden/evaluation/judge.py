@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
+from garden._terminal import Progress, counted
 from garden.errors import GardenError
 from garden.evaluation.judgments import GRADES, Judgments
 from garden.evaluation.replay import Replay, replays_from_trace
@@ -106,7 +107,8 @@ class Pooled:
 def pool(replay: Replay, pipelines: list[str]) -> list[Pooled]:
     """The union of the pipelines' packets, best position first, ties by id."""
     found: dict[str, Pooled] = {}
-    for p in pipelines:
+    # the first question loads each pipeline (a model, its indexes): seconds, shown on a terminal
+    for p in counted(pipelines, Progress("judge: asking the pipelines", total=len(pipelines), unit="pipelines")):
         for pos, item in enumerate(make_pipeline(p).run(replay.spec).packet.items, start=1):
             entry = found.setdefault(item.id, Pooled(item.id, {}, list(item.labels)))
             entry.served[p] = pos

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
+from garden._terminal import Progress, counted
 from garden.formats.cases import load_case, spec_for
 from garden.evaluation.compare import (CompareReport, compare_collection, compare_runs, natural_key, parse_measures,
                       plot_per_query, write_trec_run)
@@ -198,7 +199,8 @@ def replays_from_trace(path: Path, trace_source: str | None = None, adjudicated=
     events = folded = 0
     # damaged lines (a writer killed mid-line) are skipped with a warning; n stays the
     # line's number in its file, so a replay can be found again
-    for file, n, event in ((f, n, e) for f in files for n, e in read_trace_lines(f)):
+    events_read = ((f, n, e) for f in files for n, e in read_trace_lines(f))
+    for file, n, event in counted(events_read, Progress("reading the trace", unit="events")):
         key = question_key(event)
         number = numbers.setdefault(key, len(numbers) + 1)
         if (source == "query" and event.case) or (source == "case" and not event.case):
@@ -447,10 +449,16 @@ def compare_replays(replays: list[Replay], pipelines: list[str], baseline: str |
     forbidden: dict[str, int] = {}
     for p in pipelines:
         pipeline = make_pipeline(p)
-        pipeline.run(replays[0].spec)  # untimed: a model's one-time loading is not a query's cost
-        start = time.perf_counter()
-        served = {r.qid: pipeline.run(r.spec).packet for r in replays}
-        elapsed = time.perf_counter() - start
+        with Progress(f"compare: {p}", total=len(replays), unit="questions") as bar:
+            bar.now("loading the pipeline")
+            pipeline.run(replays[0].spec)  # untimed: a model's one-time loading is not a query's cost
+            bar.now("")
+            start = time.perf_counter()
+            served = {}
+            for r in replays:
+                served[r.qid] = pipeline.run(r.spec).packet
+                bar.advance()
+            elapsed = time.perf_counter() - start
         speed[p] = len(replays) / elapsed if elapsed > 0 else None  # too fast to time: no figure
         ids = {qid: packet.ids() for qid, packet in served.items()}
         packets[p] = ids

@@ -6,6 +6,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from garden._terminal import Progress, counted
 from garden.store.layout import CHALLENGE, REGRESSION, SUITES
 from garden.derived.indexes import fresh_builds
 from garden.text import shown
@@ -199,7 +200,8 @@ class RunReport:
 def run_cases(paths: list[str] | None, pipeline: str = "default") -> RunReport:
     check_pipeline(pipeline)
     cases = load_cases(paths)
-    return RunReport([run_case(c, pipeline) for c in cases])
+    bar = Progress(f"run: {pipeline}", total=len(cases), unit="cases")
+    return RunReport([run_case(c, pipeline) for c in counted(cases, bar)])
 
 
 # --- contrast ----------------------------------------------------------------------
@@ -261,7 +263,8 @@ def contrast(paths: list[str] | None) -> ContrastReport:
     cases = load_cases(paths)
     baselines, unavailable = available_baselines()
     pipelines = baselines + ["default"]
-    cells = {(c.id, p): _contrast_cell(c, p) for c in cases for p in pipelines}
+    bar = Progress("contrast", total=len(cases) * len(pipelines), unit="cells")
+    cells = {(c.id, p): _contrast_cell(c, p) for c, p in counted([(c, p) for c in cases for p in pipelines], bar)}
     return ContrastReport(pipelines, cases, cells, unavailable)
 
 

@@ -6,6 +6,7 @@ import time
 from pathlib import Path
 from typing import NamedTuple, Sequence
 
+from garden._terminal import Progress
 from garden.errors import GardenError
 from garden.evaluation.measures import WARM_UP, Ranking, Run, natural_key
 from garden.formats.corpora import Collection
@@ -69,25 +70,35 @@ def run_collection(collection: Collection, pipelines: Sequence[str], depth: int 
     speed: dict[str, float] = {}
     index_s: dict[str, float] = {}
     structured = _StructuredRuns(collection)
-    for name in pipelines:
-        if split_structured(name) is not None:
-            ranked, index_s[name], elapsed = structured.run(name, texts, depth)
-        else:
-            retriever = make_retriever(name)
-            start = time.perf_counter()
-            retriever.index(collection.docs)
-            index_s[name] = time.perf_counter() - start
-            # An untimed warm-up batch: first-call costs (a model's first forward passes at a
-            # full batch shape, cold caches) are paid once per process, not per query.
-            rankings(retriever, texts[:WARM_UP], depth)
-            start = time.perf_counter()
-            ranked = rankings(retriever, texts, depth)
-            elapsed = time.perf_counter() - start
-        for qid, ranking in zip(qids, ranked):  # the same refusal every pipeline's scores meet
-            check_finite(f"{name} (query {qid})", dict(ranking))
-        runs[name] = dict(zip(qids, ranked))
-        speed[name] = len(qids) / elapsed if elapsed > 0 else None  # too fast to time: no figure
+    with Progress("compare", total=len(pipelines), unit="pipelines done") as bar:
+        for name in pipelines:
+            bar.now(f"{name}: indexing {len(collection.docs):,} documents and ranking {len(qids):,} queries")
+            ranked, index_s[name], elapsed = _run_one(structured, collection, name, texts, depth)
+            bar.advance()
+            for qid, ranking in zip(qids, ranked):  # the same refusal every pipeline's scores meet
+                check_finite(f"{name} (query {qid})", dict(ranking))
+            runs[name] = dict(zip(qids, ranked))
+            speed[name] = len(qids) / elapsed if elapsed > 0 else None  # too fast to time: no figure
     return Runs(runs, speed, index_s)
+
+
+def _run_one(structured: "_StructuredRuns", collection: Collection, name: str, texts: Sequence[str],
+             depth: int) -> tuple[list[Ranking], float, float]:
+    """(each query's ranking, seconds to index, seconds to rank) of one pipeline."""
+    from garden.pipelines import split_structured
+
+    if split_structured(name) is not None:
+        return structured.run(name, texts, depth)
+    retriever = make_retriever(name)
+    start = time.perf_counter()
+    retriever.index(collection.docs)
+    index_s = time.perf_counter() - start
+    # An untimed warm-up batch: first-call costs (a model's first forward passes at a
+    # full batch shape, cold caches) are paid once per process, not per query.
+    rankings(retriever, texts[:WARM_UP], depth)
+    start = time.perf_counter()
+    ranked = rankings(retriever, texts, depth)
+    return ranked, index_s, time.perf_counter() - start
 
 
 STRUCTURED_WARM_UP = 2  # structured queries run one at a time: a couple pay the first-call costs

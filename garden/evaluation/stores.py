@@ -227,35 +227,46 @@ def run_stores(stores: Iterable[tuple[Conversation, Sequence[Question]]], pipeli
                on_turns: OnTurns | None = None) -> StoreRuns:
     """Every pipeline (name -> pipeline or Reference) over each (store, questions asked of
     it), one store at a time. Index builds are done before the clock starts."""
+    from garden._terminal import Progress
+
     runs = StoreRuns({p: {} for p in pipelines}, {p: {} for p in pipelines}, {}, {}, [], {}, {}, {})
     elapsed = dict.fromkeys(pipelines, 0.0)
-    for conv, mine in stores:
-        mine = list(mine)
-        runs.asked[conv.story.story] = mine
-        session_of = conv.sessions()
-        for q in mine:
-            if q.evidence:
-                runs.questions.append(q)
-                runs.turn_qrels[q.qid] = {t: 1 for t in q.evidence}
-                runs.session_qrels[q.qid] = {session_of[t]: 1 for t in q.evidence}
-        for name, pipeline in pipelines.items():
-            prepare(pipeline, conv.story)
-            start = time.perf_counter()
-            rankings = rank_questions(pipeline, conv, depth, mine)
-            elapsed[name] += time.perf_counter() - start
-            for q, ranking in zip(mine, rankings):
-                if not q.evidence:
-                    continue
-                turns = turn_ranking(conv.story, ranking, depth)
-                runs.turn[name][q.qid] = as_run(turns)
-                runs.session[name][q.qid] = as_run(sessions_run(turns, session_of))
-                if on_turns is not None:
-                    on_turns(name, conv, q, turns)
-            if with_packets and not isinstance(pipeline, Reference):
-                runs.rows.setdefault(name, []).extend(packets(pipeline, conv, mine, budget, rankings))
+    with Progress("compare", unit="stores done") as bar:
+        for conv, mine in stores:
+            _run_store(runs, elapsed, conv, list(mine), pipelines, depth, budget, with_packets, on_turns, bar)
+            bar.advance()
     total = sum(len(v) for v in runs.asked.values())
     runs.ms = {name: 1e3 * e / total if total else 0.0 for name, e in elapsed.items()}
     return runs
+
+
+def _run_store(runs: StoreRuns, elapsed: dict[str, float], conv: Conversation, mine: list[Question],
+               pipelines: Mapping[str, object], depth: int, budget: int, with_packets: bool,
+               on_turns: OnTurns | None, bar) -> None:
+    """One store's questions under every pipeline, into `runs` (see `run_stores`)."""
+    runs.asked[conv.story.story] = mine
+    session_of = conv.sessions()
+    for q in mine:
+        if q.evidence:
+            runs.questions.append(q)
+            runs.turn_qrels[q.qid] = {t: 1 for t in q.evidence}
+            runs.session_qrels[q.qid] = {session_of[t]: 1 for t in q.evidence}
+    for name, pipeline in pipelines.items():
+        bar.now(f"{conv.story.story} under {name}")
+        prepare(pipeline, conv.story)
+        start = time.perf_counter()
+        rankings = rank_questions(pipeline, conv, depth, mine)
+        elapsed[name] += time.perf_counter() - start
+        for q, ranking in zip(mine, rankings):
+            if not q.evidence:
+                continue
+            turns = turn_ranking(conv.story, ranking, depth)
+            runs.turn[name][q.qid] = as_run(turns)
+            runs.session[name][q.qid] = as_run(sessions_run(turns, session_of))
+            if on_turns is not None:
+                on_turns(name, conv, q, turns)
+        if with_packets and not isinstance(pipeline, Reference):
+            runs.rows.setdefault(name, []).extend(packets(pipeline, conv, mine, budget, rankings))
 
 
 def all_evidence(report: CompareReport) -> dict[str, float]:

@@ -55,6 +55,7 @@ from garden.errors import GardenError
 from garden.formats.jsonl_reader import SUFFIX as JSONL
 from garden.formats.locomo import dump_yaml
 from garden.formats.stories import STORY_NAME
+from garden._terminal import Progress, counted
 from garden.text import shown
 
 MIN_RECORDS = 200          # the planted scenarios take ~40 records; the rest is filler around them
@@ -706,16 +707,17 @@ def _json_line(value: dict) -> str:
 def write_story(plan: Plan, fh, form: str = "yaml") -> int:
     """Stream the story into `fh`, record by record. YAML: the header, then each record as
     an independent list item. JSON Lines: the header on line 1, then one record per line."""
+    records = counted(_records(plan), Progress(f"generate: {plan.name}", total=plan.records, unit="records"))
     if form == "jsonl":
         fh.write(_json_line(header(plan)))
         written = 0
-        for written, rec in enumerate(_records(plan), 1):
+        for written, rec in enumerate(records, 1):
             fh.write(_json_line(rec))
         return written
     fh.write(dump_yaml(header(plan)))
     fh.write("records:\n")
     written = 0
-    for written, rec in enumerate(_records(plan), 1):
+    for written, rec in enumerate(records, 1):
         fh.write(dump_yaml([rec]))
     return written
 

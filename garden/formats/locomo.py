@@ -57,6 +57,7 @@ from garden.formats.stories import semantic_errors
 from garden.formats.yaml_reader import MAX_FILE_BYTES, describe_pydantic_error
 from garden.models import Story
 from garden.formats.cases import Case
+from garden._terminal import Progress, counted
 from garden.text import shown
 
 CITATION = ('LoCoMo (Maharana et al., ACL 2024, "Evaluating Very Long-Term Conversational Memory '
@@ -553,7 +554,7 @@ def import_locomo(path: str | Path, out: str | Path = ".") -> ImportReport:
     # so one run lists every problem of every kind, not the first kind found
     conversations, problems = _read_all(Path(path))
     built: list[Imported] = []
-    for conv in conversations:
+    for conv in counted(conversations, Progress("import: building", total=len(conversations), unit="conversations")):
         try:
             built.append(build(conv))
         except GardenError as exc:

@@ -66,6 +66,7 @@ from garden.formats.stories import semantic_errors
 from garden.formats.yaml_reader import MAX_FILE_BYTES, describe_pydantic_error
 from garden.models import SURROGATE, Story
 from garden.formats.cases import Case
+from garden._terminal import Progress, counted
 from garden.text import shown, shown_id
 
 CITATION = ('LongMemEval (Wu et al., ICLR 2025, "LongMemEval: Benchmarking Chat Assistants on Long-Term '
@@ -572,7 +573,9 @@ def _scan(path: Path, problems: _Problems, report: LongMemEvalReport, chosen: se
     slug_of: dict[str, str] = {}
     digests: dict[str, bytes] = {}
     try:
-        for index, q, dups in read_questions(path, chunk_chars):
+        questions = read_questions(path, chunk_chars)
+        what = "import: building" if staging is not None else "reading"
+        for index, q, dups in counted(questions, Progress(f"{what} {path.name}", unit="questions")):
             where = _where(file, index, q)
             bad = check_question(q, where) + [f"{where}: key {shown(k)} is written twice in one object" for k in dups]
             if bad:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 from importlib import metadata
 from pathlib import Path
 from typing import Sequence
@@ -87,7 +88,9 @@ def text_key(text: str) -> str:
 def _progress(total: int):
     from tqdm.auto import tqdm
 
-    return tqdm(total=total, desc=f"embedding with {MODEL_NAME}", unit="text", disable=total <= PROGRESS_OVER)
+    # on a terminal only: a pipe, a file or --json read by a script sees none of it
+    return tqdm(total=total, desc=f"embedding with {MODEL_NAME}", unit="text",
+                disable=total <= PROGRESS_OVER or not sys.stderr.isatty())
 
 
 @register("dense", f"{MODEL_NAME} sentence embeddings, cosine similarity; document embeddings cached on disk")

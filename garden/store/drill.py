@@ -13,6 +13,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from garden._terminal import Progress, counted
 from garden.errors import GardenError
 from garden.store.layout import CASE_FOLDERS, StoreLayout
 
@@ -37,7 +38,8 @@ def case_verdicts(root: Path, pipeline: str) -> list[dict]:
     check_pipeline(pipeline)
     stand_in_if_unusable("the cases' verdicts")
     verdicts = []
-    for path in case_files(root):
+    files = case_files(root)
+    for path in counted(files, Progress(f"running the cases under {pipeline}", total=len(files), unit="cases")):
         name = path.relative_to(root).as_posix()
         try:
             loaded = load_case(path)
