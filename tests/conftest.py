@@ -1,6 +1,7 @@
 """Shared fixtures for the tests."""
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -8,6 +9,11 @@ import pytest
 from hypothesis import settings
 
 ROOT = Path(__file__).resolve().parents[1]
+
+# pytest-xdist's workers set COLUMNS=80, and the garden reads COLUMNS as the reader's width
+# (report lines wrapped to it): every test sees the output a pipe gets, unless it sets a
+# width itself (tests/test_terminal_width.py)
+os.environ.pop("COLUMNS", None)
 
 # every property test sees the same examples on every machine and every run: derandomized,
 # no example database carried between runs, no deadline on a busy machine
