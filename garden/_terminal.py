@@ -63,6 +63,30 @@ def cells(text: str) -> int:
     return cell_len(text)
 
 
+def visible(text) -> str:
+    """Stored text on one line with its control and format characters escaped (a newline
+    reads `\\n`, a right-to-left override `\\u202e`): stories, traces and cases are files
+    anyone may have written, and what they hold is shown, never obeyed by the terminal."""
+    from garden.text import one_line
+
+    return one_line(str(text), 100_000)
+
+
+def shorten(text, room: int) -> str:
+    """`text` made visible and cut to `room` terminal cells, at a space where one is near,
+    ending with an ellipsis when cut."""
+    from rich.cells import set_cell_size
+
+    text = visible(text)
+    if cells(text) <= room:
+        return text
+    cut = set_cell_size(text, max(room - 1, 1)).rstrip()
+    space = cut.rfind(" ")
+    if space > len(cut) * 2 // 3:
+        cut = cut[:space]
+    return cut.rstrip(" ,;:") + "\u2026"
+
+
 def _split_wide(word: str, room: int) -> list[str]:
     """A word wider than a line, cut between characters: only for text of wide (CJK)
     characters, where a line may break between any two; any other word is left whole."""

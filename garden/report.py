@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from garden._terminal import cells, console, width, wrap
+from garden._terminal import cells, console, shorten, visible, width, wrap
 from garden.evaluation.runner import CaseResult, ContrastReport, RunReport
 from garden.models import Packet
 from garden.rerank.candidates import CURATED_KINDS
@@ -22,29 +22,6 @@ def safe(text) -> str:
     from rich.markup import escape
 
     return escape(visible(text))
-
-
-def visible(text) -> str:
-    """Stored text on one line with its control and format characters escaped (a newline
-    reads `\\n`, a right-to-left override `\\u202e`)."""
-    from garden.text import one_line
-
-    return one_line(str(text), 100_000)
-
-
-def shorten(text: str, room: int) -> str:
-    """`text` made visible and cut to `room` terminal cells, at a space where one is near,
-    ending with an ellipsis when cut."""
-    from rich.cells import set_cell_size
-
-    text = visible(text)
-    if cells(text) <= room:
-        return text
-    cut = set_cell_size(text, max(room - 1, 1)).rstrip()
-    space = cut.rfind(" ")
-    if space > len(cut) * 2 // 3:
-        cut = cut[:space]
-    return cut.rstrip(" ,;:") + "\u2026"
 
 
 # --- the packet -----------------------------------------------------------------------------

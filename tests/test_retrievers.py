@@ -239,6 +239,36 @@ def test_tfidf_score_is_the_cosine_of_tfidf_vectors():
         assert got.get(doc.id, 0.0) == pytest.approx(cosine[i], abs=1e-12)
 
 
+@pytest.mark.parametrize("sublinear", [False, True])
+def test_tfidf_scores_are_scikit_learns_to_the_last_bit_without_loading_it(sublinear):
+    """The word analyzer's query vector and cosines are computed in numpy (a saved index then
+    scores without importing scikit-learn, over a second); the reference is scikit-learn's
+    own transform and scipy's sparse product, compared exactly, on a shipped story's records
+    and queries with repeated, unknown and shared terms."""
+    from pathlib import Path
+
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    from garden.derived.indexes import documents
+    from garden.formats.stories import load_story
+
+    story = load_story(Path(__file__).resolve().parents[1] / "fixtures" / "aurora-ridge.yaml")
+    docs = list(documents(story))
+    retriever = indexed("tfidf", docs=docs, sublinear_tf=sublinear)
+    restored = make_retriever("tfidf", sublinear_tf=sublinear)
+    restored.load_state(retriever.state(), docs)
+    vectorizer = TfidfVectorizer(analyzer=Analyzer(), sublinear_tf=sublinear, dtype=np.float64)
+    matrix = vectorizer.fit_transform([d.text for d in docs]).tocsr()
+    queries = ["Why have I not felt like gaming recently?", "paper paper log log log tablet",
+               "captain captain observatory night watch", "电池 保暖", "zzz unknown words", "",
+               "How do we keep spare batteries warm?"]
+    for query in queries:
+        sims = (vectorizer.transform([query]) @ matrix.T).tocsr()
+        expected = {docs[j].id: v for j, v in zip(sims.indices.tolist(), sims.data.tolist()) if v != 0}
+        assert retriever.score(query) == expected == restored.score(query), query
+    assert "sklearn" not in restored.__dict__ and restored._vectorizer is None
+
+
 def test_char_tfidf_tolerates_a_misspelling_word_tfidf_does_not():
     assert indexed("tfidf").score("choclate") == {}
     assert rank(indexed("tfidf", analyzer="char").score("choclate"))[0][0] == "d2"

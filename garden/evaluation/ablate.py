@@ -132,11 +132,11 @@ def ablate(source: str, full: str = "default", stages: list[str] | None = None,
     if kind == "cases":
         cases = load_cases([source])
         ablation.cases = len(cases)
-        bar = Progress(f"ablate: {len(variants) + 1} pipelines", total=len(cases), unit="cases")
+        bar, stories = Progress(f"ablate: {len(variants) + 1} pipelines", total=len(cases), unit="cases"), {}
         for case in counted(cases, bar):
-            with_stage = run_case(case, full, trace=False).passed
+            with_stage = run_case(case, full, trace=False, stories=stories).passed
             for stage, name in variants.items():
-                without = run_case(case, name, trace=False).passed
+                without = run_case(case, name, trace=False, stories=stories).passed
                 if with_stage and not without:
                     ablation.decides.setdefault(stage, []).append(case.id)
                 elif without and not with_stage:

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 import numpy as np
-from scipy.stats import rankdata
 
 Point = tuple[float, float, float]  # (threshold, coverage, risk)
 
@@ -127,6 +126,8 @@ def _no_nan(values: Sequence[float], name: str) -> np.ndarray:
 
 def _auroc(positives: np.ndarray, negatives: np.ndarray) -> float:
     # Mann-Whitney U from mid-ranks: a tie between a positive and a negative adds 1/2.
+    from scipy.stats import rankdata   # here: importing scipy.stats costs a command's start a second
+
     ranks = rankdata(np.concatenate([positives, negatives]), method="average")
     n_pos, n_neg = positives.size, negatives.size
     u = ranks[:n_pos].sum() - n_pos * (n_pos + 1) / 2.0

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
-from garden._terminal import Progress, counted
+from garden._terminal import Progress, counted, shorten, width
 from garden.errors import GardenError
 from garden.evaluation.judgments import GRADES, Judgments
 from garden.evaluation.replay import Replay, replays_from_trace
@@ -30,8 +30,6 @@ TEXT_SHOWN = 160  # at most this many characters of a record's text shown beside
 
 def text_shown() -> int:
     """Characters of a record's text shown: one line of the terminal under a 4-space indent."""
-    from garden._terminal import width
-
     return max(20, min(TEXT_SHOWN, width() - 4))
 
 
@@ -181,8 +179,8 @@ def judge_question(store: Judgments, replay: Replay, items: list[Pooled], n: int
                  + (f", from case {replay.case}" if replay.case else ", a free query")))
     out(f"  {one_line(spec.query)}")
     if store.verdict(qid) is None:
-        verdict = answers.ask("  what should have happened? [a]nswer, as[k] the user, stay [s]ilent "
-                              f"({SKIP} skip, {QUIT} quit)", parse_choice(VERDICT_KEYS))
+        verdict = answers.ask(f"  should it [a]nswer, as[k] the user, or stay [s]ilent? ({SKIP} skip, {QUIT} quit)",
+                              parse_choice(VERDICT_KEYS))
         if verdict is not None:
             store.set_question(qid, about, verdict=verdict)
     for item in items:
@@ -193,14 +191,14 @@ def judge_question(store: Judgments, replay: Replay, items: list[Pooled], n: int
         out(f"  {item.id} [{record.kind if record else '?'}] served by {served}; labels: "
             f"{', '.join(item.labels) or 'none'}")
         shown = (record.title + ": " if record and record.title else "") + (record.text or "" if record else "")
-        out(f"    {one_line(shown, text_shown())}")
-        grade = answers.ask("    grade: [l]ead (the answer), [r]elevant, [n]ot relevant, [f]orbidden "
-                            f"({SKIP} skip, {QUIT} quit)", parse_choice(ITEM_KEYS))
+        out(f"    {shorten(shown, text_shown())}")
+        grade = answers.ask(f"    grade: [l]ead, [r]elevant, [n]ot relevant, [f]orbidden ({SKIP} skip, {QUIT} quit)",
+                            parse_choice(ITEM_KEYS))
         if grade is not None:
             store.set_grade(qid, item.id, GRADES[grade])
     if not store.questions.get(qid, {}).get("missed_asked"):
-        missed = answers.ask("  records that answer but no pipeline served: ID[=grade], comma-separated "
-                             "(empty for none)", parse_missed(set(spec.story.by_id), {i.id for i in items}))
+        missed = answers.ask("  unserved records that answer: ID[=grade], comma-separated (empty: none)",
+                             parse_missed(set(spec.story.by_id), {i.id for i in items}))
         store.set_missed(qid, about, missed)  # the grades and the mark in one write
 
 

@@ -32,7 +32,7 @@ from garden.errors import GardenError
 from garden.text import is_number, one_line, shown
 from garden.models import Hints
 from garden.formats.cases import Expect
-from garden.pipelines import check_pipeline, make_pipeline
+from garden.pipelines import check_pipeline, make_pipeline, warm_up
 from garden.rerank.query import QuerySpec
 from garden.formats.stories import load_story, resolve_story_path
 from garden.derived.traces import TRACE_NAME, read_trace_lines
@@ -275,16 +275,35 @@ def overlap(a: list[str], b: list[str]) -> float:
 
 def rank_correlation(a: list[str], b: list[str]) -> float | None:
     """Kendall's tau-b of two packets over the union of their items, an item a packet
-    lacks ranked below all it holds (tied there); None when fewer than two items."""
-    from scipy.stats import kendalltau
-
+    lacks ranked below all it holds (tied there); None when fewer than two items or when
+    one side is all ties. Counted pair by pair (a packet holds a handful of items) and
+    divided as scipy.stats.kendalltau divides, so the figure is scipy's without importing
+    it (a second of a command's start; tests/test_comparing.py holds them equal)."""
     union = sorted(set(a) | set(b))
     if len(union) < 2:
         return None
     ra = [a.index(x) if x in a else len(a) for x in union]
     rb = [b.index(x) if x in b else len(b) for x in union]
-    tau = kendalltau(ra, rb).statistic
-    return None if tau != tau else float(tau)  # NaN when one side is all ties
+    return kendall_tau_b(ra, rb)
+
+
+def kendall_tau_b(x: list, y: list) -> float | None:
+    """Kendall's tau-b (Kendall 1945, "The treatment of ties in ranking problems"):
+    (concordant - discordant) / sqrt((pairs - ties in x) (pairs - ties in y)); None when
+    either side is all ties."""
+    import math
+
+    tot = len(x) * (len(x) - 1) // 2
+    con_minus_dis = xtie = ytie = 0
+    for i in range(len(x)):
+        for j in range(i + 1, len(x)):
+            dx, dy = (x[i] > x[j]) - (x[i] < x[j]), (y[i] > y[j]) - (y[i] < y[j])
+            xtie += dx == 0
+            ytie += dy == 0
+            con_minus_dis += dx * dy
+    if xtie == tot or ytie == tot:
+        return None
+    return min(1.0, max(-1.0, con_minus_dis / math.sqrt(tot - xtie) / math.sqrt(tot - ytie)))
 
 
 def outcome(packet) -> str:
@@ -451,7 +470,10 @@ def compare_replays(replays: list[Replay], pipelines: list[str], baseline: str |
         pipeline = make_pipeline(p)
         with Progress(f"compare: {p}", total=len(replays), unit="questions") as bar:
             bar.now("loading the pipeline")
-            pipeline.run(replays[0].spec)  # untimed: a model's one-time loading is not a query's cost
+            # untimed: a model's one-time loading is not a query's cost (and when every question's
+            # vector is kept, no model is loaded at all)
+            asked = [text for r in replays for text in (r.spec.query, *r.spec.session)]
+            warm_up(pipeline, replays[0].spec, asked)
             bar.now("")
             start = time.perf_counter()
             served = {}

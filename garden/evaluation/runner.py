@@ -112,9 +112,16 @@ class CaseResult:
                 "controls": [{"name": c.name, "passed": c.passed, "failures": c.failures} for c in self.controls]}
 
 
-def run_one(loaded: LoadedCase, q: Query, pipeline: str, trace: bool = True) -> QueryResult:
+def run_one(loaded: LoadedCase, q: Query, pipeline: str, trace: bool = True,
+            stories: dict | None = None) -> QueryResult:
+    """One query of a case. `stories` (path -> Story), when given, holds the stories a run
+    of many cases has read: each read and checked once per run, not once per query."""
     try:
-        story = load_story(q.story_path)
+        story = stories.get(q.story_path) if stories is not None else None
+        if story is None:
+            story = load_story(q.story_path)
+            if stories is not None:
+                stories[q.story_path] = story
     except StoryError as exc:
         failures = check_build_error(q.expect, exc, q.story_path)
         return QueryResult(q.name, not failures, failures)
@@ -125,8 +132,9 @@ def run_one(loaded: LoadedCase, q: Query, pipeline: str, trace: bool = True) -> 
                        outcome.packet.model_dump(mode="json"))
 
 
-def run_case(loaded: LoadedCase, pipeline: str = "default", trace: bool = True) -> CaseResult:
-    main, *controls = [run_one(loaded, q, pipeline, trace) for q in loaded.queries]
+def run_case(loaded: LoadedCase, pipeline: str = "default", trace: bool = True,
+             stories: dict | None = None) -> CaseResult:
+    main, *controls = [run_one(loaded, q, pipeline, trace, stories) for q in loaded.queries]
     return CaseResult(loaded.id, loaded.suite, pipeline, str(loaded.path), loaded.case.category, main, controls)
 
 
@@ -200,8 +208,8 @@ class RunReport:
 def run_cases(paths: list[str] | None, pipeline: str = "default") -> RunReport:
     check_pipeline(pipeline)
     cases = load_cases(paths)
-    bar = Progress(f"run: {pipeline}", total=len(cases), unit="cases")
-    return RunReport([run_case(c, pipeline) for c in counted(cases, bar)])
+    bar, stories = Progress(f"run: {pipeline}", total=len(cases), unit="cases"), {}
+    return RunReport([run_case(c, pipeline, stories=stories) for c in counted(cases, bar)])
 
 
 # --- contrast ----------------------------------------------------------------------
@@ -263,18 +271,19 @@ def contrast(paths: list[str] | None) -> ContrastReport:
     cases = load_cases(paths)
     baselines, unavailable = available_baselines()
     pipelines = baselines + ["default"]
-    bar = Progress("contrast", total=len(cases) * len(pipelines), unit="cells")
-    cells = {(c.id, p): _contrast_cell(c, p) for c, p in counted([(c, p) for c in cases for p in pipelines], bar)}
+    bar, stories = Progress("contrast", total=len(cases) * len(pipelines), unit="cells"), {}
+    cells = {(c.id, p): _contrast_cell(c, p, stories)
+             for c, p in counted([(c, p) for c in cases for p in pipelines], bar)}
     return ContrastReport(pipelines, cases, cells, unavailable)
 
 
-def _contrast_cell(loaded: LoadedCase, pipeline: str) -> CaseResult:
+def _contrast_cell(loaded: LoadedCase, pipeline: str, stories: dict | None = None) -> CaseResult:
     """One case under one pipeline; a plugin retriever that raises fails its cell, with the
     error as the failure, instead of stopping the matrix."""
     if pipeline == "default" or registered()[pipeline].origin == "builtin":
-        return run_case(loaded, pipeline)
+        return run_case(loaded, pipeline, stories=stories)
     try:
-        return run_case(loaded, pipeline)
+        return run_case(loaded, pipeline, stories=stories)
     except Exception as exc:
         failure = QueryResult(None, False, [f"pipeline {pipeline} raised {type(exc).__name__}: {exc}"])
         return CaseResult(loaded.id, loaded.suite, pipeline, str(loaded.path), loaded.case.category, failure)

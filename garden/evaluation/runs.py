@@ -10,7 +10,7 @@ from garden._terminal import Progress
 from garden.errors import GardenError
 from garden.evaluation.measures import WARM_UP, Ranking, Run, natural_key
 from garden.formats.corpora import Collection
-from garden.retrievers import Retriever, check_finite, make_retriever, rank
+from garden.retrievers import Retriever, check_finite, load_models, make_retriever, rank
 
 
 def write_trec_run(path: str | Path, run: Run, tag: str) -> Path:
@@ -92,6 +92,7 @@ def _run_one(structured: "_StructuredRuns", collection: Collection, name: str, t
     retriever = make_retriever(name)
     start = time.perf_counter()
     retriever.index(collection.docs)
+    load_models(retriever)
     index_s = time.perf_counter() - start
     # An untimed warm-up batch: first-call costs (a model's first forward passes at a
     # full batch shape, cold caches) are paid once per process, not per query.

@@ -184,7 +184,9 @@ def prepare(pipeline, story: Story) -> None:
     if isinstance(pipeline, StructuredPipeline):
         prepare_structured(pipeline, story)
     else:
-        pipeline.indexes.retriever(story, pipeline.name)
+        from garden.retrievers import load_models
+
+        load_models(pipeline.indexes.retriever(story, pipeline.name))
 
 
 def packets(pipeline, conv: Conversation, questions: Sequence[Question], budget: int,

@@ -146,3 +146,16 @@ def check_settings(pipeline: "str | Pipeline", settings: Settings, where: str = 
     if unused:
         raise GardenError([f"{where}: pipeline {pipeline} has no stage that uses {name!r} "
                            f"(a bare retriever uses no setting; see `garden pipelines`)" for name in unused])
+
+
+def warm_up(pipeline: Pipeline, spec: QuerySpec, queries: list[str] | None = None) -> None:
+    """One untimed run of `spec`, and every model the pipeline's retriever loads on demand
+    loaded (given the `queries` a timing will ask, only a model one of them needs): a timing
+    that follows measures the queries alone."""
+    from garden.retrievers import load_models
+
+    pipeline.run(spec)
+    indexes = getattr(pipeline, "indexes", None)
+    name = getattr(pipeline, "retriever_name", None) or getattr(pipeline, "name", None)
+    if indexes is not None and isinstance(name, str):
+        load_models(indexes.retriever(spec.story, name), queries)

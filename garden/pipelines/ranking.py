@@ -188,8 +188,11 @@ def rank_query(pipeline, spec: QuerySpec, depth: int, base: Ranking | None = Non
 
 def prepare(pipeline, story: Story) -> None:
     """Build what the pipeline's stages read for `story` (the base retriever's index, and
-    what each stage's `prepare` builds), so a timed run measures queries only."""
-    pipeline.indexes.retriever(story, pipeline.retriever_name)
+    what each stage's `prepare` builds, and the models it loads on demand), so a timed run
+    measures queries only."""
+    from garden.retrievers import load_models
+
+    load_models(pipeline.indexes.retriever(story, pipeline.retriever_name))
     for stage in pipeline.stages:
         stage.prepare(pipeline.indexes, story)
 

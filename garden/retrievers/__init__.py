@@ -33,7 +33,7 @@ from __future__ import annotations
 from garden.retrievers._options import Option, boolean, choice, custom, integer, non_finite, number, read_options  # noqa: F401
 from garden.retrievers._protocol import (  # noqa: F401
     FUSION, KINDS, LEXICAL, NEVER, PLUGIN_KINDS, SEMANTIC, BasicRetriever, Doc, Eligible, PluginRetriever,
-    RecordFields, Retriever, RetrieverBase, as_retriever,
+    RecordFields, Retriever, RetrieverBase, as_retriever, load_models,
 )
 from garden.retrievers._cache import ProcessCache  # noqa: F401
 from garden._state import State  # noqa: F401  (what a retriever's `state` gives)

@@ -251,6 +251,17 @@ class PluginRetriever(RetrieverBase):
         return float(own(query)) if own else super().ceiling(query)
 
 
+def load_models(retriever: Any, queries: Sequence[str] | None = None) -> None:
+    """Load now any model the retriever, or a member of its fusion, loads only when it first
+    encodes a text (`dense`): a timing that follows then measures queries alone. Given the
+    `queries` the timing will ask, a model none of them needs (their vectors are kept) is
+    left unloaded."""
+    for member in as_retriever(retriever).members().values():
+        load = getattr(member, "load_model", None)
+        if callable(load):
+            load() if queries is None else load(queries)
+
+
 def as_retriever(obj: Any, name: str | None = None) -> RetrieverBase:
     """`obj` as a full retriever: a `RetrieverBase` as it is, anything else with `name`,
     `index` and `score` wrapped in a `PluginRetriever` (named `name` when given: the name

@@ -51,8 +51,11 @@ class TfidfRetriever(RetrieverBase):
         self.words = Analyzer(stopwords=stopwords, stem=stem)
         self.ids: list[str] = []
         self._docs = DocIds()
-        self._vectorizer = None  # a fitted TfidfVectorizer
-        self._matrix = None  # documents x terms, CSR, rows of unit length
+        self._vectorizer = None  # a fitted TfidfVectorizer: char n-grams' transform (and a fresh fit)
+        self._vocabulary: dict[str, int] | None = None   # term -> column; None: nothing fitted
+        self._idf = np.zeros(0)
+        self._csr = (np.zeros(0), np.zeros(0, dtype=np.int64), np.zeros(1, dtype=np.int64))  # documents x terms
+        self._by_term = self._csr   # the same matrix by term (columns), for a query's terms
 
     def _new_vectorizer(self):
         # imported here: loading scikit-learn costs over a second, and the registry loads
@@ -67,32 +70,48 @@ class TfidfRetriever(RetrieverBase):
     def index(self, docs: Sequence[Doc]) -> None:
         self.ids = [d.id for d in docs]
         self._docs = DocIds(self.ids)
-        self._vectorizer = self._new_vectorizer()
+        vectorizer = self._new_vectorizer()
         try:
-            self._matrix = self._vectorizer.fit_transform([d.text for d in docs]).tocsr()
+            matrix = vectorizer.fit_transform([d.text for d in docs]).tocsr()
         except ValueError:  # no document has a single term: nothing can match
-            self._vectorizer, self._matrix = None, None
+            self._vectorizer, self._vocabulary = None, None
+            return
+        matrix.sort_indices()
+        self._fitted(vectorizer.vocabulary_, vectorizer.idf_, matrix.data, matrix.indices, matrix.indptr,
+                     vectorizer)
+
+    def _fitted(self, vocabulary, idf, data, indices, indptr, vectorizer=None) -> None:
+        """Keep a fit: the vocabulary, the idf and the document matrix (CSR arrays, rows of
+        unit length), and the matrix again by term, so a query's terms find their documents
+        without scipy. Only char n-grams keep scikit-learn's vectorizer to cut a query."""
+        self._vocabulary = dict(vocabulary)
+        self._idf = np.asarray(idf, dtype=np.float64)
+        data, indices, indptr = (np.asarray(data, dtype=np.float64), np.asarray(indices, dtype=np.int64),
+                                 np.asarray(indptr, dtype=np.int64))
+        self._csr = (data, indices, indptr)
+        rows = np.repeat(np.arange(len(indptr) - 1, dtype=np.int64), np.diff(indptr))
+        order = np.argsort(indices, kind="stable")          # by term, each term's documents in order
+        starts = np.concatenate([[0], np.cumsum(np.bincount(indices, minlength=len(self._idf)))])
+        self._by_term = (data[order], rows[order], starts)
+        self._vectorizer = vectorizer if self.analyzer_kind != "word" else None
 
     def state(self) -> State:
         """The fitted vocabulary and idf (all scikit-learn's `transform` reads of a fitted
         vectorizer) and the document matrix as its three CSR arrays."""
-        state = State(meta={"fitted": self._vectorizer is not None})
+        state = State(meta={"fitted": self._vocabulary is not None})
         state.put_strings("ids", self.ids)
-        if self._vectorizer is not None:
-            vocabulary = self._vectorizer.vocabulary_
-            state.put_strings("vocab.terms", list(vocabulary))
-            state.put("vocab.columns", np.array(list(vocabulary.values()), dtype=np.int64))
-            state.put("idf", self._vectorizer.idf_)
-            for part in ("data", "indices", "indptr"):
-                state.put(f"matrix.{part}", getattr(self._matrix, part))
+        if self._vocabulary is not None:
+            state.put_strings("vocab.terms", list(self._vocabulary))
+            state.put("vocab.columns", np.array(list(self._vocabulary.values()), dtype=np.int64))
+            state.put("idf", self._idf)
+            for part, array in zip(("data", "indices", "indptr"), self._csr):
+                state.put(f"matrix.{part}", array)
         return state
 
     def load_state(self, state: State, docs: Sequence[Doc]) -> None:
-        from scipy.sparse import csr_matrix
-
         ids = state.ids_of(docs)
         self.ids, self._docs = ids, DocIds(ids)
-        self._vectorizer, self._matrix = None, None
+        self._vectorizer, self._vocabulary = None, None
         if not state.meta.get("fitted"):
             return
         terms = state.strings("vocab.terms")
@@ -105,40 +124,71 @@ class TfidfRetriever(RetrieverBase):
         indices = state.positions("matrix.indices", len(terms), len(data))
         if indptr[0] != 0 or (np.diff(indptr) < 0).any():
             raise ValueError("array 'matrix.indptr' does not cut the matrix into rows")
-        vectorizer = self._new_vectorizer()
-        vectorizer.vocabulary_ = dict(zip(terms, columns.tolist()))
-        vectorizer.fixed_vocabulary_ = False
-        vectorizer.idf_ = idf
-        self._vectorizer = vectorizer
-        self._matrix = csr_matrix((data, indices, indptr), shape=(len(ids), len(terms)))
+        vocabulary = dict(zip(terms, columns.tolist()))
+        vectorizer = None
+        if self.analyzer_kind != "word":   # char n-grams are cut by scikit-learn's own analyzer
+            vectorizer = self._new_vectorizer()
+            vectorizer.vocabulary_, vectorizer.fixed_vocabulary_, vectorizer.idf_ = vocabulary, False, idf
+        self._fitted(vocabulary, idf, data, indices, indptr, vectorizer)
 
-    def _similarities(self, queries: Sequence[str]):
-        """queries x documents cosine, sparse: only documents sharing a term are stored."""
-        return (self._vectorizer.transform(list(queries)) @ self._matrix.T).tocsr()
+    def query_vector(self, query: str) -> tuple[np.ndarray, np.ndarray]:
+        """The query's tf-idf vector as (columns, ascending; weights), computed as
+        scikit-learn's `transform` computes it, to the last bit: counts of the analyzer's
+        terms in the vocabulary, 1 + log of each when sublinear, times idf, then divided by
+        the L2 norm summed term by term in column order (`inplace_csr_row_normalize_l2`)."""
+        if self._vectorizer is not None:
+            row = self._vectorizer.transform([query])
+            row.sort_indices()
+            return np.asarray(row.indices, dtype=np.int64), np.asarray(row.data, dtype=np.float64)
+        counts: dict[int, int] = {}
+        for term in self.words(query):
+            column = self._vocabulary.get(term)
+            if column is not None:
+                counts[column] = counts.get(column, 0) + 1
+        columns = np.array(sorted(counts), dtype=np.int64)
+        weights = np.array([counts[c] for c in columns.tolist()], dtype=np.float64)
+        if self.sublinear_tf:
+            weights = np.log(weights) + 1.0
+        weights = weights * self._idf[columns]
+        total = 0.0
+        for w in weights.tolist():
+            total += w * w
+        if total != 0.0:
+            weights = weights / np.sqrt(total)
+        return columns, weights
+
+    def _similarity(self, query: str) -> np.ndarray:
+        """Every document's cosine with the query, summed term by term in column order, as
+        scipy's sparse product sums it (so the figures are scikit-learn's exactly)."""
+        columns, weights = self.query_vector(query)
+        data, rows, starts = self._by_term
+        spans = [(int(starts[c]), int(starts[c + 1])) for c in columns.tolist()]
+        if not spans:
+            return np.zeros(len(self.ids))
+        at = np.concatenate([rows[a:b] for a, b in spans])
+        products = np.concatenate([w * data[a:b] for w, (a, b) in zip(weights.tolist(), spans)])
+        return np.bincount(at, weights=products, minlength=len(self.ids))
 
     def score(self, query: str) -> dict[str, float]:
         return self.score_many([query])[0]
 
     def score_many(self, queries: Sequence[str]) -> list[dict[str, float]]:
-        if self._vectorizer is None or not queries:
+        if self._vocabulary is None or not queries:
             return [{} for _ in queries]
-        sims = self._similarities(queries)
         results = []
-        for row in range(sims.shape[0]):
-            start, end = sims.indptr[row], sims.indptr[row + 1]
-            cols, values = sims.indices[start:end], sims.data[start:end]
-            nonzero = values != 0
-            results.append(dict(zip(self._docs.ids[cols[nonzero]].tolist(), values[nonzero].tolist())))
+        for query in queries:
+            sims = self._similarity(query)
+            nonzero = np.flatnonzero(sims)
+            results.append(dict(zip(self._docs.ids[nonzero].tolist(), sims[nonzero].tolist())))
         return results
 
     def top_many(self, queries: Sequence[str], k: int | None = None) -> list[list[tuple[str, float]]]:
-        if self._vectorizer is None or not queries:
+        if self._vocabulary is None or not queries:
             return [[] for _ in queries]
-        sims = self._similarities(queries)
         results = []
-        for row in range(sims.shape[0]):
-            dense = sims.getrow(row).toarray().ravel()
-            results.append(self._docs.top(dense, k, np.flatnonzero(dense)))
+        for query in queries:
+            sims = self._similarity(query)
+            results.append(self._docs.top(sims, k, np.flatnonzero(sims)))
         return results
 
     def ceiling(self, query: str) -> float:

@@ -368,16 +368,16 @@ class Garden:
     def warm(self, report=None) -> None:
         """Load each story and run one untraced query on it under each pipeline served, so
         the first real query finds the indexes built and the embedding model loaded."""
-        from garden.evaluation.runner import run_query
         from garden.formats.stories import latest_date
+        from garden.pipelines import warm_up
         from garden.rerank.query import QuerySpec
 
         for name in self.shelf.names():
             try:
                 story, path = self.shelf.get(name)
                 for pipeline in self.served.values():
-                    run_query(QuerySpec(story, "warm", latest_date(story), story_path=str(path)), pipeline,
-                              trace=False)
+                    # untraced, and the model loaded even when this query's vector is cached
+                    warm_up(pipeline, QuerySpec(story, "warm", latest_date(story), story_path=str(path)))
             except (RequestError, GardenError) as exc:
                 if report is not None:
                     report(f"story {name} is served but does not answer yet: "

@@ -37,7 +37,7 @@ def case_verdicts(root: Path, pipeline: str) -> list[dict]:
 
     check_pipeline(pipeline)
     stand_in_if_unusable("the cases' verdicts")
-    verdicts = []
+    verdicts, stories = [], {}
     files = case_files(root)
     for path in counted(files, Progress(f"running the cases under {pipeline}", total=len(files), unit="cases")):
         name = path.relative_to(root).as_posix()
@@ -47,7 +47,7 @@ def case_verdicts(root: Path, pipeline: str) -> list[dict]:
             verdicts.append({"case": name, "loads": False, "passed": False, "answers": [],
                              "problem": exc.messages[0]})
             continue
-        result = run_case(loaded, pipeline, trace=False)
+        result = run_case(loaded, pipeline, trace=False, stories=stories)
         answers = [{"query": q.name, "decision": (q.packet or {}).get("decision"),
                     "items": [item["id"] for item in (q.packet or {}).get("items", [])]}
                    for q in [result.main, *result.controls]]
