@@ -66,14 +66,14 @@ def packet_lines(packet: Packet, pipeline: str, structured: bool, columns: int) 
     head = f"packet under {pipeline}: {plural(len(packet.items), 'item')}"
     lines += wrap(head + (f", {order}" if packet.items else ""), columns)
     for n, item in enumerate(packet.items, 1):
-        facts = [lane_of(item, structured), item.kind, item.fidelity, str(item.at or "undated"),
-                 f"score {item.score:.3f}"]
-        lines += wrap(f"{n:>2}. {visible(item.id)}  " + " · ".join(facts), columns, indent="    ")
-        lines.append("    " + shorten(item.text, columns - 4))
+        lines += wrap(f"{n:>2}. {visible(item.id)}  score {item.score:.3f}", columns, indent="    ")
+        facts = [lane_of(item, structured), item.kind, item.fidelity, str(item.at or "undated")]
         if item.superseded_by:
-            lines += wrap(f"    behind its successor {visible(item.superseded_by)}", columns)
+            facts.append(f"behind its successor {visible(item.superseded_by)}")
         if item.labels:
-            lines += wrap(f"    labels: {', '.join(item.labels)}", columns)
+            facts.append(f"labels: {', '.join(item.labels)}")
+        lines += wrap("    " + " · ".join(facts), columns, indent="      ")
+        lines.append("    " + shorten(item.text, columns - 4))
         for why in item.why:
             lines += wrap(f"    why: {visible(why)}", columns, indent="      ")
     reason = silence(packet)

@@ -26,6 +26,10 @@ def test_the_site_builds_strictly(tmp_path):
     assert "usage: garden query" in cli and "--pipeline" in cli
     front = (tmp_path / "site" / "index.html").read_text(encoding="utf-8")
     assert "The four jobs" in front and 'href="docs/' not in front
+    # a `|` escaped for a Markdown table renders as `\|` inside code: no page shows one
+    escaped = [page.parent.name for page in (tmp_path / "site").rglob("index.html")
+               if "\\|" in page.read_text(encoding="utf-8")]
+    assert not escaped, f"pages that show an escaped bar: {escaped}"
 
 
 def test_the_command_reference_holds_every_command():

@@ -70,9 +70,10 @@ def test_the_packet_shows_text_lane_labels_and_why(project, capsys, monkeypatch,
     words += [r["reason"] for r in packet["rejected"]]
     assert_fits(out, columns, words)
     lines = out.splitlines()
-    state = next(line for line in lines if "state.mira.gaming" in line)
-    chat = next(line for line in lines if "chat.0102" in line and line.lstrip().startswith("2."))
-    assert "curated" in state and "evidence" in chat  # the lane each rode in, packed curated first
+    state = lines.index(" 1. state.mira.gaming  score 1.807")
+    chat = next(n for n, line in enumerate(lines) if line.startswith(" 2. chat.0102  score "))
+    # the lane each rode in, on the line below its id: curated packs first, then evidence
+    assert lines[state + 1].split()[0] == "curated" and lines[chat + 1].split()[0] == "evidence"
     assert "Lately I have not felt like playing games." in out  # the text itself, not only its id
     assert "curated lane (states and decisions) first" in " ".join(out.split())
 

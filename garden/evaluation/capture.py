@@ -153,7 +153,8 @@ def capture(trace: str | Path, which: str, judgments: str | Path, name: str | No
     try:
         result = run_case(load_case(target), "default", trace=False)
         if result.passed and not force:
-            raise GardenError(f"{trace}: {replay.name()} ({shown(replay.spec.query)}): default already serves "
+            raise GardenError(f"{trace}: question {replay.number} ({replay.question_id}, {shown(replay.spec.query)}): "
+                              "default already serves "
                               "what the verdicts ask, so it is not a miss; nothing written (`force` captures "
                               "it anyway)", status=EXIT_FAILED)
         kept = True
