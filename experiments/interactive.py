@@ -6,7 +6,9 @@ scratch garden home warm (one untimed run of each first). The commands are inter
 round by round, so a slow moment of a shared machine falls on all of them, and each is
 reported as its median wall time and as a ratio to `garden query`'s median in the same run:
 
-- query: `garden query aurora-ridge "Who sleeps in the afternoon?"` (the reference);
+- query: `garden query aurora-ridge "Who sleeps in the afternoon?"` (the reference), and
+  the same command with a question never asked before (its vector is encoded: the model
+  is loaded, which a question asked before does not need);
 - contrast: `garden contrast` (every shipped case under each bare retriever and default);
 - capture: `garden capture TRACE --query 1` of a judged miss, into a fresh folder;
 - judge start: `garden judge TRACE --source query` until its first question is asked
@@ -36,6 +38,7 @@ PROJECT = Path(__file__).resolve().parents[1]
 GARDEN = Path(sys.executable).with_name("garden")
 BATTERY = "How do we keep spare batteries warm?"
 SLEEP = "Who sleeps in the afternoon?"
+NEW = "What did Jonas say about the stove?"
 AIM_S = 2.0
 
 
@@ -72,6 +75,8 @@ def commands(root: Path, n: int) -> dict[str, list[str]]:
     """The commands of round `n` (what they write is named by the round, so none refuses)."""
     return {
         "query": ["query", "aurora-ridge", SLEEP],
+        # a question never asked before: its vector is encoded, so the model is loaded
+        "query, new text": ["query", "aurora-ridge", f"{NEW} ({os.getpid()}-{n}-{time.time_ns()})"],
         "contrast": ["contrast"],
         "capture": ["capture", ".garden/traces", "--query", BATTERY, "--judgments", "judgments/traces.qrels",
                     "--name", f"battery-{n}", "--out", f"captured-{n}"],

@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import inspect
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -31,6 +32,26 @@ def test_import_garden_loads_no_model_stack():
             " if m in sys.modules], 'query': garden.query is garden.api.query}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert json.loads(out.stdout.strip().splitlines()[-1]) == {"heavy": [], "query": True}
+
+
+def test_a_warm_contrast_and_compare_import_no_library_they_do_not_need(project):
+    """Once the indexes are saved and the questions' vectors kept, the matrix and a
+    comparison of its trace score from the saved arrays: neither scikit-learn, bm25s, the
+    scipy.stats they and the t-test would pull in, nor the model's runtime is loaded (each
+    costs an interactive command a second or more)."""
+    env = {**os.environ, "GARDEN_HOME": str(project / ".garden"), "HF_HUB_OFFLINE": "1"}
+    case = "regression/similar-wording.yaml"
+    subprocess.run([sys.executable, "-m", "garden.cli", "contrast", case], cwd=project, env=env, check=True,
+                   capture_output=True)
+    code = ("import sys, json\n"
+            "from garden.cli import main\n"
+            f"assert main(['contrast', {case!r}]) == 0\n"
+            "assert main(['compare', '.garden/traces', '--pipelines', 'bm25s,tfidf,default']) == 0\n"
+            "print(json.dumps([m for m in ('sklearn', 'bm25s', 'scipy.stats', 'torch', 'onnxruntime')"
+            " if m in sys.modules]))")
+    done = subprocess.run([sys.executable, "-c", code], cwd=project, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == []
 
 
 def test_query_serves_what_the_command_prints(project, capsys):

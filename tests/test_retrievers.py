@@ -207,6 +207,35 @@ def test_bm25s_equals_the_bm25s_library_on_the_same_tokens():
         assert [d for d, _ in retriever.top(query)] == matched
 
 
+@pytest.mark.parametrize("method", ["lucene", "robertson", "atire", "bm25l", "bm25+"])
+def test_a_restored_bm25s_index_scores_as_the_library_to_the_bit_without_it(method):
+    """A saved index is scored with numpy alone (importing bm25s, and the scipy it loads,
+    costs a command's start); the library, asked the same term ids, is the reference:
+    exactly equal, repeated and unknown terms included."""
+    from pathlib import Path
+
+    from garden.derived.indexes import documents
+    from garden.formats.stories import load_story
+
+    story = load_story(Path(__file__).resolve().parents[1] / "fixtures" / "kiln-lane.yaml")
+    docs = list(documents(story))
+    fitted = indexed("bm25s", docs=docs, method=method)
+    restored = make_retriever("bm25s", method=method)
+    restored.load_state(fitted.state(), docs)
+    analyzer = Analyzer()
+    reference = bm25s.BM25(k1=1.5, b=0.75, method=method)
+    reference.index([analyzer(d.text) for d in docs], show_progress=False)
+    for query in ["glaze glaze glaze mugs", "what did you suggest for the breakfast mugs?", "rent now", "zzz"]:
+        ids = [reference.vocab_dict[t] for t in analyzer(query) if t in reference.vocab_dict]
+        if not ids:
+            assert restored.score(query) == {}
+            continue
+        expected = reference.get_scores_from_ids(ids)
+        got = restored._scores(analyzer(query))
+        assert got.dtype == expected.dtype and got.tolist() == expected.tolist(), query
+        assert restored.score(query) == fitted.score(query)
+
+
 def test_bm25s_and_bm25_agree_under_lucene_scoring():
     # Same idf and saturation; bm25s follows Lucene 8+ in dropping the constant (k1 + 1)
     # numerator that rank-bm25 keeps, so scores differ by that factor and rankings not at all.

@@ -124,7 +124,8 @@ def capture(trace: str | Path, which: str, judgments: str | Path, name: str | No
     if not trace.exists():
         raise GardenError(f"{trace}: no such trace file or folder")
     store = Judgments.load(judgments, must_exist=True)
-    replay = find_question(replays_from_trace(trace, trace_source, since=since, until=until), which, trace)
+    asked = replays_from_trace(trace, trace_source, since=since, until=until, expectations=False)
+    replay = find_question(asked, which, trace)
     cid = name if name is not None else case_id(replay.spec.query)
     if not re.fullmatch(r"[a-z0-9_.-]+", cid):
         raise GardenError(f"`name` {shown(cid)}: a case id is lower-case letters, digits, '.', '_' and '-'")

@@ -137,7 +137,7 @@ def judge(trace: str | Path, judgments: str | Path, answers: Answers, pipelines:
     if not trace.exists():
         raise GardenError(f"{trace}: no such trace file or folder")
     store = Judgments.load(judgments)
-    questions = replays_from_trace(trace, trace_source, since=since, until=until).replays
+    questions = replays_from_trace(trace, trace_source, since=since, until=until, expectations=False).replays
     if not questions:
         raise GardenError(f"{trace}: holds no question to judge")
     if pipelines is None:

@@ -178,7 +178,8 @@ def trace_files(path: Path, since: dt.date | None = None, until: dt.date | None 
 
 
 def replays_from_trace(path: Path, trace_source: str | None = None, adjudicated=None,
-                       since: dt.date | None = None, until: dt.date | None = None) -> TraceQuestions:
+                       since: dt.date | None = None, until: dt.date | None = None,
+                       expectations: bool = True) -> TraceQuestions:
     """The distinct questions of a trace file or a folder of them (the days in [since,
     until]), each judged by a person's grades when `adjudicated` (a Judgments) holds some
     for it, else by its case when it names one. `trace_source`: "query" keeps free queries
@@ -186,7 +187,9 @@ def replays_from_trace(path: Path, trace_source: str | None = None, adjudicated=
 
     Each question is numbered by its place among all the distinct questions of the files
     read, whatever `trace_source` keeps, so `garden judge --source query` and `garden
-    capture` (or `compare`, or `explore`) give one question one number."""
+    capture` (or `compare`, or `explore`) give one question one number. Without
+    `expectations` a case run's case file is not read (judge and capture need the question,
+    not what its case expects)."""
     source = trace_source
     if source is not None and source not in SOURCES:
         raise GardenError(f"`trace_source` must be one of {', '.join(SOURCES)} (got {source!r})")
@@ -219,7 +222,7 @@ def replays_from_trace(path: Path, trace_source: str | None = None, adjudicated=
                          event.include_private, event.settings, list(event.session), str(story_path))
         rels: dict[str, int] = {}
         forbidden: list[str] = []
-        if event.case_path and Path(event.case_path).is_file():
+        if expectations and event.case_path and Path(event.case_path).is_file():
             if event.case_path not in cases:
                 cases[event.case_path] = load_case(event.case_path)
             loaded = cases[event.case_path]

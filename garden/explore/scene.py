@@ -117,7 +117,7 @@ def traced_inputs(trace: str, question: str | None, trace_source: str | None) ->
     path = Path(trace)
     if not path.exists():
         raise GardenError(f"{path}: no such trace file or folder")
-    replay = find_question(replays_from_trace(path, trace_source), question, path)
+    replay = find_question(replays_from_trace(path, trace_source, expectations=False), question, path)
     return Inputs(replay.spec.story, Path(replay.spec.story_path), replay.spec)
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import numpy as np
@@ -34,6 +35,34 @@ def _bm25s():
 
 
 METHODS = ("lucene", "robertson", "atire", "bm25l", "bm25+")
+NONOCCURRENCE_METHODS = ("bm25l", "bm25+")   # bm25s's methods_requiring_nonoccurrence
+DELTA = 0.5                                  # bm25s's default delta (bm25l, bm25+)
+
+
+@dataclass(frozen=True)
+class Eager:
+    """bm25s's eager index as it scores a query (`BM25.get_scores_from_ids`): term by term
+    in the query's order, each term's precomputed row added into the documents' scores
+    (`np.add.at`, in the index's dtype), then the non-occurrence scores of the query's
+    terms (bm25l, bm25+). Reproduced here to the bit (tests/test_retrievers.py compares it
+    with bm25s) so that a saved index scores without importing bm25s."""
+
+    data: np.ndarray
+    indices: np.ndarray
+    indptr: np.ndarray
+    num_docs: int
+    nonoccurrence: np.ndarray | None
+    dtype: np.dtype
+
+    def scores(self, term_ids: list[int]) -> np.ndarray:
+        ids = np.asarray(term_ids, dtype=np.int32)
+        starts, ends = self.indptr[ids], self.indptr[ids + 1]
+        scores = np.zeros(self.num_docs, dtype=self.dtype)
+        for start, end in zip(starts.tolist(), ends.tolist()):
+            np.add.at(scores, self.indices[start:end], self.data[start:end])
+        if self.nonoccurrence is not None:
+            scores += self.nonoccurrence[ids].sum()
+        return scores
 
 # idf(N, n) of each method, as bm25s computes it (bm25s.scoring); robertson's is floored at
 # 0, as bm25s does by default
@@ -80,7 +109,7 @@ class BM25S(RetrieverBase):
         self.analyzer = Analyzer(stopwords=stopwords, stem=stem)
         self.ids: list[str] = []
         self._docs = DocIds()
-        self._bm25 = None  # a fitted bm25s.BM25
+        self._eager: Eager | None = None   # the fitted score matrix; None: nothing fitted
         self._vocab: dict[str, int] = {}
         self._doc_freq: dict[str, int] = {}  # term -> documents holding it, for `ceiling`
 
@@ -88,38 +117,41 @@ class BM25S(RetrieverBase):
         self.ids = [d.id for d in docs]
         self._docs = DocIds(self.ids)
         if not docs:
-            self._bm25, self._vocab, self._doc_freq = None, {}, {}
+            self._eager, self._vocab, self._doc_freq = None, {}, {}
             return
         corpus = [self.analyzer(d.text) for d in docs]
-        self._bm25 = _bm25s().BM25(k1=self.k1, b=self.b, method=self.method)
-        self._bm25.index(corpus, show_progress=False)
+        model = _bm25s().BM25(k1=self.k1, b=self.b, method=self.method)
+        model.index(corpus, show_progress=False)
+        scores = model.scores
+        self._eager = Eager(scores["data"], scores["indices"], scores["indptr"], int(scores["num_docs"]),
+                            model.nonoccurrence_array, np.dtype(model.dtype))
         # bm25s adds "" as the term of empty documents; a query never asks for it.
-        self._vocab = {t: i for t, i in self._bm25.vocab_dict.items() if t}
+        self._vocab = {t: i for t, i in model.vocab_dict.items() if t}
         self._doc_freq = Counter(term for terms in corpus for term in set(terms))
 
     def state(self) -> State:
         """bm25s's own saved parts (the sparse score matrix, its vocabulary and the
         non-occurrence array of bm25l and bm25+), as bm25s itself saves them without
         pickle, and the document frequencies `ceiling` reads."""
-        state = State(meta={"fitted": self._bm25 is not None})
+        state = State(meta={"fitted": self._eager is not None})
         state.put_strings("ids", self.ids)
-        if self._bm25 is not None:  # the vocabulary without bm25s's "" (see `index`)
-            scores = self._bm25.scores
-            state.meta["num_docs"] = int(scores["num_docs"])
+        if self._eager is not None:  # the vocabulary without bm25s's "" (see `index`)
+            eager = self._eager
+            state.meta["num_docs"] = eager.num_docs
             for part in ("data", "indices", "indptr"):
-                state.put(f"scores.{part}", scores[part])
+                state.put(f"scores.{part}", getattr(eager, part))
             state.put_strings("vocab.terms", list(self._vocab))
             state.put("vocab.ids", np.array(list(self._vocab.values()), dtype=np.int64))
             state.put_strings("df.terms", list(self._doc_freq))
             state.put("df.counts", np.array(list(self._doc_freq.values()), dtype=np.int64))
-            if self._bm25.nonoccurrence_array is not None:
-                state.put("nonoccurrence", self._bm25.nonoccurrence_array)
+            if eager.nonoccurrence is not None:
+                state.put("nonoccurrence", eager.nonoccurrence)
         return state
 
     def load_state(self, state: State, docs: Sequence[Doc]) -> None:
         ids = state.ids_of(docs)
         self.ids, self._docs = ids, DocIds(ids)
-        self._bm25, self._vocab, self._doc_freq = None, {}, {}
+        self._eager, self._vocab, self._doc_freq = None, {}, {}
         if not state.meta.get("fitted") or not ids:
             return
         if state.number("num_docs") != len(ids):
@@ -131,15 +163,14 @@ class BM25S(RetrieverBase):
             raise ValueError("array 'scores.indptr' does not cut the scores into terms")
         terms = state.strings("vocab.terms")
         vocab = dict(zip(terms, state.positions("vocab.ids", len(indptr) - 1, len(terms)).tolist()))
-        model = _bm25s().BM25(k1=self.k1, b=self.b, method=self.method)
-        model.scores = {"data": data, "indices": indices, "indptr": indptr, "num_docs": len(ids)}
-        model.vocab_dict = vocab
-        model.unique_token_ids_set = set(vocab.values())
-        model.nonoccurrence_array = (state.array("nonoccurrence", "f", 1, len(indptr) - 1)
-                                     if model.method in model.methods_requiring_nonoccurrence else None)
+        nonoccurrence = (state.array("nonoccurrence", "f", 1, len(indptr) - 1)
+                         if self.method in NONOCCURRENCE_METHODS else None)
         df_terms = state.strings("df.terms")
         self._doc_freq = dict(zip(df_terms, state.array("df.counts", "i", 1, len(df_terms)).tolist()))
-        self._bm25, self._vocab = model, vocab
+        # scored as bm25s scores (`Eager`), without importing it: a saved index is read and
+        # asked with numpy alone (bm25s and the scipy it loads cost a command's start)
+        self._eager = Eager(data, indices, indptr, len(ids), nonoccurrence, np.dtype(np.float32))
+        self._vocab = vocab
 
     def _scores(self, terms: list[str]) -> np.ndarray | None:
         """The hot path: no checks beyond what an empty query needs. None when no query
@@ -148,7 +179,7 @@ class BM25S(RetrieverBase):
         term_ids = [vocab[t] for t in terms if t in vocab]
         if not term_ids:
             return None
-        return self._bm25.get_scores_from_ids(term_ids)
+        return self._eager.scores(term_ids)
 
     def _score_terms(self, terms: list[str]) -> dict[str, float]:
         scores = self._scores(terms)
@@ -164,24 +195,24 @@ class BM25S(RetrieverBase):
         return self._docs.top(scores, k, np.flatnonzero(scores))
 
     def score(self, query: str) -> dict[str, float]:
-        if self._bm25 is None:
+        if self._eager is None:
             return {}
         return self._score_terms(self.analyzer(query))
 
     def score_many(self, queries: Sequence[str]) -> list[dict[str, float]]:
-        if self._bm25 is None:
+        if self._eager is None:
             return [{} for _ in queries]
         analyze = self.analyzer
         return [self._score_terms(analyze(q)) for q in queries]
 
     def top(self, query: str, k: int | None = None) -> list[tuple[str, float]]:
         """`rank(self.score(query), k)`, computed on the score array."""
-        if self._bm25 is None:
+        if self._eager is None:
             return []
         return self._top_terms(self.analyzer(query), k)
 
     def top_many(self, queries: Sequence[str], k: int | None = None) -> list[list[tuple[str, float]]]:
-        if self._bm25 is None:
+        if self._eager is None:
             return [[] for _ in queries]
         analyze = self.analyzer
         return [self._top_terms(analyze(q), k) for q in queries]
@@ -193,10 +224,10 @@ class BM25S(RetrieverBase):
         idf, since the (k1 + 1) numerator is left out: `bm25`'s ceiling divided by k1 + 1,
         as its scores are. A query word the store has never seen counts at the highest idf
         (`highest_idf`), as under `bm25`. 0.0 on an empty index."""
-        if self._bm25 is None:
+        if self._eager is None:
             return 0.0
         n_docs, idf = len(self.ids), IDF[self.method]
-        saturated = SATURATED[self.method](self.k1, self._bm25.delta)
+        saturated = SATURATED[self.method](self.k1, DELTA)
         unseen = highest_idf(self.method, n_docs)
         doc_freq = self._doc_freq
         return sum((idf(n_docs, doc_freq[t]) if t in doc_freq else unseen) * saturated
