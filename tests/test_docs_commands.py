@@ -25,10 +25,11 @@ import shlex
 import shutil
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from garden.cli import build_parser, main
+from garden.cli import _parser, main
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted(p for p in (ROOT / "docs").glob("*.md") if p.name != "cli.md")]
@@ -165,7 +166,7 @@ def _parsed(shown: Shown) -> str | None:
     """None when the parser takes it; "mention" when only required arguments are missing
     (an inline span naming a command or a flag); else the parser's complaint."""
     complaint = io.StringIO()
-    parser = build_parser()
+    parser = _parser()   # built once: parsing leaves it as it was
     real = sys.stderr
     sys.stderr = complaint
     try:
@@ -246,6 +247,7 @@ BETWEEN = {
 
 def test_every_command_the_docs_show_runs(tmp_path, monkeypatch, capsys):
     ran: dict[str, int] = {}
+    took: dict[str, float] = {}
     once: set[str] = set()
     failures: list[str] = []
     for page in PAGES:
@@ -281,11 +283,15 @@ def test_every_command_the_docs_show_runs(tmp_path, monkeypatch, capsys):
                 continue
             once.add(shown.text)
             monkeypatch.setattr("sys.stdin", io.StringIO(ANSWERS.get(page.name, "") if name == "judge" else ""))
+            started = time.perf_counter()
             code = main(shown.argv)
+            took[str(shown)] = time.perf_counter() - started
             out, err = capsys.readouterr()
             expected = 1 if shown.must_fail else 0
             ran[page.name] = ran.get(page.name, 0) + 1
             if code != expected:
                 failures.append(f"{shown}: exit {code}, the page shows {expected}\n{err.strip()[-600:]}")
+    slowest = sorted(took.items(), key=lambda kv: -kv[1])[:8]
+    print("slowest: " + "; ".join(f"{name} {seconds:.1f} s" for name, seconds in slowest))
     assert not failures, "\n".join(failures)
     assert sum(ran.values()) > 40, ran
