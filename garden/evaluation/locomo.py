@@ -72,8 +72,10 @@ def load_conversations(path: str | Path) -> list[Conversation]:
         return _load_imported(path)
     from garden.formats.locomo import build, read_conversations
 
+    from garden._terminal import Progress, counted
+
     out = []
-    for conv in read_conversations(path):
+    for conv in counted(read_conversations(path), Progress(f"reading {path.name}", unit="conversations")):
         imported = build(conv)
         story = Story.model_validate(imported.story)
         out.append(Conversation(story, questions_of(story, list(imported.cases.values()), _category)))
@@ -81,7 +83,10 @@ def load_conversations(path: str | Path) -> list[Conversation]:
 
 
 def _load_imported(root: Path) -> list[Conversation]:
-    out = list(iter_imported(root, "locomo-*.yaml", _category))
+    from garden._terminal import Progress, counted
+
+    out = list(counted(iter_imported(root, "locomo-*.yaml", _category),
+                       Progress(f"reading {root.name}", unit="conversations")))
     if not out:
         raise GardenError(f"{root}: no fixtures/locomo-*.yaml to compare on")
     return out
