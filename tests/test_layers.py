@@ -38,7 +38,7 @@ DOCS = PROJECT / "docs" / "layers.md"
 # `__init__` only.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("data model", ("garden.models", "garden.errors", "garden.text", "garden.analyzer", "garden._files",
-                    "garden._state", "garden._notice", "garden._bulk", "garden._deadline")),
+                    "garden._state", "garden._notice", "garden._bulk", "garden._deadline", "garden._terminal")),
     ("derived files", ("garden.derived",)),
     ("retrievers", ("garden.retrievers",)),
     ("stages", ("garden.rerank",)),
