@@ -16,14 +16,6 @@ from garden.text import plural
 REJECTED_SHOWN = 10   # rejections listed by the packet view; every one is in --json
 
 
-def safe(text) -> str:
-    """Stored text made safe for a rich line: control characters (escape sequences) shown
-    as text, not sent to the terminal, and `[` kept from reading as markup."""
-    from rich.markup import escape
-
-    return escape(visible(text))
-
-
 # --- the packet -----------------------------------------------------------------------------
 
 
