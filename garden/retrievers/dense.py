@@ -117,13 +117,21 @@ class DenseRetriever(RetrieverBase):
         self.ids = [d.id for d in docs]
         self._docs = DocIds(self.ids)
         self._last = None
-        keys = [text_key(d.text) for d in docs]
+        self.matrix = self.embeddings([d.text for d in docs])
+        # Queries always need the model: load it now, so the first query is not the one
+        # that pays for it and a timing of the queries measures the queries alone.
+        load_encoder(self.backend, self.model_path)
+
+    def embeddings(self, texts: Sequence[str]) -> np.ndarray:
+        """One row per text: read from the embedding cache, the missing ones encoded (and
+        kept there). An empty (0, 0) array for no texts."""
+        keys = [text_key(text) for text in texts]
         # the model's width tells a mangled vector from a good one
         known = self.cache.load(keys, model_width(self.model_path))
         missing: dict[str, str] = {}
-        for key, doc in zip(keys, docs):
+        for key, text in zip(keys, texts):
             if key not in known and key not in missing:
-                missing[key] = doc.text
+                missing[key] = text
         if missing:
             todo = list(missing.items())
             with _progress(len(todo)) as bar:
@@ -136,12 +144,8 @@ class DenseRetriever(RetrieverBase):
                     self.encoded += len(chunk)
                     bar.update(len(chunk))
         if keys:
-            self.matrix = np.stack([known[key] for key in keys])
-        else:
-            self.matrix = np.zeros((0, 0), dtype=np.float32)
-        # Queries always need the model: load it now, so the first query is not the one
-        # that pays for it and a timing of the queries measures the queries alone.
-        load_encoder(self.backend, self.model_path)
+            return np.stack([known[key] for key in keys])
+        return np.zeros((0, 0), dtype=np.float32)
 
     def state(self) -> State:
         """The model and documents only: the embedding cache is the one place vectors are
