@@ -20,9 +20,7 @@ shared, `--stores`, so neither script generates a store the other made):
   the collections built above), one untimed pass, then `--rounds` rounds interleaved query
   by query, so a slow moment of a shared machine falls on all three. The untimed pass also
   says whether each passes the generated cases, and whether the packets and the top five
-  candidates agree with `default`'s and with those of `default` on unstemmed `bm25` (made in
-  Python, compared with only: Milvus Lite has no stemmer), over all queries and over the
-  ASCII ones (Milvus Lite's analyzer keeps a run of CJK characters one word);
+  candidates agree with `default`'s;
 - the server's peak resident set (VmHWM) is read from /proc when this script started it.
 
 Each size's homes, Milvus Lite store and server data are made under `--work` and removed
@@ -56,7 +54,6 @@ WORK = PROJECT / "experiments" / "out" / "milvus_scale"
 CONFIGURATIONS = ("in process", "embedded", "server")
 FIRST_ENCODING = "dense-first-encoding.json"  # scale.py's marker beside the story: the one-time encoding
 TOP = 5  # the candidates compared between pipelines
-UNSTEMMED = "in process, unstemmed"  # compared with, not timed: see unstemmed_default
 
 
 def base_retriever(configuration: str, uri: str | None, timeout: float | None) -> str:
@@ -146,40 +143,19 @@ def _top(outcome) -> frozenset[str]:
     return frozenset(c["id"] for c in outcome.stages.get("candidates", [])[:TOP])
 
 
-def _agreement(runs: dict[str, list], reference: str, queries: list[str]) -> dict[str, dict[str, float]]:
+def _agreement(runs: dict[str, list], reference: str) -> dict[str, dict[str, float]]:
     """For each pipeline, the share of queries whose packet (ids in order) and whose top
-    TOP candidates (as a set) are `reference`'s; the latter also over the ASCII queries alone,
-    where Milvus Lite's words and the garden's differ only by stemming (a run of CJK
-    characters is one word to Milvus Lite's `standard` analyzer, not to the garden's)."""
+    TOP candidates (as a set) are `reference`'s."""
     ref = runs[reference]
-    plain = [i for i, q in enumerate(queries) if q.isascii()]
-    out = {}
-    for name, outcomes in runs.items():
-        same = [_top(a) == _top(b) for a, b in zip(outcomes, ref)]
-        out[name] = {"same_packet": sum(a.packet.ids() == b.packet.ids() for a, b in zip(outcomes, ref)) / len(ref),
-                     f"same_top{TOP}": sum(same) / len(ref),
-                     f"same_top{TOP}_ascii": sum(same[i] for i in plain) / len(plain) if plain else None,
-                     "ascii_queries": len(plain)}
-    return out
-
-
-def unstemmed_default(docs):
-    """`default` on `hybrid` of `bm25:stem=false` and `dense`: the in-process pipeline on
-    Milvus Lite's kind of words (no stemmer), which `default@milvus-hybrid` should agree
-    with closely. Made from Python: a spec cannot give a hybrid's member its options."""
-    from garden.pipelines import structured_pipeline
-    from garden.retrievers import make_retriever
-
-    base = make_retriever("hybrid", options={"bm25": {"stem": False}})
-    base.index(docs)
-    return structured_pipeline("default", indexes=_prebuilt("hybrid", base))
+    return {name: {"same_packet": sum(a.packet.ids() == b.packet.ids() for a, b in zip(outcomes, ref)) / len(ref),
+                   f"same_top{TOP}": sum(_top(a) == _top(b) for a, b in zip(outcomes, ref)) / len(ref)}
+            for name, outcomes in runs.items()}
 
 
 def latency(size: int, uri: str | None, timeout: float | None, rounds: int, stores: Path, home: Path) -> dict:
     """The three pipelines in one process, by name: one untimed pass (cases passed,
     agreement), then `rounds` rounds interleaved query by query."""
     _use_home(home)  # the embedded configuration's home: its store holds the collections
-    from garden.derived.indexes import documents
     from garden.formats.cases import check
     from garden.formats.stories import load_story
     from garden.pipelines import make_pipeline
@@ -190,15 +166,12 @@ def latency(size: int, uri: str | None, timeout: float | None, rounds: int, stor
     names = {c: pipeline_name(base_retriever(c, uri, timeout)) for c in CONFIGURATIONS}
     pipelines = {c: make_pipeline(name) for c, name in names.items()}
     runs = {c: [p.run(spec) for spec in specs] for c, p in pipelines.items()}  # untimed: warm
-    unstemmed = unstemmed_default(documents(story))
-    runs[UNSTEMMED] = [unstemmed.run(spec) for spec in specs]  # agreement only, not timed
     cases = {case for case, _ in expects}
     passed = {}
     for c, outcomes in runs.items():
         failed = {case for spec, outcome, (case, expect) in zip(specs, outcomes, expects)
                   if check(expect, outcome.packet, story, spec.include_private)}
         passed[c] = {"passed": len(cases - failed), "of": len(cases)}
-    queries = [spec.query for spec in specs]
     times: dict[str, list[float]] = {c: [] for c in CONFIGURATIONS}
     stages: dict[str, dict[str, list[float]]] = {c: {} for c in CONFIGURATIONS}
     for _ in range(rounds):
@@ -212,9 +185,8 @@ def latency(size: int, uri: str | None, timeout: float | None, rounds: int, stor
             "query_ms": {c: _spread(v) for c, v in times.items()},
             "stage_ms": {c: {s: _spread(v) for s, v in by.items()} for c, by in stages.items()},
             "cases_passed": passed,
-            "agreement": _agreement(runs, "in process", queries),
-            "agreement_unstemmed": _agreement(runs, UNSTEMMED, queries),
-            "embedded_vs_server": _agreement(runs, "embedded", queries)["server"],
+            "agreement": _agreement(runs, "in process"),
+            "embedded_vs_server": _agreement(runs, "embedded")["server"],
             "peak_mb": _peak_mb()}
 
 
@@ -287,7 +259,7 @@ def one_size(size: int, rounds: int, work: Path, stores: Path, timeout: float | 
 # --- the table -----------------------------------------------------------------------------
 
 HEADER = ("| records | pipeline | index lexical s | index dense s | query p50 ms | query p95 ms | p50 x default "
-          f"| same top-{TOP} as default | same top-{TOP} as default, bm25 unstemmed | same packet as default "
+          f"| same top-{TOP} as default | same packet as default "
           "| cases passed | peak MB, garden | peak MB, server |")
 
 
@@ -313,7 +285,6 @@ def _row(result: dict, configuration: str) -> str:
     ms = lat.get("query_ms", {})
     mine, ref = ms.get(configuration), ms.get("in process")
     agree = lat.get("agreement", {}).get(configuration, {})
-    unstemmed = lat.get("agreement_unstemmed", {}).get(configuration, {})
     passed = lat.get("cases_passed", {}).get(configuration)
     server = result.get("server", {}).get("peak_mb") if configuration == "server" else None
     rows = f" ({lexical['rows']:,} rows)" if lexical.get("rows") is not None else ""
@@ -321,7 +292,7 @@ def _row(result: dict, configuration: str) -> str:
         f"| {result['records']:,}", name, _cell(lexical["seconds"]) + rows, _cell(dense["seconds"]),
         _cell(mine and mine["p50"]), _cell(mine and mine["p95"]),
         _cell(mine and ref and mine["p50"] / ref["p50"], "{:.1f}"),
-        _cell(agree.get(f"same_top{TOP}"), "{:.0%}"), _cell(unstemmed.get(f"same_top{TOP}"), "{:.0%}"),
+        _cell(agree.get(f"same_top{TOP}"), "{:.0%}"),
         _cell(agree.get("same_packet"), "{:.0%}"),
         f"{passed['passed']}/{passed['of']}" if passed else "-",
         _cell(made["peak_mb"], "{:,.0f}"), _cell(server, "{:,.0f}") + " |"])
@@ -349,15 +320,10 @@ def notes(report: dict) -> list[str]:
         if "error" in lat:
             lines.append(f"{size:,}: latency failed: {lat['error'].splitlines()[-1]}")
         elif lat:
-            same, unstemmed = lat["embedded_vs_server"], lat["agreement_unstemmed"]["embedded"]
-            lines.append(f"{size:,}: on the {unstemmed['ascii_queries']} ASCII queries, the embedded "
-                         f"configuration has the same top-{TOP} as `default` on "
-                         f"{_cell(lat['agreement']['embedded'][f'same_top{TOP}_ascii'], '{:.0%}')} and as "
-                         f"`default` with bm25 unstemmed on {_cell(unstemmed[f'same_top{TOP}_ascii'], '{:.0%}')}")
+            same = lat["embedded_vs_server"]
             lines.append(f"{size:,}: {lat['queries']} queries x {lat['rounds']} rounds; embedded and server give the "
                          f"same packet on {same['same_packet']:.0%} and the same top-{TOP} on "
-                         f"{same[f'same_top{TOP}']:.0%}; `default` with bm25 unstemmed passes "
-                         f"{lat['cases_passed'][UNSTEMMED]['passed']}/{lat['cases_passed'][UNSTEMMED]['of']} cases; "
+                         f"{same[f'same_top{TOP}']:.0%}; "
                          f"the latency process peaked at {lat['peak_mb']:,.0f} MB")
         lines.append(f"{size:,}: wall time {result['wall_s'] / 60:.1f} min")
     return lines

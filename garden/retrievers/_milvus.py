@@ -14,7 +14,7 @@ import time
 from collections import Counter
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 
 from garden._notice import warn
@@ -187,6 +187,7 @@ class _MilvusRetriever(RetrieverBase):
         self._store: Path | None = None  # the local store's folder, when the garden home holds it
         self._last: tuple[tuple, dict[str, float]] | None = None
         self._text: dict[str, str] = {}  # id -> the text indexed: what `scores_of` reads of a record
+        self._ids: list[str] = []  # each id once, in the order indexed
 
     # --- where -----------------------------------------------------------------------
 
@@ -332,13 +333,20 @@ class _MilvusRetriever(RetrieverBase):
         return {self.name: self._last[1]}
 
     def _admitted(self, ids: Sequence[str], eligible: Eligible | None) -> list[str]:
-        """The records of `ids` this retriever holds (and, pushed down, the rules admit)."""
-        held = [rid for rid in ids if rid in self._text]
+        """The records of `ids` the query's hard rules admit, when pushed down; else all."""
         if eligible is None or not self.pushdown:
-            return held
-        return [rid for rid in held if eligible.admits(self._record_fields(rid))]
+            return list(ids)
+        return [rid for rid in ids if eligible.admits(self._record_fields(rid))]
 
-    def _statistics(self, docs: Sequence[Doc], count):
+    def _stored(self, ids: Sequence[str], field: str) -> dict[str, Any]:
+        """`field` of the records `ids` that the collection holds, read by id (one round
+        trip): what `scores_of` reads of a record whose text this process does not hold."""
+        if self.collection is None or not ids:
+            return {}
+        found = self._call("search", "get", self.collection, ids=list(ids), output_fields=["id", field])
+        return {str(row["id"]): row[field] for row in found}
+
+    def _statistics(self, open_docs, count):
         """The story's term statistics: saved beside the collection, else `count(texts)`
         of its records (once per collection, then saved)."""
         from garden.retrievers import _term_stats
@@ -347,7 +355,11 @@ class _MilvusRetriever(RetrieverBase):
             return _term_stats.TermStatistics()
         found = _term_stats.load(self.collection)
         if found is None or found.documents != self._rows:
-            found = count(self._text.values())
+            if open_docs is None:
+                raise GardenError(f"retriever {self.name}: the term statistics of {self.collection} are missing "
+                                  "from the garden home; ingest the story again")
+            seen: set[str] = set()
+            found = count(d.text for d in open_docs() if not (d.id in seen or seen.add(d.id)))
             _term_stats.save(self.collection, found)
         return found
 
@@ -361,47 +373,79 @@ class _MilvusRetriever(RetrieverBase):
     def index_params(self, client):
         raise NotImplementedError
 
-    def rows(self, docs: Sequence[Doc]) -> Iterator[dict]:
-        """The rows to insert, one per record (ids already unique)."""
+    def rows(self, docs: Iterable[Doc]) -> Iterator[dict]:
+        """The rows to insert, one per record (ids already unique), as `docs` are read."""
         raise NotImplementedError
 
-    def _names(self, docs: Sequence[Doc]) -> tuple[str, str, str]:
-        """(the collection's name, the id set's hash, the content's hash)."""
-        id_set = _sha(*sorted({d.id for d in docs})).hexdigest()[:12]
+    def _names(self, docs: Iterable[Doc]) -> tuple[str, str, str]:
+        """(the collection's name, the id set's hash, the content's hash), in one pass over
+        `docs`, each checked; their ids are kept (`_ids`, `_rows`)."""
         content = _sha(str(SCHEMA), self._layout(), *self.identity())
+        seen: set[str] = set()
+        self._ids = []
         for doc in docs:
+            if doc.id in seen:
+                continue
+            seen.add(doc.id)
+            self._ids.append(doc.id)
+            self._check_doc(doc)
             content.update(doc.id.encode("utf-8") + b"\x00" + doc.text.encode("utf-8") + b"\x01")
             if self.pushdown:
                 content.update(repr(tuple(self._record_fields(doc.id))).encode("utf-8") + b"\x02")
+        self._rows = len(self._ids)
+        id_set = _sha(*sorted(seen)).hexdigest()[:12]
         digest = content.hexdigest()[:16]
         return f"garden_{self._layout()}_s{SCHEMA}_{id_set}_{digest}", id_set, digest
 
-    def _check_docs(self, docs: Sequence[Doc]) -> None:
-        for doc in docs:
-            if len(doc.id.encode("utf-8")) > MAX_VARCHAR:
-                raise GardenError(f"retriever {self.name}: record {doc.id[:60]!r}...: an id longer than "
-                                  f"{MAX_VARCHAR} bytes cannot be a Milvus primary key")
+    def _check_doc(self, doc: Doc) -> None:
+        if len(doc.id.encode("utf-8")) > MAX_VARCHAR:
+            raise GardenError(f"retriever {self.name}: record {doc.id[:60]!r}...: an id longer than "
+                              f"{MAX_VARCHAR} bytes cannot be a Milvus primary key")
 
     # --- indexing --------------------------------------------------------------------
 
     def index(self, docs: Sequence[Doc]) -> None:
-        self.ids = [d.id for d in docs]
         self._text = {}
         for doc in docs:
             self._text.setdefault(doc.id, doc.text)
-        self._rows = len(self._text)
+        self._index(lambda: [Doc(rid, text) for rid, text in self._text.items()], docs)
+
+    def index_stream(self, open_docs: Callable[[], Iterable[Doc]]) -> None:
+        """Index the documents `open_docs()` yields, read twice (to name the collection,
+        then to insert) and never held: a story ingested into Milvus (garden.derived.stored).
+        Each id once. A record's text is read back from Milvus when a pipeline needs it."""
+        self._text = {}
+        self._index(open_docs, None)
+
+    def _index(self, open_docs: Callable[[], Iterable[Doc]], given: Sequence[Doc] | None) -> None:
         self._last = None
         self.inserted = 0
         self.collection = None
-        if not docs:
+        name, id_set, digest = self._names(open_docs())
+        self.ids = [d.id for d in given] if given is not None else list(self._ids)
+        if not self._rows:
             return  # nothing to search: no collection, every query scores nothing
-        self._check_docs(docs)
-        name, id_set, digest = self._names(docs)
         client = self._connect()
         self.collection = name
-        self._publish(client, name, id_set, digest, docs)
+        self._publish(client, name, id_set, digest, open_docs)
         if self._store is not None:
             _owner_only(self._store)
+        self._indexed(open_docs)
+
+    def _indexed(self, open_docs: Callable[[], Iterable[Doc]]) -> None:
+        """What a retriever keeps of the story once its collection is there (nothing by default)."""
+
+    def attach(self, collection: str, rows: int) -> None:
+        """Search the collection `collection` of `rows` records, ingested before (a story
+        in Milvus, garden.derived.stored), without its documents: checked and loaded."""
+        self._text, self.ids, self._rows, self._last, self.inserted = {}, [], rows, None, 0
+        self.collection = collection
+        self._connect()
+        if not self._call("list collections", "has_collection", collection):
+            raise GardenError(f"retriever {self.name}: collection {collection} is missing at {self.where}; "
+                              "ingest the story again")
+        self._call("load the collection", "load_collection", collection)
+        self._indexed(None)
 
     def _properties(self, id_set: str, digest: str) -> dict[str, str]:
         return {"garden.schema": str(SCHEMA), "garden.family": self._layout(), "garden.ids": id_set,
@@ -434,7 +478,7 @@ class _MilvusRetriever(RetrieverBase):
             _term_stats.forget(other)
             COUNTS[f"{self.name}:dropped"] += 1
 
-    def _publish(self, client, name: str, id_set: str, digest: str, docs: Sequence[Doc]) -> None:
+    def _publish(self, client, name: str, id_set: str, digest: str, open_docs) -> None:
         names = list(self._call("list collections", "list_collections"))
         self._drop_stale(names, name, id_set)
         if name in names:
@@ -445,7 +489,7 @@ class _MilvusRetriever(RetrieverBase):
             warn(f"{self.where}: collection {name} is not the garden's or is incomplete; dropped, rebuilding")
             self._call("drop a damaged collection", "drop_collection", name)
         temporary = f"{name}_t{int(time.time())}_{os.getpid()}"
-        self._build(client, temporary, id_set, digest, docs)
+        self._build(client, temporary, id_set, digest, open_docs)
         try:
             self._call("publish the collection", "rename_collection", temporary, name)
         except GardenError:
@@ -456,7 +500,7 @@ class _MilvusRetriever(RetrieverBase):
         self._call("load the collection", "load_collection", name)
         COUNTS[f"{self.name}:built"] += 1
 
-    def _build(self, client, name: str, id_set: str, digest: str, docs: Sequence[Doc]) -> None:
+    def _build(self, client, name: str, id_set: str, digest: str, open_docs) -> None:
         with self._rpc("create the collection"):
             schema = self.schema(client)
             if self.pushdown:
@@ -470,7 +514,8 @@ class _MilvusRetriever(RetrieverBase):
                    properties=self._properties(id_set, digest))
         batch: list[dict] = []
         size = 0
-        unique = [Doc(rid, text) for rid, text in self._text.items()]
+        seen: set[str] = set()
+        unique = (d for d in open_docs() if not (d.id in seen or seen.add(d.id)))
         for row in self.rows(unique):
             if self.pushdown:
                 row.update(self._record_fields(row["id"])._asdict())

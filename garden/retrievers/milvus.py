@@ -61,7 +61,7 @@ from __future__ import annotations
 import json
 import re
 from importlib import metadata
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -82,6 +82,13 @@ from garden.retrievers._milvus import (ENGINE_OPTIONS, B, DEFAULT_TIMEOUT, K1, M
 MILVUS_ANALYZER = {"tokenizer": "standard", "filter": ["lowercase"]}
 ANALYSIS = "garden.analyzer 1"  # the garden's analysis as Milvus indexes it: a change gives new collections
 WORDS_KEPT = 65536  # candidates whose terms a `milvus-bm25` keeps between queries
+ROWS_ENCODED = 4096  # texts `milvus-dense` reads from the embedding cache (or encodes) at once when indexing
+
+
+def _then_none(items: Iterable) -> Iterator:
+    """`items`, then None: the end of a stream, so a last partial chunk is flushed."""
+    yield from items
+    yield None
 
 
 def _stemmer_release() -> str:
@@ -146,21 +153,19 @@ class MilvusBM25(_MilvusRetriever):
                          params={"bm25_k1": self.k1, "bm25_b": self.b})
         return params
 
-    def _check_docs(self, docs: Sequence[Doc]) -> None:
-        super()._check_docs(docs)
-        for doc in docs:
-            if len(self.analyzed(doc.text).encode("utf-8")) > MAX_VARCHAR:
-                raise GardenError(f"retriever {self.name}: record {doc.id}: its words are longer than Milvus's "
-                                  f"{MAX_VARCHAR}-byte VARCHAR, so Milvus cannot search all of it; use bm25")
+    def _check_doc(self, doc: Doc) -> None:
+        super()._check_doc(doc)
+        if len(doc.text) * 4 > MAX_VARCHAR and len(self.analyzed(doc.text).encode("utf-8")) > MAX_VARCHAR:
+            raise GardenError(f"retriever {self.name}: record {doc.id}: its words are longer than Milvus's "
+                              f"{MAX_VARCHAR}-byte VARCHAR, so Milvus cannot search all of it; use bm25")
 
-    def rows(self, docs: Sequence[Doc]) -> Iterator[dict]:
+    def rows(self, docs: Iterable[Doc]) -> Iterator[dict]:
         for doc in docs:
             yield {"id": doc.id, "text": self.analyzed(doc.text)}
 
-    def index(self, docs: Sequence[Doc]) -> None:
-        super().index(docs)
+    def _indexed(self, open_docs) -> None:
         self._words.clear()
-        self.stats = self._statistics(docs, lambda texts: TermStatistics.count(texts, self.words))
+        self.stats = self._statistics(open_docs, lambda texts: TermStatistics.count(texts, self.words))
 
     def _queries(self, queries: list[str]) -> list:
         return [self.analyzed(q) for q in queries]
@@ -178,12 +183,21 @@ class MilvusBM25(_MilvusRetriever):
         (each term's document frequency, the number of records and their average length)
         and the records' own words: the formula Milvus scores with (the tests hold the two
         within 1e-5), so the structure reads a candidate's score without a search."""
+        terms = self.words(query)
+        if not terms:
+            return {}
         held = self._admitted(ids, eligible)
-        return self.stats.bm25(self.words(query), [(rid, self._record_words(rid)) for rid in held],
-                               self.k1, self.b)
+        return self.stats.bm25(terms, list(self._record_words(held).items()), self.k1, self.b)
 
-    def _record_words(self, rid: str) -> list[str]:
-        return self._words.get(rid, lambda: self.words(self._text[rid]))
+    def _record_words(self, ids: list[str]) -> dict[str, list[str]]:
+        """Each record's terms: from its text in this process, else the words Milvus holds
+        (one read by id for those not kept since an earlier query)."""
+        out = {rid: self._words.get(rid, lambda rid=rid: self.words(self._text[rid]))
+               for rid in ids if rid in self._text or rid in self._words}
+        missing = [rid for rid in ids if rid not in out]
+        for rid, text in self._stored(missing, "text").items():
+            out[rid] = self._words.get(rid, lambda text=text: text.split())
+        return out
 
     def ceiling(self, query: str) -> float:
         """The best score any record could reach for `query`, as `bm25` bounds its own:
@@ -235,21 +249,23 @@ class MilvusDense(_MilvusRetriever):
         params.add_index(field_name=self.field, index_type="FLAT", metric_type="IP")
         return params
 
-    def rows(self, docs: Sequence[Doc]) -> Iterator[dict]:
-        # the vectors `dense` would search: its embedding cache, the model for what is missing
-        self._dense.index(docs)
-        matrix = self._dense.matrix
-        try:
-            for doc, vector in zip(docs, matrix):
+    def rows(self, docs: Iterable[Doc]) -> Iterator[dict]:
+        # the vectors `dense` would search: its embedding cache, the model for what is
+        # missing, a chunk at a time (a story ingested whole is never held)
+        chunk: list[Doc] = []
+        for doc in _then_none(docs):
+            if doc is not None:
+                chunk.append(doc)
+                if len(chunk) < ROWS_ENCODED:
+                    continue
+            vectors = self._dense.embeddings([d.text for d in chunk]) if chunk else ()
+            for d, vector in zip(chunk, vectors):
                 # the text is kept for reading; scoring reads the vector, so a text past
                 # Milvus's VARCHAR is stored cut
-                yield {"id": doc.id, "text": _clip(doc.text), self.field: vector.astype(np.float32)}
-        finally:
-            self._dense.matrix = np.zeros((0, 0), dtype=np.float32)  # held by Milvus now
-            self._dense.ids = []
+                yield {"id": d.id, "text": _clip(d.text), self.field: vector.astype(np.float32)}
+            chunk = []
 
-    def index(self, docs: Sequence[Doc]) -> None:
-        super().index(docs)
+    def _indexed(self, open_docs) -> None:
         # queries always need the model: loaded now, so the first query does not pay for it
         load_encoder(self.backend, self._dense.model_path)
 
@@ -271,9 +287,15 @@ class MilvusDense(_MilvusRetriever):
         held = self._admitted(ids, eligible)
         if not held or not query.strip():
             return {}
-        vectors = self._dense.embeddings([self._text[rid] for rid in held]).astype(np.float32)
-        products = vectors @ self._dense._query_vector(query).astype(np.float32)
-        return dict(zip(held, products.astype(np.float64).tolist()))
+        local = [rid for rid in held if rid in self._text]
+        vectors = dict(zip(local, self._dense.embeddings([self._text[rid] for rid in local]))) if local else {}
+        vectors.update(self._stored([rid for rid in held if rid not in vectors], self.field))
+        found = [rid for rid in held if rid in vectors]
+        if not found:
+            return {}
+        matrix = np.asarray([vectors[rid] for rid in found], dtype=np.float32)
+        products = matrix @ self._dense._query_vector(query).astype(np.float32)
+        return dict(zip(found, products.astype(np.float64).tolist()))
 
     def ceiling(self, query: str) -> float:
         """1.0: a score is the cosine of two unit vectors."""
