@@ -170,6 +170,12 @@ class Story(Strict):
     def record(self, rid: str) -> Record:
         return self.by_id[rid]
 
+    def records_of(self, ids) -> dict[str, Record]:
+        """The records `ids` the story holds, by id: read at once where the records live
+        elsewhere (a story in Milvus, garden.derived.stored)."""
+        by_id = self.by_id
+        return {rid: by_id[rid] for rid in ids if rid in by_id}
+
     def remembered(self, name: str, build):
         """What `build(story)` derives from this story, built once and kept on it: a
         validated story is never changed, so nothing derived from it goes stale."""

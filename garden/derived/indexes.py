@@ -168,6 +168,10 @@ class IndexCache:
 
     def retriever(self, story: Story, name: str) -> Retriever:
         def make():
+            from garden.derived.stored import StoredStory, attach
+
+            if isinstance(story, StoredStory):   # its records live in Milvus: the ingested collections
+                return attach(make_retriever(name), story, name)
             docs = documents(story)
             retriever = make_retriever(name)
 
@@ -190,6 +194,10 @@ class IndexCache:
 
     def phrase_index(self, story: Story) -> PhraseIndex:
         def make():
+            from garden.derived.stored import StoredStory
+
+            if isinstance(story, StoredStory):   # built when it was ingested
+                return story.phrase
             docs = documents(story)
             return self._saved_or_built(story, "phrase", "PhraseIndex",
                                         lambda: PhraseIndex({d.id: d.text for d in docs}),

@@ -51,7 +51,7 @@ class Retrieve(StageBase, name="retrieve", settings=(CANDIDATES, SEMANTIC_FLOOR,
                       for n, m in parts.items()}
         explicit = set(res.explicit_ids)
         semantic = {name: is_semantic(m) for name, m in parts.items()}
-        by_id = story.by_id
+        by_id = story.records_of(ids)  # one read where the records live in Milvus
         raw, relevant = member_scores(members, ids), member_scores(normalized, ids)
         for n, rid in enumerate(ids):
             if rid in ctx.candidates:
