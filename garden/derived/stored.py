@@ -59,6 +59,7 @@ CHUNK = 10_000            # records validated and written at once
 RECORDS_KEPT = 20_000     # records a stored story keeps after reading them from Milvus
 KINDS = ("source", "chunk", "note", "view", "state", "decision", "control")
 RAW_KINDS = ("source", "chunk")   # garden.rerank.neighbours: a run of raw records
+SEARCHED = ("id", "kind", "title", "text", "rationale")  # what `Record.searchable` is made of
 
 
 # --- reading the file ---------------------------------------------------------------------
@@ -98,7 +99,8 @@ def _documents(path: Path) -> Iterator[Doc]:
     """What every index of the story indexes (garden.derived.indexes.documents), streamed."""
     for raw in _raw_records(path):
         if raw.get("kind") != "control":
-            record = Record.model_construct(**{k: v for k, v in raw.items() if k in Record.model_fields})
+            # the fields `searchable` reads, validated as a record's (the story was checked whole)
+            record = Record.model_validate({k: raw[k] for k in SEARCHED if k in raw})
             yield Doc(raw["id"], record.searchable)
 
 
