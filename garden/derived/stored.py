@@ -47,7 +47,7 @@ import numpy as np
 from garden._files import open_regular
 from garden._state import State, read_state, write_state
 from garden.analyzer import analyze
-from garden.derived.home import derived_folder, refuse_link, write_whole
+from garden.derived.home import derived_folder, distrust, refuse_link, write_whole
 from garden.errors import GardenError, StoryError
 from garden.formats.jsonl_reader import MAX_LINE_BYTES, SUFFIX, _parse
 from garden.models import Record, Story
@@ -504,9 +504,10 @@ def _read_owned(path: Path, kind: str, type_name: str) -> State:
     refuse_link(path)
     with open(path, "rb") as fh:
         st = os.fstat(fh.fileno())
-        if st.st_uid != os.geteuid() or st.st_mode & 0o077 or not stat.S_ISREG(st.st_mode):
-            raise GardenError(f"{path}: not read: owned by uid {st.st_uid} with mode {stat.S_IMODE(st.st_mode):04o} "
-                              "(the garden writes it 0600 for this user); ingest the story again")
+        problem = distrust(st) or (None if stat.S_ISREG(st.st_mode) else "not a regular file")
+        if problem is not None:
+            raise GardenError(f"{path}: not read: {problem} (the garden writes it 0600 for this user); "
+                              "ingest the story again")
         return read_state(fh, kind, type_name)
 
 

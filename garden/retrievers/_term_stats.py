@@ -29,7 +29,7 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 
 from garden._state import State, read_state, write_state
-from garden.derived.home import derived_folder, refuse_link, write_whole
+from garden.derived.home import derived_folder, distrust, refuse_link, write_whole
 from garden.retrievers.bm25 import lucene_idf
 
 KIND = "milvus:term-statistics"
@@ -114,7 +114,7 @@ def load(collection: str) -> TermStatistics | None:
         refuse_link(path)
         with open(path, "rb") as fh:
             st = os.fstat(fh.fileno())
-            if st.st_uid != os.geteuid() or st.st_mode & 0o077 or not stat.S_ISREG(st.st_mode):
+            if distrust(st) is not None or not stat.S_ISREG(st.st_mode):
                 return None
             return TermStatistics.from_state(read_state(fh, KIND, "TermStatistics"))
     except Exception:  # missing, torn or not ours: counted again, and saved anew
