@@ -353,7 +353,8 @@ def test_a_server_that_never_answers_is_one_line_within_the_timeout(docs):
 def test_a_store_another_process_holds_is_one_line_saying_how_to_serve_it(tmp_path, docs):
     store = tmp_path / "held.db"
     holder = subprocess.Popen([sys.executable, "-c",
-                               "import sys, time\nfrom pymilvus import MilvusClient\n"
+                               # owner-only, as the garden makes a store: the lock, not the trust rule, refuses it
+                               "import os, sys, time\nos.umask(0o077)\nfrom pymilvus import MilvusClient\n"
                                f"MilvusClient({str(store)!r})\nprint('open', flush=True)\ntime.sleep(120)\n"],
                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
@@ -386,9 +387,13 @@ def test_a_damaged_collection_is_rebuilt_with_one_warning(garden_home, docs, cap
     from pymilvus import MilvusClient
 
     retriever = indexed("milvus-bm25", docs)
-    client = MilvusClient(str(garden_home / "milvus" / "garden.db"))
-    client.delete(retriever.collection, ids=[docs[0].id])
-    client.flush(retriever.collection)
+    previous = os.umask(0o077)  # this client writes owner-only, as the garden's does: only the damage is news
+    try:
+        client = MilvusClient(str(garden_home / "milvus" / "garden.db"))
+        client.delete(retriever.collection, ids=[docs[0].id])
+        client.flush(retriever.collection)
+    finally:
+        os.umask(previous)
     again = indexed("milvus-bm25", docs)
     assert again.inserted == len(docs)
     err = capsys.readouterr().err
