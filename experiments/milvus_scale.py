@@ -52,7 +52,7 @@ from garden.retrievers._milvus_server import start_local_server, stop_local_serv
 
 WORK = PROJECT / "experiments" / "out" / "milvus_scale"
 CONFIGURATIONS = ("in process", "embedded", "server")
-STORED = "stored"  # the story itself in Milvus (garden.derived.stored), on the server
+STORED = "stored"  # the story itself in Milvus (garden.store.milvus), on the server
 IN_PROCESS = {"milvus-hybrid": "hybrid", "milvus-bm25": "bm25"}  # the in-process twin of each Milvus base
 FIRST_ENCODING = "dense-first-encoding.json"  # scale.py's marker beside the story: the one-time encoding
 TOP = 5  # the candidates compared between pipelines
@@ -198,10 +198,10 @@ def latency(size: int, uri: str | None, timeout: float | None, rounds: int, stor
 
 
 def stored_ingest(size: int, retriever: str, uri: str, stores: Path, home: Path) -> dict:
-    """The story streamed into Milvus on the server (garden.derived.stored.ingest), alone
+    """The story streamed into Milvus on the server (garden.store.milvus.ingest), alone
     in this process: each part's seconds and the process's peak memory."""
     _use_home(home)
-    from garden.derived.stored import ingest
+    from garden.store.milvus import ingest
 
     story_path, _ = story_at(size, stores)
     seconds, done = _timed(lambda: ingest(story_path, retriever, uri))
@@ -213,7 +213,7 @@ def stored_latency(size: int, retriever: str, uri: str, rounds: int, stores: Pat
     opening it (its saved tables), one untimed pass (cases passed, packets), then `rounds`
     rounds; the process's peak memory is the garden's side of a store in Milvus."""
     _use_home(home)
-    from garden.derived.stored import stored_story
+    from garden.store.milvus import stored_story
     from garden.formats.cases import check
     from garden.pipelines import make_pipeline
 

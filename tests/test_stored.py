@@ -1,4 +1,4 @@
-"""A story that lives in Milvus (garden.derived.stored): ingested from JSON Lines, its
+"""A story that lives in Milvus (garden.store.milvus): ingested from JSON Lines, its
 records read by id, its tables saved owner-only in the garden; it serves the packets the
 same story serves from its file, embedded and on a server."""
 from __future__ import annotations
@@ -48,7 +48,7 @@ def lines(tmp_path, monkeypatch):
 @needs_milvus
 @pytest.mark.parametrize("where", ["store", "server"])
 def test_a_story_in_milvus_serves_the_packets_of_its_file(where, request, lines):
-    from garden.derived.stored import StoredStory, ingest, stored_story
+    from garden.store.milvus import StoredStory, ingest, stored_story
 
     uri = request.getfixturevalue("server") if where == "server" else None
     done = ingest(lines, uri=uri)
@@ -68,7 +68,7 @@ def test_a_story_in_milvus_serves_the_packets_of_its_file(where, request, lines)
 
 @needs_milvus
 def test_what_a_stored_story_keeps_in_the_garden_is_owner_only(lines):
-    from garden.derived.stored import ingest
+    from garden.store.milvus import ingest
 
     ingest(lines)
     folder = lines.parent.parent / ".garden" / "stored"
@@ -80,7 +80,7 @@ def test_what_a_stored_story_keeps_in_the_garden_is_owner_only(lines):
 
 @needs_milvus
 def test_a_bad_record_is_refused_naming_it_and_nothing_is_stored(lines):
-    from garden.derived.stored import ingest, stored_story
+    from garden.store.milvus import ingest, stored_story
 
     text = lines.read_text().splitlines()
     record = json.loads(text[5])
@@ -96,7 +96,7 @@ def test_a_bad_record_is_refused_naming_it_and_nothing_is_stored(lines):
 
 @needs_milvus
 def test_a_pipeline_needs_the_members_it_was_ingested_for(lines):
-    from garden.derived.stored import ingest, stored_story
+    from garden.store.milvus import ingest, stored_story
 
     ingest(lines, retriever="milvus-bm25")
     stored = stored_story("aurora-ridge")

@@ -168,10 +168,9 @@ class IndexCache:
 
     def retriever(self, story: Story, name: str) -> Retriever:
         def make():
-            from garden.derived.stored import StoredStory, attach
-
-            if isinstance(story, StoredStory):   # its records live in Milvus: the ingested collections
-                return attach(make_retriever(name), story, name)
+            attached = story.attached(make_retriever(name), name)
+            if attached is not None:   # its records live elsewhere (Milvus): the index built there
+                return attached
             docs = documents(story)
             retriever = make_retriever(name)
 
@@ -194,10 +193,9 @@ class IndexCache:
 
     def phrase_index(self, story: Story) -> PhraseIndex:
         def make():
-            from garden.derived.stored import StoredStory
-
-            if isinstance(story, StoredStory):   # built when it was ingested
-                return story.phrase
+            saved = story.saved_phrase_index()
+            if saved is not None:   # built where its records live, when it was ingested
+                return saved
             docs = documents(story)
             return self._saved_or_built(story, "phrase", "PhraseIndex",
                                         lambda: PhraseIndex({d.id: d.text for d in docs}),

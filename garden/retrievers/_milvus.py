@@ -412,7 +412,7 @@ class _MilvusRetriever(RetrieverBase):
 
     def index_stream(self, open_docs: Callable[[], Iterable[Doc]]) -> None:
         """Index the documents `open_docs()` yields, read twice (to name the collection,
-        then to insert) and never held: a story ingested into Milvus (garden.derived.stored).
+        then to insert) and never held: a story ingested into Milvus (garden.store.milvus).
         Each id once. A record's text is read back from Milvus when a pipeline needs it."""
         self._text = {}
         self._index(open_docs, None)
@@ -437,7 +437,7 @@ class _MilvusRetriever(RetrieverBase):
 
     def attach(self, collection: str, rows: int) -> None:
         """Search the collection `collection` of `rows` records, ingested before (a story
-        in Milvus, garden.derived.stored), without its documents: checked and loaded."""
+        in Milvus, garden.store.milvus), without its documents: checked and loaded."""
         self._text, self.ids, self._rows, self._last, self.inserted = {}, [], rows, None, 0
         self.collection = collection
         self._connect()

@@ -245,25 +245,23 @@ class StoredStory(Story):
     def manifest(self) -> dict:
         return self.__dict__["_manifest"]
 
-    @property
-    def phrase(self) -> PhraseIndex:
+    def saved_phrase_index(self) -> PhraseIndex:
         return self.__dict__["_phrase"]
 
+    def attached(self, retriever, spec: str):
+        """`retriever` (made by `spec`) on the collections this story was ingested into:
+        each member attaches to its own, or GardenError naming what was ingested."""
+        from garden.retrievers._milvus import _MilvusRetriever
 
-def attach(retriever, story: StoredStory, spec: str):
-    """`retriever` (made by `spec`) on the collections `story` was ingested into: each
-    member attaches to its own, or GardenError naming what was ingested."""
-    from garden.retrievers._milvus import _MilvusRetriever
-
-    members = story.manifest["members"]
-    for name, member in retriever.members().items():
-        entry = members.get(member._layout()) if isinstance(member, _MilvusRetriever) else None
-        if entry is None:
-            raise GardenError(f"story {story.story} lives in Milvus and was ingested for "
-                              f"{story.manifest['retriever']}; pipeline retriever {spec} needs {name} as it was "
-                              "ingested (the same options; pushdown is not offered on a stored story)")
-        member.attach(entry["collection"], entry["rows"])
-    return retriever
+        members = self.manifest["members"]
+        for name, member in retriever.members().items():
+            entry = members.get(member._layout()) if isinstance(member, _MilvusRetriever) else None
+            if entry is None:
+                raise GardenError(f"story {self.story} lives in Milvus and was ingested for "
+                                  f"{self.manifest['retriever']}; pipeline retriever {spec} needs {name} as it "
+                                  "was ingested (the same options; pushdown is not offered on a stored story)")
+            member.attach(entry["collection"], entry["rows"])
+        return retriever
 
 
 def _story(manifest: dict, tables: State, phrase: PhraseIndex, records_retriever) -> StoredStory:
@@ -519,7 +517,7 @@ def stored_story(name: str, uri: str | None = None) -> StoredStory:
         manifest = json.loads(path.read_text())
     except FileNotFoundError:
         raise GardenError(f"story {name}: not ingested into Milvus under this garden home ({path}); "
-                          "run garden.derived.stored.ingest on its .jsonl first") from None
+                          "run garden.store.milvus.ingest on its .jsonl first") from None
     except (OSError, ValueError) as exc:
         raise GardenError(f"{path}: not a stored story's manifest ({exc}); ingest the story again") from None
     if manifest.get("format") != FORMAT:
