@@ -21,6 +21,13 @@ shared, `--stores`, so neither script generates a store the other made):
   by query, so a slow moment of a shared machine falls on all three. The untimed pass also
   says whether each passes the generated cases, and whether the packets and the top five
   candidates agree with `default`'s;
+- with `--configurations ...,stored`: the story itself ingested into Milvus on the server
+  (garden.store.milvus.ingest, in a process of its own, each part timed), then queried by
+  `default` in another process that never reads the story's file (opening the stored
+  story, one untimed pass, `--rounds` rounds): that process's peak memory is the garden's
+  side of a store in Milvus;
+- `--retriever milvus-bm25` stands everything on `bm25` and `milvus-bm25` instead, with no
+  encoding (a million records);
 - the server's peak resident set (VmHWM) is read from /proc when this script started it.
 
 Each size's homes, Milvus Lite store and server data are made under `--work` and removed
@@ -28,6 +35,7 @@ when the size is done; the figures are kept in `--work`/milvus_scale.json (`--ag
 its table).
 
     .venv/bin/python experiments/milvus_scale.py [--sizes 10000,100000] [--rounds 3] [--json]
+        [--retriever milvus-bm25] [--configurations "in process,embedded,server,stored"]
 """
 from __future__ import annotations
 

@@ -607,7 +607,7 @@ def test_a_candidate_milvus_did_not_return_carries_every_members_score(garden_ho
     both members' raw scores, read by id: `bm25`'s and `dense`'s, within float32."""
     import datetime as dt
 
-    from garden.models import Settings
+    from garden.rerank.stages import Settings
     from garden.pipelines import make_pipeline
     from garden.rerank.query import QuerySpec
 

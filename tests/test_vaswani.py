@@ -112,7 +112,9 @@ def test_on_milvus_dense_ranks_as_dense_and_bm25_scores_as_bm25(runs, vaswani, t
     uri = os.environ.get("GARDEN_MILVUS_SERVER") if place == "server" else None
     if place == "server" and not uri:
         pytest.skip("no Milvus server named by GARDEN_MILVUS_SERVER (.ci/run starts one)")
-    option = f":uri={uri}" if uri else ""
+    # a batch of 64 queries to 1,000 hits is one search; on Milvus Lite under a shared
+    # machine's load it can outlast the default 10 s, which is not what is tested here
+    option = (f":uri={uri}" if uri else "") + ":timeout=120"
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("GARDEN_HOME", str(tmp_path / "home"))   # an empty local store: the collections built here
         milvus = run_collection(vaswani, (f"milvus-dense{option}", f"milvus-bm25{option}"), depth=1000)
