@@ -170,6 +170,23 @@ class Story(Strict):
     def record(self, rid: str) -> Record:
         return self.by_id[rid]
 
+    def records_of(self, ids) -> dict[str, Record]:
+        """The records `ids` the story holds, by id: read at once where the records live
+        elsewhere (a story in Milvus, garden.store.milvus)."""
+        by_id = self.by_id
+        return {rid: by_id[rid] for rid in ids if rid in by_id}
+
+    def attached(self, retriever, spec: str):
+        """`retriever` (made by `spec`) on the index built where the story's records live,
+        or None, as here: a story in this process is indexed from its documents. A story
+        in Milvus (garden.store.milvus) attaches it to its ingested collections."""
+        return None
+
+    def saved_phrase_index(self):
+        """The phrase index built where the story's records live, or None, as here: built
+        from the documents."""
+        return None
+
     def remembered(self, name: str, build):
         """What `build(story)` derives from this story, built once and kept on it: a
         validated story is never changed, so nothing derived from it goes stale."""

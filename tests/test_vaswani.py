@@ -100,23 +100,24 @@ MILVUS_MISSING = [m for m in ("pymilvus", "milvus_lite") if importlib.util.find_
 # where Milvus runs: the embedded store under the garden home, and the server CI starts
 # (GARDEN_MILVUS_SERVER); without one, that half is skipped
 MILVUS_PLACES = ["embedded", "server"]
-# milvus-bm25 scores what bm25 without its stemmer scores (Milvus Lite's analyzer has none):
-# 0.2084 against 0.2083 AP, 0.3519 against 0.3535 nDCG@10; the analyzers still split a few
-# words apart (hyphens, digits), so this close and no closer is promised
-BM25_DISTANCE = {"AP": 0.002, "nDCG@10": 0.003}
+# milvus-bm25 indexes the garden's own terms (bm25's stopwords and stems), so it scores as
+# bm25 does: 0.2803 AP and 0.4280 nDCG@10 both, to the last digit, in float32 rather than
+# float64. The target is 0.005; held closer, at 0.001, so a drift shows long before it
+BM25_DISTANCE = {"AP": 0.001, "nDCG@10": 0.001}
 
 
 @pytest.mark.skipif(bool(MILVUS_MISSING), reason=f"needs {' and '.join(MILVUS_MISSING)}: pip install -e '.[milvus]'")
 @pytest.mark.parametrize("place", MILVUS_PLACES)
-def test_on_milvus_dense_ranks_as_dense_and_bm25_scores_as_unstemmed_bm25(runs, vaswani, tmp_path, place):
+def test_on_milvus_dense_ranks_as_dense_and_bm25_scores_as_bm25(runs, vaswani, tmp_path, place):
     uri = os.environ.get("GARDEN_MILVUS_SERVER") if place == "server" else None
     if place == "server" and not uri:
         pytest.skip("no Milvus server named by GARDEN_MILVUS_SERVER (.ci/run starts one)")
-    option = f":uri={uri}" if uri else ""
+    # a batch of 64 queries to 1,000 hits is one search; on Milvus Lite under a shared
+    # machine's load it can outlast the default 10 s, which is not what is tested here
+    option = (f":uri={uri}" if uri else "") + ":timeout=120"
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("GARDEN_HOME", str(tmp_path / "home"))   # an empty local store: the collections built here
-        milvus = run_collection(vaswani, (f"milvus-dense{option}", f"milvus-bm25{option}", "bm25:stem=false"),
-                                depth=1000)
+        milvus = run_collection(vaswani, (f"milvus-dense{option}", f"milvus-bm25{option}"), depth=1000)
     dense, on_milvus = runs.rankings["dense"], milvus.rankings[f"milvus-dense{option}"]
     swapped = 0
     for qid, ranking in dense.items():
@@ -125,9 +126,9 @@ def test_on_milvus_dense_ranks_as_dense_and_bm25_scores_as_unstemmed_bm25(runs, 
         swapped += sum(a != b for (a, _), (b, _) in zip(ranking, on_milvus[qid]))
     assert swapped <= len(dense)  # of 1,000 places a query: at most one in a thousand
     figures = evaluate(vaswani.qrels, milvus.rankings, ("AP", "nDCG@10")).aggregates
+    ours = evaluate(vaswani.qrels, runs.rankings, ("AP", "nDCG@10")).aggregates
     for measure, distance in BM25_DISTANCE.items():
-        assert figures[f"milvus-bm25{option}"][measure] == pytest.approx(figures["bm25:stem=false"][measure],
-                                                                         abs=distance), measure
+        assert figures[f"milvus-bm25{option}"][measure] == pytest.approx(ours["bm25"][measure], abs=distance), measure
     assert figures[f"milvus-dense{option}"]["AP"] == pytest.approx(0.2793, abs=1e-4)
 
 

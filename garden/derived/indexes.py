@@ -168,6 +168,9 @@ class IndexCache:
 
     def retriever(self, story: Story, name: str) -> Retriever:
         def make():
+            attached = story.attached(make_retriever(name), name)
+            if attached is not None:   # its records live elsewhere (Milvus): the index built there
+                return attached
             docs = documents(story)
             retriever = make_retriever(name)
 
@@ -190,6 +193,9 @@ class IndexCache:
 
     def phrase_index(self, story: Story) -> PhraseIndex:
         def make():
+            saved = story.saved_phrase_index()
+            if saved is not None:   # built where its records live, when it was ingested
+                return saved
             docs = documents(story)
             return self._saved_or_built(story, "phrase", "PhraseIndex",
                                         lambda: PhraseIndex({d.id: d.text for d in docs}),

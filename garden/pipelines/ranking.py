@@ -157,7 +157,8 @@ def rank_query(pipeline, spec: QuerySpec, depth: int, base: Ranking | None = Non
     if base is None:
         # as the retrieve stage asks it: a retriever that pushes the hard rules down ranks
         # the records the query may be served
-        base = rank(scored(retriever, spec.query, eligible=Eligible(spec.as_of, spec.include_private))[0], depth)
+        base = rank(scored(retriever, spec.query, eligible=Eligible(spec.as_of, spec.include_private),
+                           depth=depth)[0], depth)
     scale = base_scale(retriever, spec.query)
     top = base[:depth]
     bonus: dict[str, dict[str, float]] = {}

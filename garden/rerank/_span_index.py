@@ -12,12 +12,16 @@ the holders of a span that earns credit are confirmed on the records' own words
 """
 from __future__ import annotations
 
+import itertools
+from typing import Iterable, Iterator
+
 import numpy as np
 
 from garden._state import State
 from garden.analyzer import word_runs
 
 MAX_SPAN = 8
+CHUNK = 50_000  # records whose words are read at once by a streamed build
 _MULT = np.uint64(0x9E3779B97F4A7C15)    # odd, 64-bit: the polynomial's base
 _LENGTH = np.uint64(0xC2B2AE3D27D4EB4F)  # mixed in per span length
 
@@ -31,49 +35,82 @@ def _span_hash(ids: list[int]) -> int:
     return h ^ ((len(ids) * int(_LENGTH)) & mask)
 
 
+def _spans(words: np.ndarray, run: np.ndarray, owner: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(hash, owner) of every span of 2..MAX_SPAN adjacent words of one run."""
+    tokens = words.astype(np.uint64) + np.uint64(1)
+    hashes, holders = [], []
+    h = tokens
+    with np.errstate(over="ignore"):  # arithmetic mod 2^64 is the point
+        for length in range(2, MAX_SPAN + 1):
+            if len(tokens) < length:
+                break
+            h = h[:-1] * _MULT + tokens[length - 1:]
+            same_run = run[: len(h)] == run[length - 1:]
+            hashes.append(h[same_run] ^ (np.uint64(length) * _LENGTH))
+            holders.append(owner[: len(h)][same_run])
+    return (np.concatenate(hashes) if hashes else np.zeros(0, np.uint64),
+            np.concatenate(holders) if holders else np.zeros(0, np.int32))
+
+
 class SpanIndex:
     """span -> records holding it, for spans of 2..MAX_SPAN words of one run."""
 
     def __init__(self, texts: dict[str, str]):
-        self.ids = list(texts)
-        self.vocab: dict[str, int] = {}
-        words: list[int] = []
-        owners: list[int] = []
-        run_of: list[int] = []
-        starts = [0]
-        vocab, run_count = self.vocab, 0
-        for n, text in enumerate(texts.values()):
-            for run in word_runs(text):
-                words.extend(vocab.setdefault(w, len(vocab)) for w in run)
-                owners.extend([n] * len(run))
-                run_of.extend([run_count] * len(run))
-                run_count += 1
-            starts.append(len(words))
+        self._build(iter(texts.items()), len(texts) or 1)
+
+    @classmethod
+    def streamed(cls, texts: Iterable[tuple[str, str]], chunk: int = CHUNK) -> SpanIndex:
+        """The index of (id, text) pairs read `chunk` at a time: the same arrays as one
+        pass over all of them (the vocabulary grows in the same order, a span never
+        crosses a record), without holding the texts."""
+        index = cls.__new__(cls)
+        index._build(iter(texts), chunk)
+        return index
+
+    def _build(self, texts: Iterator[tuple[str, str]], chunk: int) -> None:
+        self.ids, self.vocab = [], {}
+        words_parts, run_parts, hash_parts, owner_parts = [], [], [], []
+        starts, run_count = [0], 0
+        while True:
+            part = list(itertools.islice(texts, chunk))
+            if not part:
+                break
+            first = len(self.ids)
+            self.ids += [rid for rid, _ in part]
+            words, run_count = self._words(part, first, starts, run_count, words_parts, run_parts)
+            hashes, owners = _spans(*words)
+            hash_parts.append(hashes)
+            owner_parts.append(owners)
         # each record's words and runs, kept to confirm a credited span's holders
-        self.words = np.asarray(words, dtype=np.int64)
-        self.run = np.asarray(run_of, dtype=np.int64)
+        self.words = np.concatenate(words_parts) if words_parts else np.zeros(0, np.int64)
+        self.run = np.concatenate(run_parts) if run_parts else np.zeros(0, np.int64)
         self.starts = np.asarray(starts, dtype=np.int64)
-        tokens = self.words.astype(np.uint64) + np.uint64(1)
-        owner = np.asarray(owners, dtype=np.int32)
-        run = self.run
-        hashes, holders = [], []
-        h = tokens
-        with np.errstate(over="ignore"):  # arithmetic mod 2^64 is the point
-            for length in range(2, MAX_SPAN + 1):
-                if len(tokens) < length:
-                    break
-                h = h[:-1] * _MULT + tokens[length - 1:]
-                same_run = run[: len(h)] == run[length - 1:]
-                hashes.append(h[same_run] ^ (np.uint64(length) * _LENGTH))
-                holders.append(owner[: len(h)][same_run])
-        hash_all = np.concatenate(hashes) if hashes else np.zeros(0, np.uint64)
-        owner_all = np.concatenate(holders) if holders else np.zeros(0, np.int32)
+        hash_all = np.concatenate(hash_parts) if hash_parts else np.zeros(0, np.uint64)
+        owner_all = np.concatenate(owner_parts) if owner_parts else np.zeros(0, np.int32)
         order = np.lexsort((owner_all, hash_all))
         hash_all, owner_all = hash_all[order], owner_all[order]
         # a record holding a span twice holds it once
         keep = np.ones(len(hash_all), dtype=bool)
         keep[1:] = (hash_all[1:] != hash_all[:-1]) | (owner_all[1:] != owner_all[:-1])
         self.hashes, self.owners = hash_all[keep], owner_all[keep]
+
+    def _words(self, part, first: int, starts: list[int], run_count: int, words_parts, run_parts):
+        """The word ids, owners and runs of one chunk of records (numbered from `first`)."""
+        vocab, offset = self.vocab, starts[-1]
+        words: list[int] = []
+        owners: list[int] = []
+        run_of: list[int] = []
+        for n, (_, text) in enumerate(part, start=first):
+            for run in word_runs(text):
+                words.extend(vocab.setdefault(w, len(vocab)) for w in run)
+                owners.extend([n] * len(run))
+                run_of.extend([run_count] * len(run))
+                run_count += 1
+            starts.append(offset + len(words))
+        word_ids, runs = np.asarray(words, dtype=np.int64), np.asarray(run_of, dtype=np.int64)
+        words_parts.append(word_ids)
+        run_parts.append(runs)
+        return (word_ids, runs, np.asarray(owners, dtype=np.int32)), run_count
 
     def state(self) -> State:
         """Its arrays, the record ids and the vocabulary in id order, for a save."""

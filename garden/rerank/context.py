@@ -194,10 +194,10 @@ def give_credit(ctx: QueryContext, given: dict[str, tuple[float, str]], door: st
     reason `why` with `{by}` standing for the lender. With `borrowed`, the credit also counts
     as lent (`Candidate.borrowed`), so a stage that lends only a record's own match never
     passes it on. The cited and neighbours stages give their credit here."""
-    story = ctx.spec.story
+    records = ctx.spec.story.records_of(sorted(given))  # one read where the records live in Milvus
     for rid in sorted(given):
         amount, by = given[rid]
-        c = ctx.admit(story.by_id[rid], door)
+        c = ctx.admit(records[rid], door)
         if c.reason is not None:
             continue
         c.score += amount

@@ -127,10 +127,11 @@ class Phrase(StageBase, name="phrase", settings=(PHRASE_CEILING, PHRASE_WEIGHT, 
         kinds = spec.story.kinds
         credit = phrase_credit(index, spec.query, kinds, settings.phrase_ceiling, settings.phrase_weight,
                                settings.view_fraction)
+        records = spec.story.records_of([rid for rid in credit.bonus if rid not in ctx.candidates])
         for rid, bonus in credit.bonus.items():
             c = ctx.candidates.get(rid)
             if c is None:
-                c = ctx.admit(spec.story.by_id[rid], "phrase")
+                c = ctx.admit(records[rid], "phrase")
             if c.reason is not None:
                 continue
             c.score += bonus

@@ -10,6 +10,8 @@ evidence, and counting it in full lowers every figure; see docs/figures.md, "LoC
 from __future__ import annotations
 
 
+from typing import Mapping
+
 from garden.analyzer import without_function_words
 from garden.rerank.candidates import Candidate
 from garden.rerank.context import Setting, QueryContext, StageBase
@@ -30,7 +32,10 @@ class Retrieve(StageBase, name="retrieve", settings=(CANDIDATES, SEMANTIC_FLOOR,
         story, retriever = spec.story, ctx.retriever
         # a retriever that filters by the hard rules itself (`pushes_down`) is told them; what
         # it gives still passes the gate below
-        fused, members = scored(retriever, spec.query, eligible=Eligible(spec.as_of, spec.include_private))
+        eligible = Eligible(spec.as_of, spec.include_private)
+        # a top-only retriever (Milvus) returns its best `candidates` alone; the scores of
+        # any other record read here are asked of it by id below (`completed`)
+        fused, members = scored(retriever, spec.query, eligible=eligible, depth=settings.candidates)
         ids = [rid for rid, s in rank(fused, settings.candidates) if s > 0]
         anchored = {rid for field, names in (("topics", res.topics), ("entities", res.entities))
                     for name in names for rid in story.holders(field).get(name, ())}
@@ -38,13 +43,15 @@ class Retrieve(StageBase, name="retrieve", settings=(CANDIDATES, SEMANTIC_FLOOR,
         ids += sorted(anchored)
         content = without_function_words(spec.query)
         parts = retriever.members()
+        if retriever.top_only:
+            members = completed(parts, members, spec.query, ids, eligible if retriever.pushes_down else None)
         # a semantic member's relevance is read off the scores just given (with a filter
         # pushed down, asking again would be a search without it)
-        normalized = {n: relevance(m, spec.query, content, settings.semantic_floor, members.get(n))
+        normalized = {n: relevance(m, spec.query, content, settings.semantic_floor, members.get(n), ids)
                       for n, m in parts.items()}
         explicit = set(res.explicit_ids)
         semantic = {name: is_semantic(m) for name, m in parts.items()}
-        by_id = story.by_id
+        by_id = story.records_of(ids)  # one read where the records live in Milvus
         raw, relevant = member_scores(members, ids), member_scores(normalized, ids)
         for n, rid in enumerate(ids):
             if rid in ctx.candidates:
@@ -59,6 +66,21 @@ class Retrieve(StageBase, name="retrieve", settings=(CANDIDATES, SEMANTIC_FLOOR,
         for rid in res.explicit_ids:  # a control record is never indexed: the gate names it
             if rid not in ctx.candidates:
                 ctx.admit(story.by_id[rid], "retriever", certain=True)
+
+
+def completed(parts: dict, members: dict[str, Mapping[str, float]], query: str, ids: list[str],
+              eligible: Eligible | None) -> dict[str, Mapping[str, float]]:
+    """Each top-only member's scores with those of `ids` it did not return added
+    (`scores_of`): a candidate another member or the story's structure brought still
+    carries every member's score, as it would if every record had been scored."""
+    out = dict(members)
+    for name, member in parts.items():
+        if member.top_only:
+            given = members.get(name, {})
+            missing = [rid for rid in ids if rid not in given]
+            if missing:
+                out[name] = {**given, **member.scores_of(query, missing, eligible)}
+    return out
 
 
 def total_relevance(relevant: dict[str, float], semantic: dict[str, bool], c: Candidate,

@@ -14,11 +14,10 @@ import time
 from collections import Counter
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 
 from garden._notice import warn
-from garden.analyzer import retrieval_stopwords
 from garden.derived.home import derived_folder, distrust
 from garden.errors import GardenError
 from garden.retrievers import (Doc, Eligible, RecordFields, RetrieverBase, boolean, check_depth, custom, integer,
@@ -48,7 +47,6 @@ COUNTS: Counter = Counter()
 
 URI_WORDS = "a Milvus server's address (http://HOST:PORT) or a Milvus Lite store's path ending in .db"
 _SERVER_URI = re.compile(r"(?i)(?:https?|tcp)://[^\s/:@]+(?::[0-9]{1,5})?(?:/[A-Za-z0-9_]*)?")
-_WORD = re.compile(r"\w+")  # Milvus Lite's standard analyzer: \w+ of the lower-cased text
 _QUIET = ("pymilvus", "pymilvus.milvus_client", "pymilvus.bulk_writer", "milvus_lite")
 
 
@@ -78,16 +76,6 @@ def _missing_packages(uri: str | None) -> list[str]:
     if _is_local(uri) and not importlib.util.find_spec("milvus_lite"):
         missing.append("milvus-lite")
     return missing
-
-
-def tokens(text: str, stopwords: bool = True) -> list[str]:
-    """The words Milvus Lite's `standard` analyzer makes of `text` (with the stop filter
-    the collection declares): what `milvus-bm25`'s ceiling counts."""
-    words = _WORD.findall(text.lower())
-    if stopwords:
-        stop = retrieval_stopwords()
-        words = [w for w in words if w not in stop]
-    return words
 
 
 @contextmanager
@@ -169,10 +157,13 @@ def _clip(text: str, limit: int = MAX_VARCHAR) -> str:
 
 
 class _MilvusRetriever(RetrieverBase):
-    in_contrast = False  # the same rankings on another engine: named where wanted, not a matrix column
     """What the Milvus retrievers share: the connection, the collection's life, the search
     round trip and the one-line faults. A subclass says what a collection holds (`family`,
-    `identity`, `schema`, `index_params`, `rows`) and what a query is (`_queries`)."""
+    `identity`, `schema`, `index_params`, `rows`), what a query is (`_queries`) and how a
+    record's score is read without a search (`scores_of`)."""
+
+    in_contrast = False  # the same rankings on another engine: named where wanted, not a matrix column
+    top_only = True  # a pipeline's search returns its best `depth` records: Milvus is the search engine
 
     field = ""  # the field searched
     metric = ""
@@ -194,7 +185,9 @@ class _MilvusRetriever(RetrieverBase):
         self._rows = 0
         self._client = None
         self._store: Path | None = None  # the local store's folder, when the garden home holds it
-        self._last: tuple[tuple[str, str], dict[str, float]] | None = None
+        self._last: tuple[tuple, dict[str, float]] | None = None
+        self._text: dict[str, str] = {}  # id -> the text indexed: what `scores_of` reads of a record
+        self._ids: list[str] = []  # each id once, in the order indexed
 
     # --- where -----------------------------------------------------------------------
 
@@ -324,12 +317,51 @@ class _MilvusRetriever(RetrieverBase):
         rules += [f"appeared <= {day}", f"live_from <= {day}", f"live_until > {day}"]
         return " and ".join(rules)
 
-    def components(self, query: str, eligible: Eligible | None = None) -> dict[str, dict[str, float]]:
-        """Its own scores for `query`; with `eligible` (given only when `pushes_down`), of
-        the records the query's hard rules admit, filtered in Milvus."""
+    def components(self, query: str, eligible: Eligible | None = None,
+                   depth: int | None = None) -> dict[str, dict[str, float]]:
+        """Its own scores for `query`: of its best `depth` records when a pipeline gives its
+        candidate depth (one search, `depth` hits, ties by id), else of every record it
+        ranks, up to `limit`; with `eligible` (given only when `pushes_down`), of the
+        records the query's hard rules admit, filtered in Milvus."""
+        where = self.filter_for(eligible) if eligible is not None and self.pushdown else ""
+        if depth is None:
+            return {self.name: self._memo(query, where)}
+        check_depth(depth)
+        key = (query, where, depth)
+        if self._last is None or self._last[0] != key:
+            self._last = (key, dict(self._top_of([query], depth, where)[0]))
+        return {self.name: self._last[1]}
+
+    def _admitted(self, ids: Sequence[str], eligible: Eligible | None) -> list[str]:
+        """The records of `ids` the query's hard rules admit, when pushed down; else all."""
         if eligible is None or not self.pushdown:
-            return {self.name: self.score(query)}
-        return {self.name: self._memo(query, self.filter_for(eligible))}
+            return list(ids)
+        return [rid for rid in ids if eligible.admits(self._record_fields(rid))]
+
+    def _stored(self, ids: Sequence[str], field: str) -> dict[str, Any]:
+        """`field` of the records `ids` that the collection holds, read by id (one round
+        trip): what `scores_of` reads of a record whose text this process does not hold."""
+        if self.collection is None or not ids:
+            return {}
+        found = self._call("search", "get", self.collection, ids=list(ids), output_fields=["id", field])
+        return {str(row["id"]): row[field] for row in found}
+
+    def _statistics(self, open_docs, count):
+        """The story's term statistics: saved beside the collection, else `count(texts)`
+        of its records (once per collection, then saved)."""
+        from garden.retrievers import _term_stats
+
+        if self.collection is None:
+            return _term_stats.TermStatistics()
+        found = _term_stats.load(self.collection)
+        if found is None or found.documents != self._rows:
+            if open_docs is None:
+                raise GardenError(f"retriever {self.name}: the term statistics of {self.collection} are missing "
+                                  "from the garden home; ingest the story again")
+            seen: set[str] = set()
+            found = count(d.text for d in open_docs() if not (d.id in seen or seen.add(d.id)))
+            _term_stats.save(self.collection, found)
+        return found
 
     def identity(self) -> list[str]:
         """What else its content depends on (a model release, parameters)."""
@@ -341,44 +373,79 @@ class _MilvusRetriever(RetrieverBase):
     def index_params(self, client):
         raise NotImplementedError
 
-    def rows(self, docs: Sequence[Doc]) -> Iterator[dict]:
-        """The rows to insert, one per record (ids already unique)."""
+    def rows(self, docs: Iterable[Doc]) -> Iterator[dict]:
+        """The rows to insert, one per record (ids already unique), as `docs` are read."""
         raise NotImplementedError
 
-    def _names(self, docs: Sequence[Doc]) -> tuple[str, str, str]:
-        """(the collection's name, the id set's hash, the content's hash)."""
-        id_set = _sha(*sorted({d.id for d in docs})).hexdigest()[:12]
+    def _names(self, docs: Iterable[Doc]) -> tuple[str, str, str]:
+        """(the collection's name, the id set's hash, the content's hash), in one pass over
+        `docs`, each checked; their ids are kept (`_ids`, `_rows`)."""
         content = _sha(str(SCHEMA), self._layout(), *self.identity())
+        seen: set[str] = set()
+        self._ids = []
         for doc in docs:
+            if doc.id in seen:
+                continue
+            seen.add(doc.id)
+            self._ids.append(doc.id)
+            self._check_doc(doc)
             content.update(doc.id.encode("utf-8") + b"\x00" + doc.text.encode("utf-8") + b"\x01")
             if self.pushdown:
                 content.update(repr(tuple(self._record_fields(doc.id))).encode("utf-8") + b"\x02")
+        self._rows = len(self._ids)
+        id_set = _sha(*sorted(seen)).hexdigest()[:12]
         digest = content.hexdigest()[:16]
         return f"garden_{self._layout()}_s{SCHEMA}_{id_set}_{digest}", id_set, digest
 
-    def _check_docs(self, docs: Sequence[Doc]) -> None:
-        for doc in docs:
-            if len(doc.id.encode("utf-8")) > MAX_VARCHAR:
-                raise GardenError(f"retriever {self.name}: record {doc.id[:60]!r}...: an id longer than "
-                                  f"{MAX_VARCHAR} bytes cannot be a Milvus primary key")
+    def _check_doc(self, doc: Doc) -> None:
+        if len(doc.id.encode("utf-8")) > MAX_VARCHAR:
+            raise GardenError(f"retriever {self.name}: record {doc.id[:60]!r}...: an id longer than "
+                              f"{MAX_VARCHAR} bytes cannot be a Milvus primary key")
 
     # --- indexing --------------------------------------------------------------------
 
     def index(self, docs: Sequence[Doc]) -> None:
-        self.ids = [d.id for d in docs]
-        self._rows = len(set(self.ids))
+        self._text = {}
+        for doc in docs:
+            self._text.setdefault(doc.id, doc.text)
+        self._index(lambda: [Doc(rid, text) for rid, text in self._text.items()], docs)
+
+    def index_stream(self, open_docs: Callable[[], Iterable[Doc]]) -> None:
+        """Index the documents `open_docs()` yields, read twice (to name the collection,
+        then to insert) and never held: a story ingested into Milvus (garden.store.milvus).
+        Each id once. A record's text is read back from Milvus when a pipeline needs it."""
+        self._text = {}
+        self._index(open_docs, None)
+
+    def _index(self, open_docs: Callable[[], Iterable[Doc]], given: Sequence[Doc] | None) -> None:
         self._last = None
         self.inserted = 0
         self.collection = None
-        if not docs:
+        name, id_set, digest = self._names(open_docs())
+        self.ids = [d.id for d in given] if given is not None else list(self._ids)
+        if not self._rows:
             return  # nothing to search: no collection, every query scores nothing
-        self._check_docs(docs)
-        name, id_set, digest = self._names(docs)
         client = self._connect()
         self.collection = name
-        self._publish(client, name, id_set, digest, docs)
+        self._publish(client, name, id_set, digest, open_docs)
         if self._store is not None:
             _owner_only(self._store)
+        self._indexed(open_docs)
+
+    def _indexed(self, open_docs: Callable[[], Iterable[Doc]]) -> None:
+        """What a retriever keeps of the story once its collection is there (nothing by default)."""
+
+    def attach(self, collection: str, rows: int) -> None:
+        """Search the collection `collection` of `rows` records, ingested before (a story
+        in Milvus, garden.store.milvus), without its documents: checked and loaded."""
+        self._text, self.ids, self._rows, self._last, self.inserted = {}, [], rows, None, 0
+        self.collection = collection
+        self._connect()
+        if not self._call("list collections", "has_collection", collection):
+            raise GardenError(f"retriever {self.name}: collection {collection} is missing at {self.where}; "
+                              "ingest the story again")
+        self._call("load the collection", "load_collection", collection)
+        self._indexed(None)
 
     def _properties(self, id_set: str, digest: str) -> dict[str, str]:
         return {"garden.schema": str(SCHEMA), "garden.family": self._layout(), "garden.ids": id_set,
@@ -397,6 +464,8 @@ class _MilvusRetriever(RetrieverBase):
     def _drop_stale(self, names: list[str], name: str, id_set: str) -> None:
         """Drop the other collections of this family and id set: older contents, older
         schemas, builds interrupted more than STALE_BUILD seconds ago."""
+        from garden.retrievers import _term_stats
+
         mine = re.compile(rf"garden_{re.escape(self._layout())}_s[0-9]+_{id_set}_[0-9a-f]{{16}}(?:_t([0-9]+)_[0-9]+)?")
         now = time.time()
         for other in names:
@@ -406,9 +475,10 @@ class _MilvusRetriever(RetrieverBase):
             if found.group(1) is not None and now - int(found.group(1)) < STALE_BUILD:
                 continue  # another process may be building it now
             self._call("drop a stale collection", "drop_collection", other)
+            _term_stats.forget(other)
             COUNTS[f"{self.name}:dropped"] += 1
 
-    def _publish(self, client, name: str, id_set: str, digest: str, docs: Sequence[Doc]) -> None:
+    def _publish(self, client, name: str, id_set: str, digest: str, open_docs) -> None:
         names = list(self._call("list collections", "list_collections"))
         self._drop_stale(names, name, id_set)
         if name in names:
@@ -419,7 +489,7 @@ class _MilvusRetriever(RetrieverBase):
             warn(f"{self.where}: collection {name} is not the garden's or is incomplete; dropped, rebuilding")
             self._call("drop a damaged collection", "drop_collection", name)
         temporary = f"{name}_t{int(time.time())}_{os.getpid()}"
-        self._build(client, temporary, id_set, digest, docs)
+        self._build(client, temporary, id_set, digest, open_docs)
         try:
             self._call("publish the collection", "rename_collection", temporary, name)
         except GardenError:
@@ -430,7 +500,7 @@ class _MilvusRetriever(RetrieverBase):
         self._call("load the collection", "load_collection", name)
         COUNTS[f"{self.name}:built"] += 1
 
-    def _build(self, client, name: str, id_set: str, digest: str, docs: Sequence[Doc]) -> None:
+    def _build(self, client, name: str, id_set: str, digest: str, open_docs) -> None:
         with self._rpc("create the collection"):
             schema = self.schema(client)
             if self.pushdown:
@@ -445,7 +515,7 @@ class _MilvusRetriever(RetrieverBase):
         batch: list[dict] = []
         size = 0
         seen: set[str] = set()
-        unique = [d for d in docs if not (d.id in seen or seen.add(d.id))]
+        unique = (d for d in open_docs() if not (d.id in seen or seen.add(d.id)))
         for row in self.rows(unique):
             if self.pushdown:
                 row.update(self._record_fields(row["id"])._asdict())
@@ -491,6 +561,10 @@ class _MilvusRetriever(RetrieverBase):
     def _every(self) -> int:
         return min(self._rows, self.limit)
 
+    def _searchable(self, query: str) -> bool:
+        """Whether Milvus has anything to search for `query` (else it scores nothing)."""
+        return bool(query.strip())
+
     def score_many(self, queries: Sequence[str], where: str = "") -> list[dict[str, float]]:
         """Each query's scores of the records Milvus ranks: every record for `milvus-dense`,
         every record holding a query word for `milvus-bm25`, the best `limit` of them at
@@ -500,7 +574,7 @@ class _MilvusRetriever(RetrieverBase):
         40 ms at limit=1000)."""
         queries = list(queries)
         results: list[dict[str, float]] = [{} for _ in queries]
-        live = [i for i, q in enumerate(queries) if q.strip()]
+        live = [i for i, q in enumerate(queries) if self._searchable(q)]
         if self.collection is None or not live:
             return results
         found = self._search(self._queries([queries[i] for i in live]), self._every(), where)
@@ -524,20 +598,22 @@ class _MilvusRetriever(RetrieverBase):
         """Each query's best `k`, ties by id as `rank` breaks them: Milvus is asked for k +
         TIE_MARGIN, and asked again for everything when a tie runs past that."""
         check_depth(k)
-        queries = list(queries)
+        return self._top_of(list(queries), k, "")
+
+    def _top_of(self, queries: list[str], k: int | None, where: str) -> list[list[tuple[str, float]]]:
         results: list[list[tuple[str, float]]] = [[] for _ in queries]
-        live = [i for i, q in enumerate(queries) if q.strip()]
+        live = [i for i, q in enumerate(queries) if self._searchable(q)]
         if self.collection is None or not live or k == 0:
             return results
         every = self._every()
         limit = every if k is None else min(every, k + TIE_MARGIN)
         data = self._queries([queries[i] for i in live])
-        found = self._search(data, limit)
+        found = self._search(data, limit, where)
         for n, (i, hits) in enumerate(zip(live, found)):
             ranked = rank(dict(hits), k)
             if k is not None and limit < every and len(hits) == limit and ranked \
                     and ranked[-1][1] == min(score for _, score in hits):
-                ranked = rank(dict(self._search(data[n:n + 1], every)[0]), k)
+                ranked = rank(dict(self._search(data[n:n + 1], every, where)[0]), k)
             results[i] = ranked
         return results
 

@@ -11,6 +11,13 @@ declared member with a default in `RetrieverBase`, so no caller probes for it:
     members()                name -> retriever whose raw scores this one is made of;
                              default: {name: self}, a retriever is its own only member
     components(query)        each member's raw scores for `query`, by member name
+    top_only                 whether, given a pipeline's candidate depth
+                             (`components(query, depth=N)`), its scores of a query are
+                             those of its best N records alone (a search engine's top:
+                             the Milvus members); default False, every record is scored
+    scores_of(query, ids)    its scores of the records `ids`: what a pipeline reads of a
+                             candidate a top-only retriever did not return; default: read
+                             off `score(query)`
     fuse(components)         this retriever's scores from its members'; default: its only
                              member's scores, unchanged
     ceiling(query)           the best score any document could reach for `query`
@@ -113,7 +120,10 @@ class Retriever(Protocol):
 
     def members(self) -> dict[str, Retriever]: ...
 
-    def components(self, query: str, eligible: Eligible | None = None) -> dict[str, dict[str, float]]: ...
+    def components(self, query: str, eligible: Eligible | None = None,
+                   depth: int | None = None) -> dict[str, dict[str, float]]: ...
+
+    def scores_of(self, query: str, ids: Sequence[str], eligible: Eligible | None = None) -> dict[str, float]: ...
 
     def fuse(self, components: Mapping[str, Mapping[str, float]]) -> dict[str, float]: ...
 
@@ -131,6 +141,9 @@ class RetrieverBase(abc.ABC):
     # to another engine (the Milvus members): named like any other, it is not a baseline
     # of its own, and the matrix does not stand up an engine to say what it already says
     in_contrast: bool = True
+    # given the candidate depth a pipeline reads (`components(query, depth=N)`), a top-only
+    # retriever scores its best N records alone, and `scores_of` gives any other's
+    top_only: bool = False
 
     @abc.abstractmethod
     def index(self, docs: Sequence[Doc]) -> None:
@@ -175,10 +188,20 @@ class RetrieverBase(abc.ABC):
         unless it fuses others."""
         return {self.name: self}
 
-    def components(self, query: str, eligible: Eligible | None = None) -> dict[str, dict[str, float]]:
+    def components(self, query: str, eligible: Eligible | None = None,
+                   depth: int | None = None) -> dict[str, dict[str, float]]:
         """Each member's raw scores for `query`, by member name, each member scored once.
-        `eligible` is given only to a retriever that `pushes_down`; others ignore it."""
+        `eligible` is given only to a retriever that `pushes_down`, `depth` (the most
+        candidates the caller reads) only to one that is `top_only`; others ignore them."""
         return {name: member.score(query) for name, member in self.members().items()}
+
+    def scores_of(self, query: str, ids: Sequence[str], eligible: Eligible | None = None) -> dict[str, float]:
+        """Its scores of the records `ids` for `query`, those it scores at all: what a
+        pipeline reads of a candidate that a `top_only` retriever did not return
+        (`eligible`, given only when it `pushes_down`: of the records the rules admit). By
+        default read off `score(query)`."""
+        scores = self.score(query)
+        return {rid: scores[rid] for rid in ids if rid in scores}
 
     @property
     def pushes_down(self) -> bool:

@@ -17,7 +17,7 @@ of, read from the member's `kind`, never from its name:
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from garden.errors import GardenError
 from garden.retrievers._protocol import SEMANTIC, Retriever, as_retriever
@@ -61,13 +61,16 @@ def check_floor(semantic_floor: Any) -> float:
 
 
 def relevance(member: Retriever, query: str, content_query: str, semantic_floor: float,
-              scores_of_query: Mapping[str, float] | None = None) -> dict[str, float]:
+              scores_of_query: Mapping[str, float] | None = None, ids: Sequence[str] | None = None
+              ) -> dict[str, float]:
     """Document id -> the member's normalized relevance (see the module docstring): a
     semantic member's cosine on `query` above `semantic_floor`, rescaled,
     max(0, s - floor) / (1 - floor); any other member's score on `content_query` divided
     by its ceiling for it, s / ceiling. A document left out has relevance 0.
     `scores_of_query`: the member's scores of `query` when the caller has them (a semantic
-    member's relevance is read off them instead of scoring again). GardenError for a floor
+    member's relevance is read off them instead of scoring again). `ids`: the records the
+    caller reads; a `top_only` member is asked for their scores alone (`scores_of`),
+    not for a search of every record. GardenError for a floor
     out of range, a score or a ceiling that is not a finite number."""
     floor = check_floor(semantic_floor)
     member = as_retriever(member)
@@ -75,7 +78,8 @@ def relevance(member: Retriever, query: str, content_query: str, semantic_floor:
         scores = member.score(query) if scores_of_query is None else scores_of_query
         check_finite(member.name, scores)
         return semantic_relevance(scores, floor)
-    scores = member.score(content_query)
+    scores = (member.scores_of(content_query, ids) if ids is not None and member.top_only
+              else member.score(content_query))
     check_finite(member.name, scores)
     ceiling = member.ceiling(content_query)
     if not isinstance(ceiling, (int, float)) or not math.isfinite(ceiling):

@@ -8,12 +8,13 @@ from garden.retrievers._protocol import FUSION, Eligible, as_retriever
 from garden.retrievers._scores import check_finite
 
 
-def scored(retriever, query: str, name: str | None = None,
-           eligible: Eligible | None = None) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
+def scored(retriever, query: str, name: str | None = None, eligible: Eligible | None = None,
+           depth: int | None = None) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
     """(the retriever's scores, each member's scores), every member scored once: a fusing
     retriever fuses the members' scores instead of scoring them all again. A retriever
     that `pushes_down` is given `eligible` and leaves out what the query's hard rules
-    exclude; any other scores every record, and the gate rejects.
+    exclude; any other scores every record, and the gate rejects. A `top_only` one is
+    given `depth`, the most candidates the caller reads, and scores its best alone.
 
     Every pipeline's retrieval passes here, so here every score is checked to be a finite
     number, members first, then the fused ones. A NaN or an infinity (a plugin's bug, or
@@ -27,8 +28,9 @@ def scored(retriever, query: str, name: str | None = None,
     # one refusal below, which names the record; the check below is what catches them
     retriever = as_retriever(retriever)
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        members = (retriever.components(query, eligible) if eligible is not None and retriever.pushes_down
-                   else retriever.components(query))
+        told = eligible if eligible is not None and retriever.pushes_down else None
+        members = (retriever.components(query, told, depth) if depth is not None and retriever.top_only
+                   else retriever.components(query, told) if told is not None else retriever.components(query))
     if retriever.kind != FUSION:
         fused = members[retriever.name]
         check_finite(name or retriever.name, fused)

@@ -120,13 +120,22 @@ class DenseRetriever(RetrieverBase):
         self.ids = [d.id for d in docs]
         self._docs = DocIds(self.ids)
         self._last = None
-        keys = [text_key(d.text) for d in docs]
+        self.matrix = self.embeddings([d.text for d in docs])
+        # The model is loaded when a text must be encoded, not before: a query whose vector
+        # the user's cache holds (a case asked before, a trace replayed, the shipped cases
+        # in a contrast) needs none, and loading it costs a third of a second. A timing that
+        # must leave the loading out calls `load_model` first (compare's warm-up does).
+
+    def embeddings(self, texts: Sequence[str]) -> np.ndarray:
+        """One row per text: read from the embedding cache, the missing ones encoded (and
+        kept there). An empty (0, 0) array for no texts."""
+        keys = [text_key(text) for text in texts]
         # the model's width tells a mangled vector from a good one
         known = self.cache.load(keys, model_width(self.model_path))
         missing: dict[str, str] = {}
-        for key, doc in zip(keys, docs):
+        for key, text in zip(keys, texts):
             if key not in known and key not in missing:
-                missing[key] = doc.text
+                missing[key] = text
         if missing:
             todo = list(missing.items())
             with _progress(len(todo)) as bar:
@@ -139,13 +148,8 @@ class DenseRetriever(RetrieverBase):
                     self.encoded += len(chunk)
                     bar.update(len(chunk))
         if keys:
-            self.matrix = np.stack([known[key] for key in keys])
-        else:
-            self.matrix = np.zeros((0, 0), dtype=np.float32)
-        # The model is loaded when a text must be encoded, not before: a query whose vector
-        # the user's cache holds (a case asked before, a trace replayed, the shipped cases
-        # in a contrast) needs none, and loading it costs a third of a second. A timing that
-        # must leave the loading out calls `load_model` first (compare's warm-up does).
+            return np.stack([known[key] for key in keys])
+        return np.zeros((0, 0), dtype=np.float32)
 
     def load_model(self, queries: Sequence[str] | None = None) -> None:
         """Load the model now, so that the next text encoded does not pay for it; given the

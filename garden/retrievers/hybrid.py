@@ -130,12 +130,23 @@ class HybridRetriever(RetrieverBase):
         for member in self._members.values():
             member.describe_records(fields)
 
-    def components(self, query: str, eligible=None) -> dict[str, dict[str, float]]:
+    @property
+    def top_only(self) -> bool:
+        """True when a member scores its best records alone (given the candidate depth)."""
+        return any(m.top_only for m in self._members.values())
+
+    def components(self, query: str, eligible=None, depth: int | None = None) -> dict[str, dict[str, float]]:
         """Each member's raw scores for `query`; when every member pushes down, each is told
-        `eligible`."""
-        if eligible is None or not self.pushes_down:
-            return {name: member.score(query) for name, member in self._members.items()}
-        return {name: member.components(query, eligible)[member.name] for name, member in self._members.items()}
+        `eligible`; a top-only member is told `depth`, and ranks its best `depth` alone."""
+        told = eligible if eligible is not None and self.pushes_down else None
+        out = {}
+        for name, member in self._members.items():
+            if told is None and (depth is None or not member.top_only):
+                out[name] = member.score(query)
+            else:
+                extra = {"depth": depth} if depth is not None and member.top_only else {}
+                out[name] = member.components(query, told, **extra)[member.name]
+        return out
 
     def fuse(self, components: Mapping[str, Mapping[str, float]]) -> Mapping[str, float]:
         """RRF of each member's ranking of its scores, to `depth`."""

@@ -60,53 +60,80 @@ from __future__ import annotations
 
 import json
 import re
-from collections import Counter
-from typing import Any, Iterator, Sequence
+from importlib import metadata
+from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from garden.analyzer import retrieval_stopwords
+from garden.analyzer import Analyzer
 from garden.errors import GardenError
-from garden.retrievers import (LEXICAL, SEMANTIC, Doc, boolean, choice, integer,
+from garden.retrievers import (LEXICAL, SEMANTIC, Doc, ProcessCache, boolean, choice, integer,
                                number, register)
 from garden.retrievers._encoders import BACKENDS, load_encoder
-from garden.retrievers.bm25 import lucene_idf
+from garden.retrievers._term_stats import TermStatistics
 from garden.retrievers.dense import DEFAULT_BACKEND, DenseRetriever, cache_space, model_width
 from garden.retrievers.hybrid import HybridRetriever
 from garden.retrievers._milvus import (ENGINE_OPTIONS, B, DEFAULT_TIMEOUT, K1, MAX_LIMIT, MAX_VARCHAR, _clip,
-                                      _MilvusRetriever, _sha, tokens)
+                                      _MilvusRetriever, _sha)
+
+# Milvus receives the garden's terms joined by spaces (`MilvusBM25.analyzed`); its `standard`
+# tokenizer (Milvus Lite: a run of word characters, lower-cased) gives them back one for one,
+# with no stop filter: the garden removed the stopwords already
+MILVUS_ANALYZER = {"tokenizer": "standard", "filter": ["lowercase"]}
+ANALYSIS = "garden.analyzer 1"  # the garden's analysis as Milvus indexes it: a change gives new collections
+WORDS_KEPT = 65536  # candidates whose terms a `milvus-bm25` keeps between queries
+ROWS_ENCODED = 4096  # texts `milvus-dense` reads from the embedding cache (or encodes) at once when indexing
+
+
+def _then_none(items: Iterable) -> Iterator:
+    """`items`, then None: the end of a stream, so a last partial chunk is flushed."""
+    yield from items
+    yield None
+
+
+def _stemmer_release() -> str:
+    """PyStemmer's release: another may stem a word otherwise, so it names the collection."""
+    try:
+        return "PyStemmer==" + metadata.version("PyStemmer")
+    except metadata.PackageNotFoundError:
+        return "PyStemmer==none"
 
 
 
 
-@register("milvus-bm25", "Milvus full-text BM25 (k1=1.5, b=0.75, Lucene idf; standard analyzer with bm25's "
-                         "stopwords, no stemming) on a local Milvus Lite store or a server (uri)")
+@register("milvus-bm25", "Milvus full-text BM25 (k1=1.5, b=0.75, Lucene idf) over the garden's own analysis "
+                         "(bm25's words: stopwords removed, Snowball stems) on a local Milvus Lite store or a "
+                         "server (uri)")
 class MilvusBM25(_MilvusRetriever):
     kind = LEXICAL
     field, metric = "sparse", "BM25"
-    OPTIONS = {**ENGINE_OPTIONS, "k1": number(0, above=True), "b": number(0, 1), "stopwords": boolean()}
+    OPTIONS = {**ENGINE_OPTIONS, "k1": number(0, above=True), "b": number(0, 1), "stopwords": boolean(),
+               "stem": boolean()}
 
     def __init__(self, uri: str | None = None, timeout: float = DEFAULT_TIMEOUT, limit: int = MAX_LIMIT,
-                 k1: float = K1, b: float = B, stopwords: bool = True, pushdown: bool = False):
+                 k1: float = K1, b: float = B, stopwords: bool = True, stem: bool = True, pushdown: bool = False):
         super().__init__("milvus-bm25", uri, timeout, limit, pushdown)
-        self.k1, self.b, self.stopwords = float(k1), float(b), stopwords
-        self._df: Counter = Counter()
-        self._n = 0
+        self.k1, self.b = float(k1), float(b)
+        self.analyzer = Analyzer(stopwords=stopwords, stem=stem)
+        self.stats = TermStatistics()
+        self._words: ProcessCache = ProcessCache(WORDS_KEPT)  # a candidate's terms, by id
 
     def family(self) -> str:
-        options = _sha(repr(self.k1), repr(self.b), str(self.stopwords)).hexdigest()[:8]
+        options = _sha(repr(self.k1), repr(self.b), self.analyzer.key).hexdigest()[:8]
         return f"bm25_{options}"
 
     def identity(self) -> list[str]:
-        return [json.dumps(self._analyzer(), sort_keys=True)]
+        # the words are the garden's: a new analysis (or stemmer release) is another collection
+        return [json.dumps(MILVUS_ANALYZER, sort_keys=True), self.analyzer.key, ANALYSIS, _stemmer_release()]
 
-    def _analyzer(self) -> dict:
-        # `lowercase` as a filter: a Milvus server's standard tokenizer does not lower-case by
-        # itself; Milvus Lite's always does and reads only the stop filter
-        filters: list = ["lowercase"]
-        if self.stopwords:
-            filters.append({"type": "stop", "stop_words": sorted(retrieval_stopwords())})
-        return {"tokenizer": "standard", "filter": filters}
+    def words(self, text: str) -> list[str]:
+        """The terms `bm25` makes of `text` (garden.analyzer): what Milvus indexes and searches."""
+        return self.analyzer(text)
+
+    def analyzed(self, text: str) -> str:
+        """`text` as Milvus receives it: the garden's terms joined by spaces, which Milvus's
+        `standard` tokenizer (a run of word characters, lower-cased) gives back one for one."""
+        return " ".join(self.words(text))
 
     def schema(self, client):
         from pymilvus import DataType, Function, FunctionType
@@ -114,7 +141,7 @@ class MilvusBM25(_MilvusRetriever):
         schema = client.create_schema(auto_id=False, enable_dynamic_field=False)
         schema.add_field("id", DataType.VARCHAR, is_primary=True, max_length=MAX_VARCHAR)
         schema.add_field("text", DataType.VARCHAR, max_length=MAX_VARCHAR, enable_analyzer=True,
-                         analyzer_params=self._analyzer())
+                         analyzer_params=MILVUS_ANALYZER)
         schema.add_field(self.field, DataType.SPARSE_FLOAT_VECTOR)
         schema.add_function(Function(name="text_bm25", function_type=FunctionType.BM25,
                                      input_field_names=["text"], output_field_names=[self.field]))
@@ -126,45 +153,61 @@ class MilvusBM25(_MilvusRetriever):
                          params={"bm25_k1": self.k1, "bm25_b": self.b})
         return params
 
-    def _check_docs(self, docs: Sequence[Doc]) -> None:
-        super()._check_docs(docs)
-        for doc in docs:
-            if len(doc.text.encode("utf-8")) > MAX_VARCHAR:
-                raise GardenError(f"retriever {self.name}: record {doc.id}: its text is longer than Milvus's "
-                                  f"{MAX_VARCHAR}-byte VARCHAR, so Milvus cannot search all of it; use bm25")
+    def _check_doc(self, doc: Doc) -> None:
+        super()._check_doc(doc)
+        if len(doc.text) * 4 > MAX_VARCHAR and len(self.analyzed(doc.text).encode("utf-8")) > MAX_VARCHAR:
+            raise GardenError(f"retriever {self.name}: record {doc.id}: its words are longer than Milvus's "
+                              f"{MAX_VARCHAR}-byte VARCHAR, so Milvus cannot search all of it; use bm25")
 
-    def rows(self, docs: Sequence[Doc]) -> Iterator[dict]:
+    def rows(self, docs: Iterable[Doc]) -> Iterator[dict]:
         for doc in docs:
-            yield {"id": doc.id, "text": doc.text}
+            yield {"id": doc.id, "text": self.analyzed(doc.text)}
 
-    def index(self, docs: Sequence[Doc]) -> None:
-        super().index(docs)
-        # the statistics `ceiling` reads, counted as the collection's analyzer counts them
-        seen: set[str] = set()
-        unique = [d for d in docs if not (d.id in seen or seen.add(d.id))]
-        self._n = len(unique)
-        self._df = Counter(word for d in unique for word in set(tokens(d.text, self.stopwords)))
+    def _indexed(self, open_docs) -> None:
+        self._words.clear()
+        self.stats = self._statistics(open_docs, lambda texts: TermStatistics.count(texts, self.words))
 
     def _queries(self, queries: list[str]) -> list:
-        return list(queries)
+        return [self.analyzed(q) for q in queries]
+
+    def _searchable(self, query: str) -> bool:
+        return bool(self.words(query))
 
     def _score(self, distance: float) -> float:
         # a BM25 score is never negative; Milvus Lite 3.2 reports it negated, a Milvus
         # server as it is
         return abs(float(distance))
 
+    def scores_of(self, query: str, ids: Sequence[str], eligible=None) -> dict[str, float]:
+        """BM25 of the records `ids` for `query`, computed here from the saved statistics
+        (each term's document frequency, the number of records and their average length)
+        and the records' own words: the formula Milvus scores with (the tests hold the two
+        within 1e-5), so the structure reads a candidate's score without a search."""
+        terms = self.words(query)
+        if not terms:
+            return {}
+        held = self._admitted(ids, eligible)
+        return self.stats.bm25(terms, list(self._record_words(held).items()), self.k1, self.b)
+
+    def _record_words(self, ids: list[str]) -> dict[str, list[str]]:
+        """Each record's terms: from its text in this process, else the words Milvus holds
+        (one read by id for those not kept since an earlier query)."""
+        out = {rid: self._words.get(rid, lambda rid=rid: self.words(self._text[rid]))
+               for rid in ids if rid in self._text or rid in self._words}
+        missing = [rid for rid in ids if rid not in out]
+        for rid, text in self._stored(missing, "text").items():
+            out[rid] = self._words.get(rid, lambda text=text: text.split())
+        return out
+
     def ceiling(self, query: str) -> float:
         """The best score any record could reach for `query`, as `bm25` bounds its own:
-        each query word saturated, sum of idf x (k1 + 1) over the query's words as the
-        collection's analyzer makes them (a repeated word counts each time, as Milvus
-        weighs it), a word no record holds at the highest idf. The statistics are the
-        story's, counted in this process when it is indexed (Milvus gives no idf back);
+        each query term saturated, sum of idf x (k1 + 1) over the query's terms (a
+        repeated term counts each time, as Milvus weighs it), a term no record holds at
+        the highest idf. The document frequencies are the saved statistics of the story
+        (Milvus gives no idf back), counted with the same analysis when it was indexed;
         Milvus Lite keeps its own per segment, and a story indexed in one flush is one
         segment, so they are the same numbers. 0 for an empty story."""
-        if not self._n:
-            return 0.0
-        return sum(lucene_idf(self._n, self._df.get(word, 0)) * (self.k1 + 1)
-                   for word in tokens(query, self.stopwords))
+        return self.stats.ceiling(self.words(query), self.k1)
 
 
 @register("milvus-dense", "all-MiniLM-L6-v2 embeddings (as dense makes them) searched exactly (FLAT, IP) in "
@@ -206,21 +249,23 @@ class MilvusDense(_MilvusRetriever):
         params.add_index(field_name=self.field, index_type="FLAT", metric_type="IP")
         return params
 
-    def rows(self, docs: Sequence[Doc]) -> Iterator[dict]:
-        # the vectors `dense` would search: its embedding cache, the model for what is missing
-        self._dense.index(docs)
-        matrix = self._dense.matrix
-        try:
-            for doc, vector in zip(docs, matrix):
+    def rows(self, docs: Iterable[Doc]) -> Iterator[dict]:
+        # the vectors `dense` would search: its embedding cache, the model for what is
+        # missing, a chunk at a time (a story ingested whole is never held)
+        chunk: list[Doc] = []
+        for doc in _then_none(docs):
+            if doc is not None:
+                chunk.append(doc)
+                if len(chunk) < ROWS_ENCODED:
+                    continue
+            vectors = self._dense.embeddings([d.text for d in chunk]) if chunk else ()
+            for d, vector in zip(chunk, vectors):
                 # the text is kept for reading; scoring reads the vector, so a text past
                 # Milvus's VARCHAR is stored cut
-                yield {"id": doc.id, "text": _clip(doc.text), self.field: vector.astype(np.float32)}
-        finally:
-            self._dense.matrix = np.zeros((0, 0), dtype=np.float32)  # held by Milvus now
-            self._dense.ids = []
+                yield {"id": d.id, "text": _clip(d.text), self.field: vector.astype(np.float32)}
+            chunk = []
 
-    def index(self, docs: Sequence[Doc]) -> None:
-        super().index(docs)
+    def _indexed(self, open_docs) -> None:
         # queries always need the model: loaded now, so the first query does not pay for it
         load_encoder(self.backend, self._dense.model_path)
 
@@ -234,6 +279,23 @@ class MilvusDense(_MilvusRetriever):
             return {}
         vector = self._dense._query_vector(query).astype(np.float32).tolist()
         return dict(self._search([vector], self._every(), where)[0])
+
+    def scores_of(self, query: str, ids: Sequence[str], eligible=None) -> dict[str, float]:
+        """The cosines of the records `ids` with `query`: the inner products of the vectors
+        Milvus holds for them (the embedding cache's, encoded there if missing) with the
+        query's, in float32 as Milvus computes them, without a search."""
+        held = self._admitted(ids, eligible)
+        if not held or not query.strip():
+            return {}
+        local = [rid for rid in held if rid in self._text]
+        vectors = dict(zip(local, self._dense.embeddings([self._text[rid] for rid in local]))) if local else {}
+        vectors.update(self._stored([rid for rid in held if rid not in vectors], self.field))
+        found = [rid for rid in held if rid in vectors]
+        if not found:
+            return {}
+        matrix = np.asarray([vectors[rid] for rid in found], dtype=np.float32)
+        products = matrix @ self._dense._query_vector(query).astype(np.float32)
+        return dict(zip(found, products.astype(np.float64).tolist()))
 
     def ceiling(self, query: str) -> float:
         """1.0: a score is the cosine of two unit vectors."""
