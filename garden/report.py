@@ -6,6 +6,7 @@ import sys
 from rich.console import Console
 from rich.table import Table
 
+from garden._table_rows import print_table
 from garden.store.layout import CHALLENGE, REGRESSION
 from garden.models import Packet
 from garden.evaluation.runner import ContrastReport, RunReport
@@ -31,18 +32,16 @@ def show_packet(packet: Packet, pipeline: str) -> None:
     table = Table(title=f"packet ({pipeline})", show_lines=False)
     for col in ("#", "id", "date", "kind", "fidelity", "labels", "score", "why"):
         table.add_column(col, overflow="fold")
-    for n, item in enumerate(packet.items, 1):
-        table.add_row(str(n), item.id, str(item.at or ""), item.kind, item.fidelity, ", ".join(item.labels),
-                      f"{item.score:.3f}", safe("; ".join(item.why)))
+    # print_table: the same text as add_row and print, at a cost that is the rows' text
+    rows = [(str(n), item.id, str(item.at or ""), item.kind, item.fidelity, ", ".join(item.labels),
+             f"{item.score:.3f}", safe("; ".join(item.why))) for n, item in enumerate(packet.items, 1)]
     if packet.items:
-        console.print(table)
+        print_table(console, table, rows)
     if packet.rejected:
         rej = Table(title="rejected")
         for col in ("id", "reason", "detail"):
             rej.add_column(col, overflow="fold")
-        for r in packet.rejected:
-            rej.add_row(r.id, r.reason, safe(r.detail or ""))
-        console.print(rej)
+        print_table(console, rej, [(r.id, r.reason, safe(r.detail or "")) for r in packet.rejected])
     console.print(f"{len(packet.items)} items, {len(packet.rejected)} rejected, "
                   f"budget {packet.budget.used}/{packet.budget.limit} characters")
 
