@@ -18,16 +18,21 @@ The header names the format version (`FORMAT`), the index's kind (`retriever:bm2
 `phrase`) and its type; a file whose header differs from what the reader expects is not
 loaded (`WrongIndex`), whatever else it holds. It also carries the sha256 of every array
 (`digest`: name, dtype, shape and bytes), so a save damaged on disk or edited after it was
-written is refused as it is read, before a wrong number can reach a score.
+written is refused as it is read, before a wrong number can reach a score. Each array's own
+sha256 is there too (`arrays`), so a reader that needs few of a large save's arrays can
+open it lazily (`read_state(..., lazy=True)`): the header is checked at once, and each
+array is read and checked against its own sha256 the first time it is asked for, never
+before and never unchecked.
 """
 from __future__ import annotations
 
 import hashlib
 import io
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Iterator, Sequence
 
 import numpy as np
 
@@ -42,7 +47,7 @@ class WrongIndex(ValueError):
 
 @dataclass
 class State:
-    arrays: dict[str, np.ndarray] = field(default_factory=dict)
+    arrays: dict[str, np.ndarray] | Mapping[str, np.ndarray] = field(default_factory=dict)
     meta: dict = field(default_factory=dict)
 
     # -- writing ---------------------------------------------------------------------
@@ -107,6 +112,8 @@ class State:
         if not isinstance(meta, dict):
             raise ValueError(f"no saved state of {prefix!r}")
         start = f"{prefix}."
+        if isinstance(self.arrays, LazyArrays):
+            return State(self.arrays.under(start), meta)
         return State({n[len(start):]: a for n, a in self.arrays.items() if n.startswith(start)}, meta)
 
     def number(self, key: str, low: float | None = None) -> float:
@@ -120,26 +127,78 @@ def digest(arrays: dict[str, np.ndarray]) -> str:
     """sha256 of the arrays: each one's name, dtype, shape and bytes, in name order."""
     h = hashlib.sha256()
     for name in sorted(arrays):
-        array = np.ascontiguousarray(arrays[name])
-        h.update(json.dumps([name, array.dtype.str, list(array.shape)]).encode("utf-8"))
-        h.update(memoryview(array).cast("B"))
+        _hash_into(h, name, arrays[name])
     return h.hexdigest()
+
+
+def array_digest(name: str, array: np.ndarray) -> str:
+    """sha256 of one array: its name, dtype, shape and bytes (as `digest` hashes each)."""
+    h = hashlib.sha256()
+    _hash_into(h, name, array)
+    return h.hexdigest()
+
+
+def _hash_into(h, name: str, array: np.ndarray) -> None:
+    array = np.ascontiguousarray(array)
+    h.update(json.dumps([name, array.dtype.str, list(array.shape)]).encode("utf-8"))
+    h.update(memoryview(array).cast("B"))
+
+
+class LazyArrays(Mapping):
+    """A save's arrays, each read from the open archive and checked against its own sha256
+    the first time it is asked for (`read_state(..., lazy=True)`). A damaged array raises
+    ValueError naming it, as an eager read would, only later: when it is first read."""
+
+    def __init__(self, archive, digests: dict[str, str], prefix: str = "", loaded: dict | None = None):
+        self._archive, self._digests, self._prefix = archive, digests, prefix
+        self._loaded = {} if loaded is None else loaded   # shared with views made by `under`
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        full = self._prefix + name
+        found = self._loaded.get(full)
+        if found is None:
+            if full not in self._digests:
+                raise KeyError(name)
+            found = self._archive[full]
+            if array_digest(full, found) != self._digests[full]:
+                raise ValueError(f"array {full!r} is not the one it was saved with (sha256 differs)")
+            self._loaded[full] = found
+        return found
+
+    def __contains__(self, name) -> bool:
+        return isinstance(name, str) and self._prefix + name in self._digests
+
+    def __iter__(self) -> Iterator[str]:
+        return (n[len(self._prefix):] for n in self._digests if n.startswith(self._prefix))
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    def under(self, prefix: str) -> LazyArrays:
+        """The arrays whose names start with `prefix`, named without it (`State.inner`)."""
+        return LazyArrays(self._archive, self._digests, self._prefix + prefix, self._loaded)
 
 
 def write_state(out, kind: str, type_name: str, state: State) -> None:
     """Write `state` to the open binary file `out`, headed by what it is."""
     header = json.dumps({"format": FORMAT, "kind": kind, "type": type_name, "meta": state.meta,
-                         "sha256": digest(state.arrays)}, sort_keys=True, allow_nan=False).encode("utf-8")
+                         "sha256": digest(state.arrays),
+                         "arrays": {name: array_digest(name, a) for name, a in state.arrays.items()}},
+                        sort_keys=True, allow_nan=False).encode("utf-8")
     if HEADER in state.arrays:
         raise ValueError(f"an index may not name an array {HEADER}")
     np.savez(out, **{HEADER: np.frombuffer(header, dtype=np.uint8)}, **state.arrays)
 
 
-def read_state(path: Path | io.IOBase, kind: str, type_name: str) -> State:
+def read_state(path: Path | io.IOBase, kind: str, type_name: str, lazy: bool = False) -> State:
     """The state saved in `path` (a path or an open binary file) for an index of `kind`
     and `type_name`. WrongIndex when it is another's; ValueError (or whatever numpy raises
-    on a torn archive) when it is not a saved index at all. Nothing in it is executed."""
-    with np.load(path, allow_pickle=False) as archive:
+    on a torn archive) when it is not a saved index at all. Nothing in it is executed.
+
+    `lazy`: only the header is read now; each array is read and checked when first asked
+    for (`LazyArrays`), and the archive stays open until the state is dropped."""
+    archive = np.load(path, allow_pickle=False)
+    try:
         if HEADER not in archive.files:
             raise ValueError("no header: not a saved index")
         raw = archive[HEADER]
@@ -152,7 +211,18 @@ def read_state(path: Path | io.IOBase, kind: str, type_name: str) -> State:
         if found != (FORMAT, kind, type_name):
             raise WrongIndex(f"it holds format {found[0]!r}, kind {found[1]!r}, type {found[2]!r}; "
                              f"wanted format {FORMAT}, kind {kind!r}, type {type_name!r}")
+        if lazy:
+            digests = header.get("arrays")
+            names = set(archive.files) - {HEADER}
+            if (not isinstance(digests, dict) or set(digests) != names
+                    or not all(isinstance(v, str) for v in digests.values())):
+                raise ValueError("its arrays are not those its header lists")
+            return State(LazyArrays(archive, digests), header["meta"])
         arrays = {name: archive[name] for name in archive.files if name != HEADER}
+    except BaseException:
+        archive.close()
+        raise
+    archive.close()
     if digest(arrays) != header.get("sha256"):
         raise ValueError("its arrays are not those it was saved with (sha256 differs)")
     return State(arrays, header["meta"])

@@ -79,34 +79,48 @@ _VERSIONS: list[str] = []
 
 def saved_path(story: Story, kind: str) -> Path:
     """Where the index of `kind` for this story's content is saved."""
+    return save_path(story.story, kind, story_key(story))
+
+
+def save_path(name: str, kind: str, key: str) -> Path:
+    """Where the save of `kind` for story `name` is, its content named by `key`: the file's
+    name hashes the key with the save format and the versions of the libraries."""
     if not _VERSIONS:
         _VERSIONS.extend(_versions())
-    digest = hashlib.sha256(json.dumps([SAVE_FORMAT, story_key(story), kind, _VERSIONS]).encode()).hexdigest()
-    return derived_dir() / "index" / f"{_stem(story, kind)}.{digest[:32]}{SUFFIX}"
+    digest = hashlib.sha256(json.dumps([SAVE_FORMAT, key, kind, _VERSIONS]).encode()).hexdigest()
+    return derived_dir() / "index" / f"{_stem(name, kind)}.{digest[:32]}{SUFFIX}"
 
 
-def _stem(story: Story, kind: str) -> str:
+def _stem(name: str, kind: str) -> str:
     # readable, and never a path: the story name is a file stem, the kind may carry options
-    return f"{story.story}.{re.sub(r'[^A-Za-z0-9_.=-]', '_', kind)}"
+    return f"{name}.{re.sub(r'[^A-Za-z0-9_.=-]', '_', kind)}"
 
 
-def load_saved(path: Path, kind: str, type_name: str, load):
+def load_saved(path: Path, kind: str, type_name: str, load, lazy: bool = False):
     """The index saved at `path`, made by `load(state)` from the state a save of `kind`
     and `type_name` (the saved object's class) holds; None when there is none, it does not
     load, or it holds another index. Such a file is removed with one warning, and the index
-    is rebuilt."""
+    is rebuilt. `lazy`: the state's arrays are read when first asked for (garden._state),
+    from the file opened here, which stays open as long as they may be."""
     refuse_link(path)
     try:
-        with open(path, "rb") as fh:
+        fh = open(path, "rb")
+        try:
             # only a file this user owns and no one else can read or write is read: the garden
             # writes its saves 0600; anything else may have been put there by someone else
             st = os.fstat(fh.fileno())
             problem = distrust(st) if stat.S_ISREG(st.st_mode) else "not a regular file"
             if problem is not None:
                 warn(f"{path}: saved index not loaded: {problem} (a save is this user's, 0600); rebuilding")
+                fh.close()
                 _drop(path)
                 return None
-            state = read_state(fh, kind, type_name)
+            state = read_state(fh, kind, type_name, lazy=lazy)
+        except BaseException:
+            fh.close()
+            raise
+        if not lazy:
+            fh.close()
         return load(state)
     except FileNotFoundError:
         return None
@@ -126,9 +140,9 @@ def _drop(path: Path) -> None:
         pass
 
 
-def save(path: Path, state_of, story: Story, kind: str, type_name: str) -> None:
+def save(path: Path, state_of, name: str, kind: str, type_name: str) -> None:
     """Write the state `state_of()` gives to `path` whole or not at all, then drop older saves of the same
-    story and kind. A save that fails is a warning, never a failed query: the index in
+    story (`name`) and kind. A save that fails is a warning, never a failed query: the index in
     memory is complete either way."""
     try:
         folder = derived_folder("index")
@@ -140,7 +154,7 @@ def save(path: Path, state_of, story: Story, kind: str, type_name: str) -> None:
         warn(f"{path}: index not saved ({exc}); it is rebuilt in the next process")
         return
     suffixes = "|".join(re.escape(s) for s in (SUFFIX, *OLD_SUFFIXES))
-    mine = re.compile(re.escape(_stem(story, kind)) + r"\.[0-9a-f]{32}(?:" + suffixes + ")")
+    mine = re.compile(re.escape(_stem(name, kind)) + r"\.[0-9a-f]{32}(?:" + suffixes + ")")
     for old in folder.iterdir():
         if old.name != path.name and mine.fullmatch(old.name) and not old.is_symlink():
             old.unlink(missing_ok=True)
@@ -163,7 +177,7 @@ class IndexCache:
                     return value
             value = build()
             COUNTS[f"{kind}:built"] += 1
-            save(path, lambda: state_of(value), story, kind, type_name)
+            save(path, lambda: state_of(value), story.story, kind, type_name)
             return value
 
     def retriever(self, story: Story, name: str) -> Retriever:
