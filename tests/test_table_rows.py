@@ -13,7 +13,7 @@ from garden._table_rows import print_table
 
 WORDS = ["a", "rank_cut", "0.0207 is under 0.3", "冰川", "state.tide.card-index", "", "  ", "x" * 70,
          "superseded by d1.3; see d1.4", "topics first_aid (query: sled_repair)", "[bold]no[/bold]", "\\[escaped]",
-         ":smile:", "a:b:c", "tab\there", "line\nbreak", "wide 冰川冰川冰川冰川冰川冰川冰川冰川冰川冰川冰川冰川冰川冰川冰川冰川",
+         ":smile:", "a:b:c", "tab\there", "line\nbreak", "wide " + "冰川" * 16,
          "a " * 50, "ends with backslash\\", "\u2028sep"]
 
 
