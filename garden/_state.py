@@ -29,6 +29,8 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
+import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -102,7 +104,8 @@ class State:
         """The saved ids (array `ids`), which must be those of `docs` in order: a save is
         read only for the documents it was made from."""
         ids = self.strings("ids")
-        if ids != [d.id for d in docs]:
+        # a saved story's documents know their ids without making each document (its text)
+        if ids != (docs.ids if hasattr(docs, "ids") else [d.id for d in docs]):
             raise ValueError("saved for other documents")
         return ids
 
@@ -144,6 +147,46 @@ def _hash_into(h, name: str, array: np.ndarray) -> None:
     h.update(memoryview(array).cast("B"))
 
 
+def _member(archive, name: str) -> np.ndarray:
+    """The array `name` of an open `.npz` archive. A member stored uncompressed (as
+    `numpy.savez` writes them) in an archive on disk is read straight into its array, one
+    read: numpy's own reader copies it through zipfile in small pieces and checks its CRC,
+    which cost most of loading a large index (the sha256 checks the bytes anyway). Any other
+    member, or an archive in memory, is read by numpy. An array of objects is refused as
+    numpy refuses it with pickle off."""
+    zf, filename = archive.zip, archive._files.get(name) if hasattr(archive, "_files") else None
+    try:
+        fd = zf.fp.fileno()
+    except (AttributeError, OSError, io.UnsupportedOperation):
+        fd = None
+    info = zf.getinfo(filename) if filename is not None and fd is not None else None
+    if info is None or info.compress_type != zipfile.ZIP_STORED or info.compress_size != info.file_size:
+        return archive[name]
+    local = os.pread(fd, 30, info.header_offset)
+    if len(local) != 30 or local[:4] != b"PK\x03\x04":
+        raise ValueError(f"array {name!r}: not where the archive's directory says")
+    start = info.header_offset + 30 + int.from_bytes(local[26:28], "little") + int.from_bytes(local[28:30], "little")
+    head = io.BytesIO(os.pread(fd, min(info.file_size, MAX_HEADER), start))
+    version = np.lib.format.read_magic(head)
+    reader = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+    shape, fortran, dtype = reader(head)
+    if dtype.hasobject:
+        raise ValueError(f"array {name!r} holds Python objects, which are not read")
+    if fortran:
+        return archive[name]
+    count = int(np.prod(shape, dtype=np.int64))
+    if head.tell() + count * dtype.itemsize != info.file_size:
+        raise ValueError(f"array {name!r}: its size is not its shape's")
+    array = np.empty(count, dtype=dtype)
+    view, at, offset = memoryview(array).cast("B"), 0, start + head.tell()
+    while at < len(view):
+        got = os.preadv(fd, [view[at:]], offset + at)
+        if got <= 0:
+            raise ValueError(f"array {name!r}: the file ends inside it")
+        at += got
+    return array.reshape(shape)
+
+
 class LazyArrays(Mapping):
     """A save's arrays, each read from the open archive and checked against its own sha256
     the first time it is asked for (`read_state(..., lazy=True)`). A damaged array raises
@@ -159,7 +202,7 @@ class LazyArrays(Mapping):
         if found is None:
             if full not in self._digests:
                 raise KeyError(name)
-            found = self._archive[full]
+            found = _member(self._archive, full)
             if array_digest(full, found) != self._digests[full]:
                 raise ValueError(f"array {full!r} is not the one it was saved with (sha256 differs)")
             self._loaded[full] = found
@@ -218,7 +261,7 @@ def read_state(path: Path | io.IOBase, kind: str, type_name: str, lazy: bool = F
                     or not all(isinstance(v, str) for v in digests.values())):
                 raise ValueError("its arrays are not those its header lists")
             return State(LazyArrays(archive, digests), header["meta"])
-        arrays = {name: archive[name] for name in archive.files if name != HEADER}
+        arrays = {name: _member(archive, name) for name in archive.files if name != HEADER}
     except BaseException:
         archive.close()
         raise

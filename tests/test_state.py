@@ -173,3 +173,27 @@ def test_a_crafted_save_with_hostile_arrays_is_refused_or_answers(saved, name, p
             index.count(words), index.confirmed(words)
         else:
             index.top(query, 5), index.ceiling(query)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(name=st.sampled_from(LEXICAL + ("phrase",)), where=st.floats(0, 1, exclude_max=True),
+       flip=st.integers(1, 255), cut=st.booleans(), lazy=st.booleans())
+def test_a_save_on_disk_damaged_in_any_byte_is_refused(saved, tmp_path_factory, name, where, flip, cut, lazy):
+    """Read from a file, an array is read straight into memory (garden._state._member),
+    without zipfile's CRC: the sha256 still refuses every changed byte, eagerly or lazily."""
+    docs, states = saved
+    data = bytearray(_bytes(states[name][0]))
+    at = int(where * len(data))
+    if cut:
+        del data[at:]
+    else:
+        data[at] ^= flip
+    path = tmp_path_factory.mktemp("save") / "damaged.npz"
+    path.write_bytes(bytes(data))
+    try:
+        with open(path, "rb") as fh:
+            state = read_state(fh, "k", "T", lazy=lazy)
+            arrays = {n: state.arrays[n].tobytes() for n in state.arrays}
+    except Exception:
+        return
+    assert arrays == {n: a.tobytes() for n, a in states[name][0].arrays.items()}

@@ -37,6 +37,7 @@ from collections import Counter
 from contextlib import contextmanager
 from importlib import metadata
 from pathlib import Path
+from typing import Sequence
 
 from garden._bulk import collector_paused
 from garden._state import State, WrongIndex, read_state, write_state
@@ -45,9 +46,9 @@ from garden.derived.home import derived_dir, derived_folder, distrust, refuse_li
 from garden.models import Story
 from garden.rerank.phrase import PhraseIndex
 from garden.rerank.timeline import record_fields
-from garden.retrievers import ProcessCache, Retriever, documents, make_retriever
+from garden.retrievers import Doc, ProcessCache, Retriever, documents, make_retriever
 
-SAVE_FORMAT = 4  # 4: arrays and JSON (garden._state); 3 and before: pickles
+SAVE_FORMAT = 5  # 5: dense keeps its matrix; 4: arrays and JSON (garden._state); 3 and before: pickles
 # the libraries that compute what a saved index holds: a new version of any may compute
 # other numbers, so it gives the index another name
 SAVED_WITH = ("pinecone-garden", "numpy", "scipy", "bm25s", "rank-bm25", "scikit-learn")
@@ -62,6 +63,11 @@ def story_key(story: Story) -> str:
     """sha256 of the story's validated content: the key of everything derived from it."""
     return story.remembered("key", lambda s: hashlib.sha256(
         json.dumps(s.model_dump(mode="json"), sort_keys=True).encode()).hexdigest())
+
+
+def doc_ids(docs: Sequence[Doc]) -> list[str]:
+    """The documents' ids; a saved story's documents give theirs without making each one."""
+    return docs.ids if hasattr(docs, "ids") else [d.id for d in docs]
 
 
 def _versions() -> list[str]:
@@ -207,7 +213,7 @@ class IndexCache:
             docs = documents(story)
             return self._saved_or_built(story, "phrase", "PhraseIndex",
                                         lambda: PhraseIndex({d.id: d.text for d in docs}),
-                                        lambda state: PhraseIndex.from_state(state, [d.id for d in docs]),
+                                        lambda state: PhraseIndex.from_state(state, doc_ids(docs)),
                                         lambda index: index.state())
 
         return self._entries.get(("phrase", story_key(story), str(derived_dir())), make)

@@ -221,11 +221,10 @@ class SavedTables:
             raise ValueError("array 'sizes' holds a negative size")
         return dict(zip(self.ids(), sizes.tolist()))
 
-    def _documents(self) -> tuple[Doc, ...]:
+    def _documents(self) -> SavedDocuments:
         rows = self.state.positions("documents", self.n).tolist()
-        texts = self.state.strings("texts", len(rows))
         ids = self.ids()
-        return tuple(Doc(ids[r], t) for r, t in zip(rows, texts))
+        return SavedDocuments([ids[r] for r in rows], self.state)
 
     def _holders(self, field: str) -> dict[str, tuple[str, ...]]:
         names = self.state.strings(f"{field}.names")
@@ -243,6 +242,31 @@ class SavedTables:
         return self._holders("entities")
 
 
+class SavedDocuments(Sequence):
+    """What the indexes of a saved story index (`garden.derived.indexes.documents`): the
+    ids at once (`ids`, what loading a saved index checks), the texts when a document is
+    first asked for (what building one reads)."""
+
+    def __init__(self, ids: list[str], state: State):
+        self.ids, self._state = ids, state
+        self._docs: tuple[Doc, ...] | None = None
+
+    def _all(self) -> tuple[Doc, ...]:
+        if self._docs is None:
+            texts = self._state.strings("texts", len(self.ids))
+            self._docs = tuple(Doc(i, t) for i, t in zip(self.ids, texts))
+        return self._docs
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __getitem__(self, n):
+        return self._all()[n]
+
+    def __iter__(self):
+        return iter(self._all())
+
+
 class LazyRecords(Sequence):
     """A saved story's records, each made (and checked, as the story format checks it) the
     first time it is asked for."""
@@ -250,7 +274,7 @@ class LazyRecords(Sequence):
     def __init__(self, state: State, n: int):
         self._state, self._n = state, n
         self._made: list[Record | None] = [None] * n
-        self._lines: list[bytes] | None = None
+        self._text: tuple[bytes, list[int]] | None = None
 
     def __len__(self) -> int:
         return self._n
@@ -260,13 +284,14 @@ class LazyRecords(Sequence):
             return [self[i] for i in range(*n.indices(self._n))]
         record = self._made[n]
         if record is None:
-            if self._lines is None:
-                data = self._state.array("records.utf8", "u").tobytes()
-                offsets = self._state.array("records.offsets", "i", 1, self._n + 1).tolist()
-                if offsets[0] != 0 or offsets[-1] != len(data) or any(b < a for a, b in zip(offsets, offsets[1:])):
+            if self._text is None:
+                data = self._state.array("records.utf8", "u")
+                offsets = self._state.array("records.offsets", "i", 1, self._n + 1)
+                if offsets[0] != 0 or offsets[-1] != len(data) or (np.diff(offsets) < 0).any():
                     raise ValueError("array 'records' offsets do not cut its text")
-                self._lines = [data[a:b] for a, b in zip(offsets, offsets[1:])]
-            record = self._made[n] = Record.model_validate_json(self._lines[n])
+                self._text = (data.tobytes(), offsets.tolist())
+            data, offsets = self._text
+            record = self._made[n] = Record.model_validate_json(data[offsets[n]:offsets[n + 1]])
         return record
 
     def __iter__(self):
