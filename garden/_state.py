@@ -63,6 +63,16 @@ class State:
         self.put(f"{name}.utf8", np.frombuffer(b"".join(encoded), dtype=np.uint8))
         self.put(f"{name}.offsets", offsets)
 
+    def put_rows(self, name: str, rows: Sequence[bytes]) -> None:
+        """Byte strings read one at a time (`row`): each with its own sha256, so reading one
+        checks that one, and a lazy read never reads the others."""
+        offsets = np.zeros(len(rows) + 1, dtype=np.int64)
+        np.cumsum([len(r) for r in rows], out=offsets[1:])
+        self.put(f"{name}.utf8", np.frombuffer(b"".join(rows), dtype=np.uint8))
+        self.put(f"{name}.offsets", offsets)
+        self.put(f"{name}.sha256", np.frombuffer(b"".join(hashlib.sha256(r).digest() for r in rows),
+                                                 dtype=np.uint8).reshape(len(rows), 32))
+
     def nest(self, prefix: str, inner: State) -> None:
         """Keep `inner` inside this state under `prefix` (a fusion keeps its members')."""
         for name, array in inner.arrays.items():
@@ -100,12 +110,34 @@ class State:
         bounds = offsets.tolist()
         return [text[a:b].decode("utf-8", "surrogatepass") for a, b in zip(bounds, bounds[1:])]
 
+    def row(self, name: str, n: int, count: int) -> bytes:
+        """Row `n` of the `count` that `put_rows` kept under `name`, checked against its own
+        sha256. A lazy state reads that row's bytes alone from the file."""
+        offsets = self.array(f"{name}.offsets", "i", 1, count + 1)
+        digests = self.array(f"{name}.sha256", "u", 2, count)
+        start, end = int(offsets[n]), int(offsets[n + 1])
+        if digests.shape[1:] != (32,) or not 0 <= start <= end:
+            raise ValueError(f"array {name!r}: its offsets or hashes are not a save's")
+        data = self.arrays.span(f"{name}.utf8", start, end) if isinstance(self.arrays, LazyArrays) else None
+        if data is None:
+            data = self.array(f"{name}.utf8", "u")[start:end].tobytes()
+        if hashlib.sha256(data).digest() != digests[n].tobytes():
+            raise ValueError(f"array {name!r}: row {n} is not the one it was saved with (sha256 differs)")
+        return data
+
     def ids_of(self, docs) -> list[str]:
         """The saved ids (array `ids`), which must be those of `docs` in order: a save is
         read only for the documents it was made from."""
+        if hasattr(docs, "encoded_ids"):
+            # a saved story's documents: their ids as saved, compared as arrays, and their
+            # own list of ids returned, so indexes on the same documents share one
+            utf8, offsets = docs.encoded_ids()
+            if not (np.array_equal(self.array("ids.utf8", "u"), utf8)
+                    and np.array_equal(self.array("ids.offsets", "i"), offsets)):
+                raise ValueError("saved for other documents")
+            return docs.ids
         ids = self.strings("ids")
-        # a saved story's documents know their ids without making each document (its text)
-        if ids != (docs.ids if hasattr(docs, "ids") else [d.id for d in docs]):
+        if ids != [d.id for d in docs]:
             raise ValueError("saved for other documents")
         return ids
 
@@ -147,21 +179,18 @@ def _hash_into(h, name: str, array: np.ndarray) -> None:
     h.update(memoryview(array).cast("B"))
 
 
-def _member(archive, name: str) -> np.ndarray:
-    """The array `name` of an open `.npz` archive. A member stored uncompressed (as
-    `numpy.savez` writes them) in an archive on disk is read straight into its array, one
-    read: numpy's own reader copies it through zipfile in small pieces and checks its CRC,
-    which cost most of loading a large index (the sha256 checks the bytes anyway). Any other
-    member, or an archive in memory, is read by numpy. An array of objects is refused as
-    numpy refuses it with pickle off."""
+def _located(archive, name: str):
+    """(file descriptor, where the data starts, the npy header's shape, dtype, fortran order,
+    the member's size) of a member stored uncompressed in an archive on disk; None for any
+    other (compressed, or an archive in memory)."""
     zf, filename = archive.zip, archive._files.get(name) if hasattr(archive, "_files") else None
     try:
         fd = zf.fp.fileno()
     except (AttributeError, OSError, io.UnsupportedOperation):
-        fd = None
-    info = zf.getinfo(filename) if filename is not None and fd is not None else None
+        return None
+    info = zf.getinfo(filename) if filename is not None else None
     if info is None or info.compress_type != zipfile.ZIP_STORED or info.compress_size != info.file_size:
-        return archive[name]
+        return None
     local = os.pread(fd, 30, info.header_offset)
     if len(local) != 30 or local[:4] != b"PK\x03\x04":
         raise ValueError(f"array {name!r}: not where the archive's directory says")
@@ -172,13 +201,25 @@ def _member(archive, name: str) -> np.ndarray:
     shape, fortran, dtype = reader(head)
     if dtype.hasobject:
         raise ValueError(f"array {name!r} holds Python objects, which are not read")
-    if fortran:
-        return archive[name]
     count = int(np.prod(shape, dtype=np.int64))
     if head.tell() + count * dtype.itemsize != info.file_size:
         raise ValueError(f"array {name!r}: its size is not its shape's")
+    return fd, start + head.tell(), shape, dtype, fortran, count
+
+
+def _member(archive, name: str) -> np.ndarray:
+    """The array `name` of an open `.npz` archive. A member stored uncompressed (as
+    `numpy.savez` writes them) in an archive on disk is read straight into its array, one
+    read: numpy's own reader copies it through zipfile in small pieces and checks its CRC,
+    which cost most of loading a large index (the sha256 checks the bytes anyway). Any other
+    member, or an archive in memory, is read by numpy. An array of objects is refused as
+    numpy refuses it with pickle off."""
+    found = _located(archive, name)
+    if found is None or found[4]:   # not on disk uncompressed, or in Fortran order: numpy reads it
+        return archive[name]
+    fd, offset, shape, dtype, _, count = found
     array = np.empty(count, dtype=dtype)
-    view, at, offset = memoryview(array).cast("B"), 0, start + head.tell()
+    view, at = memoryview(array).cast("B"), 0
     while at < len(view):
         got = os.preadv(fd, [view[at:]], offset + at)
         if got <= 0:
@@ -195,6 +236,7 @@ class LazyArrays(Mapping):
     def __init__(self, archive, digests: dict[str, str], prefix: str = "", loaded: dict | None = None):
         self._archive, self._digests, self._prefix = archive, digests, prefix
         self._loaded = {} if loaded is None else loaded   # shared with views made by `under`
+        self._where: dict = {}                             # name -> where `span` reads it
 
     def __getitem__(self, name: str) -> np.ndarray:
         full = self._prefix + name
@@ -216,6 +258,22 @@ class LazyArrays(Mapping):
 
     def __len__(self) -> int:
         return sum(1 for _ in self)
+
+    def span(self, name: str, start: int, end: int) -> bytes | None:
+        """Bytes [start, end) of the one-dimensional byte array `name`, read from the file
+        alone, unchecked (`State.row` checks them); None when they cannot be (read it whole)."""
+        full = self._prefix + name
+        if full in self._loaded or full not in self._digests:
+            return None
+        if full not in self._where:
+            self._where[full] = _located(self._archive, full)
+        found = self._where[full]
+        if found is None or found[3] != np.uint8 or len(found[2]) != 1 or end > found[5]:
+            return None
+        data = os.pread(found[0], end - start, found[1] + start)
+        if len(data) != end - start:
+            raise ValueError(f"array {full!r}: the file ends inside it")
+        return data
 
     def under(self, prefix: str) -> LazyArrays:
         """The arrays whose names start with `prefix`, named without it (`State.inner`)."""

@@ -49,6 +49,7 @@ from garden._state import State
 from garden.derived.tables import USE_SAVES, code_key
 from garden.models import Kind, Record, Story
 from garden.retrievers import Doc
+from garden.retrievers._scores import id_order, shared_doc_ids
 
 KIND = "story"
 TYPE = "Story"
@@ -121,7 +122,7 @@ def story_state(story: Story) -> State:
     header = story.model_dump(mode="json", exclude={"records"}, exclude_unset=True)
     state = State(meta={"header": header, "key": story_key(story), "records": len(records),
                         "latest": latest.isoformat() if latest else None})
-    state.put_strings("records", [r.model_dump_json(exclude_unset=True) for r in records])
+    state.put_rows("records", [r.model_dump_json(exclude_unset=True).encode("utf-8") for r in records])
     state.put("ids", np.frombuffer("\n".join(r.id for r in records).encode("utf-8"), dtype=np.uint8))
     state.put("kinds", np.array([KINDS.index(r.kind) for r in records], dtype=np.uint8))
     sizes = story.sizes
@@ -130,6 +131,8 @@ def story_state(story: Story) -> State:
     docs = documents(story)
     state.put("documents", np.array([row[d.id] for d in docs], dtype=np.int64))
     state.put_strings("texts", [d.text for d in docs])
+    state.put_strings("documents.ids", [d.id for d in docs])   # as an index saves them: compared whole
+    state.put("documents.order", id_order([d.id for d in docs]))
     state.put("attached", np.array([n for n, r in enumerate(records) if r.attachments], dtype=np.int64))
     for field in ("topics", "entities"):
         holders = story.holders(field)
@@ -250,6 +253,12 @@ class SavedDocuments(Sequence):
     def __init__(self, ids: list[str], state: State):
         self.ids, self._state = ids, state
         self._docs: tuple[Doc, ...] | None = None
+        order = state.positions("documents.order", len(ids), len(ids))
+        shared_doc_ids(ids, order)   # the indexes loaded on these documents share it
+
+    def encoded_ids(self) -> tuple[np.ndarray, np.ndarray]:
+        """The ids as an index's save holds them (`State.put_strings`)."""
+        return self._state.array("documents.ids.utf8", "u"), self._state.array("documents.ids.offsets", "i")
 
     def _all(self) -> tuple[Doc, ...]:
         if self._docs is None:
@@ -274,7 +283,6 @@ class LazyRecords(Sequence):
     def __init__(self, state: State, n: int):
         self._state, self._n = state, n
         self._made: list[Record | None] = [None] * n
-        self._text: tuple[bytes, list[int]] | None = None
 
     def __len__(self) -> int:
         return self._n
@@ -282,16 +290,12 @@ class LazyRecords(Sequence):
     def __getitem__(self, n):
         if isinstance(n, slice):
             return [self[i] for i in range(*n.indices(self._n))]
+        if not isinstance(n, int) or not -self._n <= n < self._n:
+            raise IndexError(f"record {n!r} of {self._n}")
+        n %= self._n
         record = self._made[n]
         if record is None:
-            if self._text is None:
-                data = self._state.array("records.utf8", "u")
-                offsets = self._state.array("records.offsets", "i", 1, self._n + 1)
-                if offsets[0] != 0 or offsets[-1] != len(data) or (np.diff(offsets) < 0).any():
-                    raise ValueError("array 'records' offsets do not cut its text")
-                self._text = (data.tobytes(), offsets.tolist())
-            data, offsets = self._text
-            record = self._made[n] = Record.model_validate_json(data[offsets[n]:offsets[n + 1]])
+            record = self._made[n] = Record.model_validate_json(self._state.row("records", n, self._n))
         return record
 
     def __iter__(self):

@@ -29,6 +29,7 @@ import numpy as np
 
 from garden.derived.embeddings import EmbeddingCache
 from garden.errors import GardenError
+from garden.retrievers._scores import shared_doc_ids
 from garden.retrievers import (SEMANTIC, ArrayScores, Doc, DocIds, ProcessCache, RetrieverBase, State, choice, integer,
                                register)
 from garden.retrievers._encoders import BACKENDS, load_encoder
@@ -161,7 +162,7 @@ class DenseRetriever(RetrieverBase):
         if self.ids and (matrix.dtype != np.float32 or matrix.shape[1] != model_width(self.model_path)):
             raise ValueError(f"array 'matrix' is {matrix.dtype}{list(matrix.shape)}, not {MODEL_NAME}'s vectors")
         self.matrix = matrix if self.ids else np.zeros((0, 0), dtype=np.float32)
-        self._docs = DocIds(self.ids)
+        self._docs = shared_doc_ids(self.ids)
         self._last = None
         load_encoder(self.backend, self.model_path)   # as `index`: the first query does not pay for it
 
