@@ -215,14 +215,14 @@ class SavedTables:
         return ByRow(self.rows(), self.records.__getitem__)
 
     def _kinds(self) -> Mapping[str, str]:
-        codes = self.state.positions("kinds", len(KINDS), self.n).tolist()
-        return dict(zip(self.ids(), (KINDS[c] for c in codes)))
+        codes = self.state.positions("kinds", len(KINDS), self.n)
+        return ByRow(self.rows(), lambda row: KINDS[codes[row]])
 
     def _sizes(self) -> Mapping[str, int]:
         sizes = self.state.array("sizes", "i", 1, self.n)
         if len(sizes) and int(sizes.min()) < 0:
             raise ValueError("array 'sizes' holds a negative size")
-        return dict(zip(self.ids(), sizes.tolist()))
+        return ByRow(self.rows(), lambda row: int(sizes[row]))
 
     def _documents(self) -> SavedDocuments:
         rows = self.state.positions("documents", self.n).tolist()
