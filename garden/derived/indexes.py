@@ -48,7 +48,9 @@ from garden.rerank.phrase import PhraseIndex
 from garden.rerank.timeline import record_fields
 from garden.retrievers import Doc, ProcessCache, Retriever, documents, make_retriever
 
-SAVE_FORMAT = 5  # 5: dense keeps its matrix; 4: arrays and JSON (garden._state); 3 and before: pickles
+# 6: arrays aligned in the file (mapped, not copied); 5: dense keeps its matrix; 4: arrays
+# and JSON (garden._state); 3 and before: pickles
+SAVE_FORMAT = 6
 # the libraries that compute what a saved index holds: a new version of any may compute
 # other numbers, so it gives the index another name
 SAVED_WITH = ("pinecone-garden", "numpy", "scipy", "bm25s", "rank-bm25", "scikit-learn")
