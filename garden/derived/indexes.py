@@ -215,7 +215,8 @@ class IndexCache:
             docs = documents(story)
             return self._saved_or_built(story, "phrase", "PhraseIndex",
                                         lambda: PhraseIndex({d.id: d.text for d in docs}),
-                                        lambda state: PhraseIndex.from_state(state, doc_ids(docs)),
+                                        lambda state: PhraseIndex.from_state(
+                                            state, docs if hasattr(docs, "encoded_ids") else doc_ids(docs)),
                                         lambda index: index.state())
 
         return self._entries.get(("phrase", story_key(story), str(derived_dir())), make)
