@@ -227,7 +227,7 @@ class SavedTables:
     def _documents(self) -> SavedDocuments:
         rows = self.state.positions("documents", self.n).tolist()
         ids = self.ids()
-        return SavedDocuments([ids[r] for r in rows], self.state)
+        return SavedDocuments([ids[r] for r in rows], self.state, self.rows, rows, self.n)
 
     def _holders(self, field: str) -> dict[str, tuple[str, ...]]:
         names = self.state.strings(f"{field}.names")
@@ -250,11 +250,16 @@ class SavedDocuments(Sequence):
     ids at once (`ids`, what loading a saved index checks), the texts when a document is
     first asked for (what building one reads)."""
 
-    def __init__(self, ids: list[str], state: State):
+    def __init__(self, ids: list[str], state: State, story_rows, rows: list[int], records: int):
         self.ids, self._state = ids, state
         self._docs: tuple[Doc, ...] | None = None
         order = state.positions("documents.order", len(ids), len(ids))
-        shared_doc_ids(ids, order)   # the indexes loaded on these documents share it
+        shared = shared_doc_ids(ids, order)   # the indexes loaded on these documents share it
+        # id -> position among the documents, read through the story's own id -> row map
+        # rather than made again for every document (0.1 s at 100,000 records)
+        place = np.full(records, -1, dtype=np.int64)
+        place[rows] = np.arange(len(rows))
+        shared.__dict__["positions"] = DocPositions(story_rows, place, ids)
 
     def encoded_ids(self) -> tuple[np.ndarray, np.ndarray]:
         """The ids as an index's save holds them (`State.put_strings`)."""
@@ -274,6 +279,30 @@ class SavedDocuments(Sequence):
 
     def __iter__(self):
         return iter(self._all())
+
+
+class DocPositions(Mapping):
+    """A document's id -> its position among the documents (`DocIds.positions`), through the
+    story's id -> row map; a record that is no document (a control record) is not in it."""
+
+    def __init__(self, story_rows, place: np.ndarray, ids: list[str]):
+        self._story_rows, self._place, self._ids = story_rows, place, ids
+
+    def __getitem__(self, rid: str) -> int:
+        at = int(self._place[self._story_rows()[rid]])
+        if at < 0:
+            raise KeyError(rid)
+        return at
+
+    def __contains__(self, rid) -> bool:
+        row = self._story_rows().get(rid)
+        return row is not None and self._place[row] >= 0
+
+    def __iter__(self):
+        return iter(self._ids)
+
+    def __len__(self) -> int:
+        return len(self._ids)
 
 
 class LazyRecords(Sequence):
