@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 
 from garden._state import read_state
-from garden.derived import indexes
 from garden.derived.indexes import COUNTS, IndexCache, fresh_builds, saved_path
 from garden.errors import GardenError
 from garden.formats.stories import load_story
@@ -148,7 +147,7 @@ def test_an_interrupted_save_leaves_the_previous_index_in_place(project, monkeyp
     def killed(*args):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(indexes.os, "replace", killed)
+    monkeypatch.setattr(os, "replace", killed)
     with pytest.raises(KeyboardInterrupt):
         IndexCache().retriever(edited, "bm25s")
     monkeypatch.undo()
@@ -201,7 +200,7 @@ def test_a_planted_pickle_never_runs(project, capsys, monkeypatch, how):
     if how == "group-readable":
         os.chmod(path, 0o640)
     elif how == "another owner":
-        monkeypatch.setattr(indexes.os, "geteuid", lambda: os.stat(path).st_uid + 1)
+        monkeypatch.setattr(os, "geteuid", lambda: os.stat(path).st_uid + 1)
     retriever = IndexCache().retriever(story, "bm25s")
     assert not marker.exists(), "the planted pickle ran"
     err = capsys.readouterr().err

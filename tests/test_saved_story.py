@@ -148,7 +148,7 @@ def test_a_damaged_or_foreign_story_save_is_refused_and_made_again(project, caps
     elif how == "group-readable":
         os.chmod(save, 0o640)
     elif how == "another owner":
-        monkeypatch.setattr(indexes.os, "geteuid", lambda: os.stat(save).st_uid + 1)
+        monkeypatch.setattr(os, "geteuid", lambda: os.stat(save).st_uid + 1)
     else:
         table = next((project / ".garden" / "index").glob("aurora-ridge.table_*.npz"), None)
         if table is None:

@@ -29,7 +29,7 @@ reads the file instead, which reports it.
 A save is arrays and JSON (garden/_state.py), read lazily: each array is checked against its
 sha256 when first read. It is read only when this user owns it and no one else can read or
 write it; a damaged, foreign or other user's save is removed with one warning and the file
-read again (`garden.derived.indexes.load_saved`). `garden.derived.tables.in_memory()` turns
+read again (`garden.derived.saves.load_saved`). `garden.derived.tables.in_memory()` turns
 saves off: the story is read from its file, as `load_story` reads it.
 """
 from __future__ import annotations
@@ -73,7 +73,7 @@ def open_story(path: str | Path) -> Story:
     """The story in the file at `path`, as `load_story` gives it (StoryError listing every
     problem of a story that breaks a rule): from its save when one holds the file's bytes,
     else read, validated and saved (see the module docstring)."""
-    from garden.derived.indexes import COUNTS, load_saved, save, save_path
+    from garden.derived.saves import COUNTS, load_saved, save, save_path
     from garden.formats.stories import load_story
 
     path = Path(path)
@@ -114,7 +114,8 @@ def _attachments_hold(story: Story, path: Path) -> bool:
 
 def story_state(story: Story) -> State:
     """What a validated story keeps in its save."""
-    from garden.derived.indexes import documents, story_key
+    from garden.derived.saves import story_key
+    from garden.retrievers import documents
     from garden.formats.stories import _latest
 
     records = story.records
@@ -246,7 +247,7 @@ class SavedTables:
 
 
 class SavedDocuments(Sequence):
-    """What the indexes of a saved story index (`garden.derived.indexes.documents`): the
+    """What the indexes of a saved story index (`garden.retrievers.documents`): the
     ids at once (`ids`, what loading a saved index checks), the texts when a document is
     first asked for (what building one reads)."""
 

@@ -8,7 +8,7 @@ such a table cost about a second at 20,000 records (the vocabulary analyzes ever
 a process makes it, saves it under the garden home (`index/`), in the indexes' safe format:
 arrays and JSON (garden/_state.py), every array checked as it is read, only a file this user
 owns and no one else can read or write, a damaged, foreign or other user's file removed
-with one warning and made again (`garden.derived.indexes.load_saved`). A later process, on
+with one warning and made again (`garden.derived.saves.load_saved`). A later process, on
 the same content, reads it.
 
 The save's name hashes the story's content key (`story_key`: a changed story is another
@@ -74,7 +74,7 @@ def remembered(story: Story, name: str, build: Callable[[Story], Any], codec: Co
 def _saved_or_built(story: Story, name: str, build, codec: Codec):
     if not USE_SAVES[0]:
         return build(story)
-    from garden.derived.indexes import COUNTS, load_saved, save, save_path, story_key
+    from garden.derived.saves import COUNTS, load_saved, save, save_path, story_key
 
     kind = f"table:{name}"
     path = save_path(story.story, kind, f"{story_key(story)}:{code_key(build.__module__)}")
