@@ -18,16 +18,26 @@ The header names the format version (`FORMAT`), the index's kind (`retriever:bm2
 `phrase`) and its type; a file whose header differs from what the reader expects is not
 loaded (`WrongIndex`), whatever else it holds. It also carries the sha256 of every array
 (`digest`: name, dtype, shape and bytes), so a save damaged on disk or edited after it was
-written is refused as it is read, before a wrong number can reach a score.
+written is refused as it is read, before a wrong number can reach a score. Each array's own
+sha256 is there too (`arrays`), so a reader that needs few of a large save's arrays can
+open it lazily (`read_state(..., lazy=True)`): the header is checked at once, and each
+array is read and checked against its own sha256 the first time it is asked for, never
+before and never unchecked.
 """
 from __future__ import annotations
 
 import hashlib
 import io
 import json
+import mmap
+import os
+import struct
+import zipfile
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Iterator, Sequence
 
 import numpy as np
 
@@ -42,7 +52,7 @@ class WrongIndex(ValueError):
 
 @dataclass
 class State:
-    arrays: dict[str, np.ndarray] = field(default_factory=dict)
+    arrays: dict[str, np.ndarray] | Mapping[str, np.ndarray] = field(default_factory=dict)
     meta: dict = field(default_factory=dict)
 
     # -- writing ---------------------------------------------------------------------
@@ -55,6 +65,16 @@ class State:
         np.cumsum([len(b) for b in encoded], out=offsets[1:])
         self.put(f"{name}.utf8", np.frombuffer(b"".join(encoded), dtype=np.uint8))
         self.put(f"{name}.offsets", offsets)
+
+    def put_rows(self, name: str, rows: Sequence[bytes]) -> None:
+        """Byte strings read one at a time (`row`): each with its own sha256, so reading one
+        checks that one, and a lazy read never reads the others."""
+        offsets = np.zeros(len(rows) + 1, dtype=np.int64)
+        np.cumsum([len(r) for r in rows], out=offsets[1:])
+        self.put(f"{name}.utf8", np.frombuffer(b"".join(rows), dtype=np.uint8))
+        self.put(f"{name}.offsets", offsets)
+        self.put(f"{name}.sha256", np.frombuffer(b"".join(hashlib.sha256(r).digest() for r in rows),
+                                                 dtype=np.uint8).reshape(len(rows), 32))
 
     def nest(self, prefix: str, inner: State) -> None:
         """Keep `inner` inside this state under `prefix` (a fusion keeps its members')."""
@@ -72,7 +92,7 @@ class State:
         array = self.arrays[name]
         if array.dtype.kind not in kinds or array.ndim != ndim or (length is not None and len(array) != length):
             raise ValueError(f"array {name!r} is {array.dtype}{list(array.shape)}, not the saved index's")
-        if array.dtype.kind == "f" and not np.isfinite(array).all():
+        if array.dtype.kind == "f" and not _finite(array):
             raise ValueError(f"array {name!r} holds a value that is not finite")
         return array
 
@@ -93,9 +113,32 @@ class State:
         bounds = offsets.tolist()
         return [text[a:b].decode("utf-8", "surrogatepass") for a, b in zip(bounds, bounds[1:])]
 
+    def row(self, name: str, n: int, count: int) -> bytes:
+        """Row `n` of the `count` that `put_rows` kept under `name`, checked against its own
+        sha256. A lazy state reads that row's bytes alone from the file."""
+        offsets = self.array(f"{name}.offsets", "i", 1, count + 1)
+        digests = self.array(f"{name}.sha256", "u", 2, count)
+        start, end = int(offsets[n]), int(offsets[n + 1])
+        if digests.shape[1:] != (32,) or not 0 <= start <= end:
+            raise ValueError(f"array {name!r}: its offsets or hashes are not a save's")
+        data = self.arrays.span(f"{name}.utf8", start, end) if isinstance(self.arrays, LazyArrays) else None
+        if data is None:
+            data = self.array(f"{name}.utf8", "u")[start:end].tobytes()
+        if hashlib.sha256(data).digest() != digests[n].tobytes():
+            raise ValueError(f"array {name!r}: row {n} is not the one it was saved with (sha256 differs)")
+        return data
+
     def ids_of(self, docs) -> list[str]:
         """The saved ids (array `ids`), which must be those of `docs` in order: a save is
         read only for the documents it was made from."""
+        if hasattr(docs, "encoded_ids"):
+            # a saved story's documents: their ids as saved, compared as arrays, and their
+            # own list of ids returned, so indexes on the same documents share one
+            utf8, offsets = docs.encoded_ids()
+            if not (np.array_equal(self.array("ids.utf8", "u"), utf8)
+                    and np.array_equal(self.array("ids.offsets", "i"), offsets)):
+                raise ValueError("saved for other documents")
+            return docs.ids
         ids = self.strings("ids")
         if ids != [d.id for d in docs]:
             raise ValueError("saved for other documents")
@@ -107,6 +150,8 @@ class State:
         if not isinstance(meta, dict):
             raise ValueError(f"no saved state of {prefix!r}")
         start = f"{prefix}."
+        if isinstance(self.arrays, LazyArrays):
+            return State(self.arrays.under(start), meta)
         return State({n[len(start):]: a for n, a in self.arrays.items() if n.startswith(start)}, meta)
 
     def number(self, key: str, low: float | None = None) -> float:
@@ -120,26 +165,190 @@ def digest(arrays: dict[str, np.ndarray]) -> str:
     """sha256 of the arrays: each one's name, dtype, shape and bytes, in name order."""
     h = hashlib.sha256()
     for name in sorted(arrays):
-        array = np.ascontiguousarray(arrays[name])
-        h.update(json.dumps([name, array.dtype.str, list(array.shape)]).encode("utf-8"))
-        h.update(memoryview(array).cast("B"))
+        _hash_into(h, name, arrays[name])
     return h.hexdigest()
+
+
+def array_digest(name: str, array: np.ndarray) -> str:
+    """sha256 of one array: its name, dtype, shape and bytes (as `digest` hashes each)."""
+    h = hashlib.sha256()
+    _hash_into(h, name, array)
+    return h.hexdigest()
+
+
+def _hash_into(h, name: str, array: np.ndarray) -> None:
+    array = np.ascontiguousarray(array)
+    h.update(json.dumps([name, array.dtype.str, list(array.shape)]).encode("utf-8"))
+    h.update(memoryview(array).cast("B"))
+
+
+def _located(archive, name: str):
+    """(file descriptor, where the data starts, the npy header's shape, dtype, fortran order,
+    the member's size) of a member stored uncompressed in an archive on disk; None for any
+    other (compressed, or an archive in memory)."""
+    zf, filename = archive.zip, archive._files.get(name) if hasattr(archive, "_files") else None
+    try:
+        fd = zf.fp.fileno()
+    except (AttributeError, OSError, io.UnsupportedOperation):
+        return None
+    info = zf.getinfo(filename) if filename is not None else None
+    if info is None or info.compress_type != zipfile.ZIP_STORED or info.compress_size != info.file_size:
+        return None
+    local = os.pread(fd, 30, info.header_offset)
+    if len(local) != 30 or local[:4] != b"PK\x03\x04":
+        raise ValueError(f"array {name!r}: not where the archive's directory says")
+    start = info.header_offset + 30 + int.from_bytes(local[26:28], "little") + int.from_bytes(local[28:30], "little")
+    head = io.BytesIO(os.pread(fd, min(info.file_size, MAX_HEADER), start))
+    version = np.lib.format.read_magic(head)
+    reader = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+    shape, fortran, dtype = reader(head)
+    if dtype.hasobject:
+        raise ValueError(f"array {name!r} holds Python objects, which are not read")
+    count = int(np.prod(shape, dtype=np.int64))
+    if head.tell() + count * dtype.itemsize != info.file_size:
+        raise ValueError(f"array {name!r}: its size is not its shape's")
+    return fd, start + head.tell(), shape, dtype, fortran, count
+
+
+FINITE_CHUNK = 1 << 20
+
+
+def _finite(array: np.ndarray) -> bool:
+    """Whether every value is finite, without a mask as large as the array. A float32 (or
+    narrower) array's sum in float64 cannot overflow (38 digits of exponent at most, summed),
+    so it is finite exactly when every value is; wider floats are checked a chunk at a time."""
+    flat = array.reshape(-1)
+    if array.dtype.itemsize <= 4:
+        return bool(np.isfinite(np.add.reduce(flat, dtype=np.float64)))
+    return all(np.isfinite(flat[i:i + FINITE_CHUNK]).all() for i in range(0, len(flat), FINITE_CHUNK))
+
+
+MAP_OVER = 8 << 20   # bytes: an array this large is mapped from the file, not copied
+MAP_FLAGS = mmap.MAP_PRIVATE | getattr(mmap, "MAP_POPULATE", 0)
+
+
+def _member(archive, name: str) -> np.ndarray:
+    """The array `name` of an open `.npz` archive. A member stored uncompressed (as
+    `numpy.savez` writes them) in an archive on disk is read straight into its array, one
+    read: numpy's own reader copies it through zipfile in small pieces and checks its CRC,
+    which cost most of loading a large index (the sha256 checks the bytes anyway). Any other
+    member, or an archive in memory, is read by numpy. An array of objects is refused as
+    numpy refuses it with pickle off."""
+    found = _located(archive, name)
+    if found is None or found[4]:   # not on disk uncompressed, or in Fortran order: numpy reads it
+        return archive[name]
+    fd, offset, shape, dtype, _, count = found
+    if count * dtype.itemsize >= MAP_OVER and offset % ALIGN == 0:
+        # mapped read-only from the page cache in one call (populated at once where the
+        # system can): no copy, and none of the page faults of filling fresh memory, which
+        # cost more than the read itself at 100,000 records. A save is never written in
+        # place (it is replaced by a rename), so the mapping keeps the bytes it was opened on.
+        aligned = offset - offset % mmap.ALLOCATIONGRANULARITY
+        mapped = mmap.mmap(fd, offset - aligned + count * dtype.itemsize, flags=MAP_FLAGS, prot=mmap.PROT_READ,
+                           offset=aligned)
+        return np.frombuffer(mapped, dtype=dtype, count=count, offset=offset - aligned).reshape(shape)
+    array = np.empty(count, dtype=dtype)
+    view, at = memoryview(array).cast("B"), 0
+    while at < len(view):
+        got = os.preadv(fd, [view[at:]], offset + at)
+        if got <= 0:
+            raise ValueError(f"array {name!r}: the file ends inside it")
+        at += got
+    return array.reshape(shape)
+
+
+class LazyArrays(Mapping):
+    """A save's arrays, each read from the open archive and checked against its own sha256
+    the first time it is asked for (`read_state(..., lazy=True)`). A damaged array raises
+    ValueError naming it, as an eager read would, only later: when it is first read."""
+
+    def __init__(self, archive, digests: dict[str, str], prefix: str = "", loaded: dict | None = None):
+        self._archive, self._digests, self._prefix = archive, digests, prefix
+        self._loaded = {} if loaded is None else loaded   # shared with views made by `under`
+        self._where: dict = {}                             # name -> where `span` reads it
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        full = self._prefix + name
+        found = self._loaded.get(full)
+        if found is None:
+            if full not in self._digests:
+                raise KeyError(name)
+            found = _member(self._archive, full)
+            if array_digest(full, found) != self._digests[full]:
+                raise ValueError(f"array {full!r} is not the one it was saved with (sha256 differs)")
+            self._loaded[full] = found
+        return found
+
+    def __contains__(self, name) -> bool:
+        return isinstance(name, str) and self._prefix + name in self._digests
+
+    def __iter__(self) -> Iterator[str]:
+        return (n[len(self._prefix):] for n in self._digests if n.startswith(self._prefix))
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    def span(self, name: str, start: int, end: int) -> bytes | None:
+        """Bytes [start, end) of the one-dimensional byte array `name`, read from the file
+        alone, unchecked (`State.row` checks them); None when they cannot be (read it whole)."""
+        full = self._prefix + name
+        if full in self._loaded or full not in self._digests:
+            return None
+        if full not in self._where:
+            self._where[full] = _located(self._archive, full)
+        found = self._where[full]
+        if found is None or found[3] != np.uint8 or len(found[2]) != 1 or end > found[5]:
+            return None
+        data = os.pread(found[0], end - start, found[1] + start)
+        if len(data) != end - start:
+            raise ValueError(f"array {full!r}: the file ends inside it")
+        return data
+
+    def under(self, prefix: str) -> LazyArrays:
+        """The arrays whose names start with `prefix`, named without it (`State.inner`)."""
+        return LazyArrays(self._archive, self._digests, self._prefix + prefix, self._loaded)
 
 
 def write_state(out, kind: str, type_name: str, state: State) -> None:
     """Write `state` to the open binary file `out`, headed by what it is."""
     header = json.dumps({"format": FORMAT, "kind": kind, "type": type_name, "meta": state.meta,
-                         "sha256": digest(state.arrays)}, sort_keys=True, allow_nan=False).encode("utf-8")
+                         "sha256": digest(state.arrays),
+                         "arrays": {name: array_digest(name, a) for name, a in state.arrays.items()}},
+                        sort_keys=True, allow_nan=False).encode("utf-8")
     if HEADER in state.arrays:
         raise ValueError(f"an index may not name an array {HEADER}")
-    np.savez(out, **{HEADER: np.frombuffer(header, dtype=np.uint8)}, **state.arrays)
+    _savez_aligned(out, {HEADER: np.frombuffer(header, dtype=np.uint8), **state.arrays})
 
 
-def read_state(path: Path | io.IOBase, kind: str, type_name: str) -> State:
+ALIGN = 64   # bytes: where every array's data starts in the file (numpy pads its own header to 64)
+
+
+def _savez_aligned(out, arrays: dict[str, np.ndarray]) -> None:
+    """What `numpy.savez` writes (an uncompressed zip of `.npy` members, zip64 headers,
+    readable by `numpy.load`), with each member's local header padded by an extra field of
+    its own (id 0xCAFE, which zip readers skip) so its data starts on a multiple of `ALIGN`
+    in the file: mapped from there, a large array is an aligned array, as BLAS needs."""
+    with zipfile.ZipFile(out, mode="w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:
+        for name, array in arrays.items():
+            info = zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0))
+            info.compress_type = zipfile.ZIP_STORED
+            # local header: 30 bytes, the name, this extra field (4 + pad), zip64's (20)
+            base = zf.fp.tell() + 30 + len(info.filename.encode("utf-8")) + 4 + 20
+            pad = -base % ALIGN
+            info.extra = struct.pack("<HH", 0xCAFE, pad) + bytes(pad)
+            with zf.open(info, "w", force_zip64=True) as fid:
+                np.lib.format.write_array(fid, np.asanyarray(array), allow_pickle=False)
+
+
+def read_state(path: Path | io.IOBase, kind: str, type_name: str, lazy: bool = False) -> State:
     """The state saved in `path` (a path or an open binary file) for an index of `kind`
     and `type_name`. WrongIndex when it is another's; ValueError (or whatever numpy raises
-    on a torn archive) when it is not a saved index at all. Nothing in it is executed."""
-    with np.load(path, allow_pickle=False) as archive:
+    on a torn archive) when it is not a saved index at all. Nothing in it is executed.
+
+    `lazy`: only the header is read now; each array is read and checked when first asked
+    for (`LazyArrays`), and the archive stays open until the state is dropped."""
+    archive = np.load(path, allow_pickle=False)
+    try:
         if HEADER not in archive.files:
             raise ValueError("no header: not a saved index")
         raw = archive[HEADER]
@@ -152,7 +361,27 @@ def read_state(path: Path | io.IOBase, kind: str, type_name: str) -> State:
         if found != (FORMAT, kind, type_name):
             raise WrongIndex(f"it holds format {found[0]!r}, kind {found[1]!r}, type {found[2]!r}; "
                              f"wanted format {FORMAT}, kind {kind!r}, type {type_name!r}")
-        arrays = {name: archive[name] for name in archive.files if name != HEADER}
-    if digest(arrays) != header.get("sha256"):
+        if lazy:
+            digests = header.get("arrays")
+            names = set(archive.files) - {HEADER}
+            if (not isinstance(digests, dict) or set(digests) != names
+                    or not all(isinstance(v, str) for v in digests.values())):
+                raise ValueError("its arrays are not those its header lists")
+            return State(LazyArrays(archive, digests), header["meta"])
+        arrays = {name: _member(archive, name) for name in archive.files if name != HEADER}
+    except BaseException:
+        archive.close()
+        raise
+    archive.close()
+    digests = header.get("arrays")
+    if isinstance(digests, dict) and set(digests) == set(arrays):
+        # each array against its own sha256, on both cores: hashing (which frees the
+        # interpreter) is most of loading a large index
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            found = dict(zip(arrays, pool.map(array_digest, arrays, arrays.values())))
+        bad = sorted(n for n in arrays if found[n] != digests[n])
+        if bad:
+            raise ValueError(f"array {bad[0]!r} is not the one it was saved with (sha256 differs)")
+    elif digest(arrays) != header.get("sha256"):
         raise ValueError("its arrays are not those it was saved with (sha256 differs)")
     return State(arrays, header["meta"])

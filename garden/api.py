@@ -208,8 +208,10 @@ def query(story: "PathLike | Story", text: str, *, pipeline: "str | Pipeline" = 
     if isinstance(story, Story):
         loaded, story_path = story, None if story_path is None else str(story_path)
     else:
+        from garden.derived.stored import open_story
+
         path = _story_path(story)
-        loaded, story_path = load_story(path), str(path)
+        loaded, story_path = open_story(path), str(path)
     overrides = _model(Settings, settings, "settings")
     # a setting no stage of the pipeline uses is refused, as on the command line, rather
     # than silently ignored (`pipeline="bm25", settings={"standout": 2}`)

@@ -189,11 +189,14 @@ class Story(Strict):
 
     def remembered(self, name: str, build):
         """What `build(story)` derives from this story, built once and kept on it: a
-        validated story is never changed, so nothing derived from it goes stale."""
+        validated story is never changed, so nothing derived from it goes stale. A story
+        read from its save (garden/derived/stored.py) reads what the save holds instead of
+        building it (`_saved`: name, story, build -> the value)."""
         key = f"_{name}"
         cached = self.__dict__.get(key)
         if cached is None:
-            cached = self.__dict__[key] = build(self)
+            saved = self.__dict__.get("_saved")
+            cached = self.__dict__[key] = build(self) if saved is None else saved(name, self, build)
         return cached
 
     @property
@@ -201,7 +204,7 @@ class Story(Strict):
         # `remembered`, inlined: millions of lookups in a benchmark's run
         found = self.__dict__.get("_by_id")
         if found is None:
-            found = self.__dict__["_by_id"] = {r.id: r for r in self.records}
+            found = self.remembered("by_id", lambda story: {r.id: r for r in story.records})
         return found
 
     @property

@@ -174,6 +174,8 @@ def one_line(text: str, limit: int = LINE_LIMIT) -> str:
     unchanged, so this can guard every printed line at no cost to ordinary messages."""
     text = str(text)
     limit = _limit(limit)
+    if len(text) <= limit and text.isprintable():  # no hidden character (each one is not printable): as it is
+        return text
     pieces = (_escape_char(ch, None) for ch in text)
     line, whole = _take(pieces, limit)
     if whole:

@@ -173,3 +173,51 @@ def test_a_crafted_save_with_hostile_arrays_is_refused_or_answers(saved, name, p
             index.count(words), index.confirmed(words)
         else:
             index.top(query, 5), index.ceiling(query)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(name=st.sampled_from(LEXICAL + ("phrase",)), where=st.floats(0, 1, exclude_max=True),
+       flip=st.integers(1, 255), cut=st.booleans(), lazy=st.booleans())
+def test_a_save_on_disk_damaged_in_any_byte_is_refused(saved, tmp_path_factory, name, where, flip, cut, lazy):
+    """Read from a file, an array is read straight into memory (garden._state._member),
+    without zipfile's CRC: the sha256 still refuses every changed byte, eagerly or lazily."""
+    docs, states = saved
+    data = bytearray(_bytes(states[name][0]))
+    at = int(where * len(data))
+    if cut:
+        del data[at:]
+    else:
+        data[at] ^= flip
+    path = tmp_path_factory.mktemp("save") / "damaged.npz"
+    path.write_bytes(bytes(data))
+    try:
+        with open(path, "rb") as fh:
+            state = read_state(fh, "k", "T", lazy=lazy)
+            arrays = {n: state.arrays[n].tobytes() for n in state.arrays}
+    except Exception:
+        return
+    assert arrays == {n: a.tobytes() for n, a in states[name][0].arrays.items()}
+
+
+@pytest.mark.parametrize("lazy", [False, True])
+def test_a_large_array_is_mapped_aligned_and_still_checked(tmp_path, lazy):
+    """An array of 8 MiB or more is mapped from the file (garden._state.MAP_OVER), its data
+    on a 64-byte boundary so BLAS takes it as it is; a byte changed in it is still refused."""
+    from garden._state import ALIGN, MAP_OVER
+
+    matrix = np.random.default_rng(7).standard_normal((MAP_OVER // (4 * 384) + 5, 384)).astype(np.float32)
+    state = State(meta={})
+    state.put("matrix", matrix)
+    path = tmp_path / "big.npz"
+    path.write_bytes(_bytes(state))
+    with open(path, "rb") as fh:
+        back = read_state(fh, "k", "T", lazy=lazy).array("matrix", "f", 2, len(matrix))
+        assert np.array_equal(back, matrix) and not back.flags.writeable
+        assert back.ctypes.data % ALIGN == path.read_bytes().find(matrix.tobytes()[:64]) % ALIGN == 0
+        query = matrix[3]
+        assert np.array_equal(back @ query, matrix @ query)   # the same product, bit for bit
+    data = bytearray(path.read_bytes())
+    data[data.find(matrix.tobytes()[:64]) + 1000] ^= 1
+    path.write_bytes(bytes(data))
+    with open(path, "rb") as fh, pytest.raises(ValueError, match="sha256"):
+        read_state(fh, "k", "T", lazy=lazy).array("matrix", "f", 2)

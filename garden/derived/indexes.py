@@ -7,7 +7,7 @@ dropping the least recently used. `PROCESS_INDEXES` is the one the command line 
 API share for a process. Control records are never indexed: they are stored and validated,
 never candidates.
 
-Indexes are also saved under the garden home (`index/`), content-addressed: the file's
+Indexes are also saved under the garden home (`index/`, garden/derived/saves.py), content-addressed: the file's
 name carries a hash of the story's content, the retriever's name with its options, the
 save format and the versions of the libraries that computed the saved numbers. A second
 process on an unchanged story loads them instead of building; anything changed gives
@@ -27,123 +27,29 @@ it out and takes it back in `load_state`.
 """
 from __future__ import annotations
 
-import hashlib
-import json
-import os
-import re
-import stat
-import sys
-from collections import Counter
 from contextlib import contextmanager
-from importlib import metadata
 from pathlib import Path
+from typing import Sequence
 
 from garden._bulk import collector_paused
-from garden._state import State, WrongIndex, read_state, write_state
-from garden._notice import warn
-from garden.derived.home import derived_dir, derived_folder, distrust, refuse_link, remove_orphans, write_whole
+from garden._state import State
+from garden.derived.home import derived_dir
+from garden.derived.saves import (COUNTS, SAVE_FORMAT, SUFFIX, load_saved, save, save_path,  # noqa: F401
+                                  story_key)
 from garden.models import Story
 from garden.rerank.phrase import PhraseIndex
 from garden.rerank.timeline import record_fields
-from garden.retrievers import ProcessCache, Retriever, documents, make_retriever
-
-SAVE_FORMAT = 4  # 4: arrays and JSON (garden._state); 3 and before: pickles
-# the libraries that compute what a saved index holds: a new version of any may compute
-# other numbers, so it gives the index another name
-SAVED_WITH = ("pinecone-garden", "numpy", "scipy", "bm25s", "rank-bm25", "scikit-learn")
-SUFFIX = ".npz"
-OLD_SUFFIXES = (".pkl",)  # saves of earlier formats, removed when a save replaces them
-
-# what this process did, by kind ("retriever:bm25", "phrase"): built, loaded from a save
-COUNTS: Counter = Counter()
+from garden.retrievers import Doc, ProcessCache, Retriever, documents, make_retriever
 
 
-def story_key(story: Story) -> str:
-    """sha256 of the story's validated content: the key of everything derived from it."""
-    return story.remembered("key", lambda s: hashlib.sha256(
-        json.dumps(s.model_dump(mode="json"), sort_keys=True).encode()).hexdigest())
-
-
-def _versions() -> list[str]:
-    out = [sys.version.split()[0]]
-    for name in SAVED_WITH:
-        try:
-            out.append(f"{name}=={metadata.version(name)}")
-        except metadata.PackageNotFoundError:
-            out.append(f"{name}==none")
-    return out
-
-
-_VERSIONS: list[str] = []
+def doc_ids(docs: Sequence[Doc]) -> list[str]:
+    """The documents' ids; a saved story's documents give theirs without making each one."""
+    return docs.ids if hasattr(docs, "ids") else [d.id for d in docs]
 
 
 def saved_path(story: Story, kind: str) -> Path:
     """Where the index of `kind` for this story's content is saved."""
-    if not _VERSIONS:
-        _VERSIONS.extend(_versions())
-    digest = hashlib.sha256(json.dumps([SAVE_FORMAT, story_key(story), kind, _VERSIONS]).encode()).hexdigest()
-    return derived_dir() / "index" / f"{_stem(story, kind)}.{digest[:32]}{SUFFIX}"
-
-
-def _stem(story: Story, kind: str) -> str:
-    # readable, and never a path: the story name is a file stem, the kind may carry options
-    return f"{story.story}.{re.sub(r'[^A-Za-z0-9_.=-]', '_', kind)}"
-
-
-def load_saved(path: Path, kind: str, type_name: str, load):
-    """The index saved at `path`, made by `load(state)` from the state a save of `kind`
-    and `type_name` (the saved object's class) holds; None when there is none, it does not
-    load, or it holds another index. Such a file is removed with one warning, and the index
-    is rebuilt."""
-    refuse_link(path)
-    try:
-        with open(path, "rb") as fh:
-            # only a file this user owns and no one else can read or write is read: the garden
-            # writes its saves 0600; anything else may have been put there by someone else
-            st = os.fstat(fh.fileno())
-            problem = distrust(st) if stat.S_ISREG(st.st_mode) else "not a regular file"
-            if problem is not None:
-                warn(f"{path}: saved index not loaded: {problem} (a save is this user's, 0600); rebuilding")
-                _drop(path)
-                return None
-            state = read_state(fh, kind, type_name)
-        return load(state)
-    except FileNotFoundError:
-        return None
-    except WrongIndex as exc:
-        warn(f"{path}: saved index is not a {kind} of this garden ({exc}); removed, rebuilding")
-    except Exception as exc:  # torn, edited or not an index: whatever reading raised, rebuild
-        reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:160]
-        warn(f"{path}: saved index does not load ({reason}); removed, rebuilding")
-    _drop(path)
-    return None
-
-
-def _drop(path: Path) -> None:
-    try:
-        path.unlink(missing_ok=True)
-    except OSError:   # another user's file in a folder we cannot change: the rebuild's save replaces it
-        pass
-
-
-def save(path: Path, state_of, story: Story, kind: str, type_name: str) -> None:
-    """Write the state `state_of()` gives to `path` whole or not at all, then drop older saves of the same
-    story and kind. A save that fails is a warning, never a failed query: the index in
-    memory is complete either way."""
-    try:
-        folder = derived_folder("index")
-        refuse_link(path)
-        remove_orphans(folder, ".tmp")
-        state = state_of()
-        write_whole(path, lambda out: write_state(out, kind, type_name, state))
-    except (OSError, ValueError, TypeError) as exc:
-        warn(f"{path}: index not saved ({exc}); it is rebuilt in the next process")
-        return
-    suffixes = "|".join(re.escape(s) for s in (SUFFIX, *OLD_SUFFIXES))
-    mine = re.compile(re.escape(_stem(story, kind)) + r"\.[0-9a-f]{32}(?:" + suffixes + ")")
-    for old in folder.iterdir():
-        if old.name != path.name and mine.fullmatch(old.name) and not old.is_symlink():
-            old.unlink(missing_ok=True)
+    return save_path(story.story, kind, story_key(story))
 
 
 class IndexCache:
@@ -163,7 +69,7 @@ class IndexCache:
                     return value
             value = build()
             COUNTS[f"{kind}:built"] += 1
-            save(path, lambda: state_of(value), story, kind, type_name)
+            save(path, lambda: state_of(value), story.story, kind, type_name)
             return value
 
     def retriever(self, story: Story, name: str) -> Retriever:
@@ -199,7 +105,8 @@ class IndexCache:
             docs = documents(story)
             return self._saved_or_built(story, "phrase", "PhraseIndex",
                                         lambda: PhraseIndex({d.id: d.text for d in docs}),
-                                        lambda state: PhraseIndex.from_state(state, [d.id for d in docs]),
+                                        lambda state: PhraseIndex.from_state(
+                                            state, docs if hasattr(docs, "encoded_ids") else doc_ids(docs)),
                                         lambda index: index.state())
 
         return self._entries.get(("phrase", story_key(story), str(derived_dir())), make)

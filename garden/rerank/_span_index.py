@@ -123,11 +123,15 @@ class SpanIndex:
 
     @classmethod
     def from_state(cls, state: State, ids: list[str]) -> SpanIndex:
-        """The index `state()` saved for the records `ids`; ValueError if it is not one."""
+        """The index `state()` saved for the records `ids` (their ids, or a saved story's
+        documents, whose ids are compared as saved); ValueError if it is not one."""
         index = cls.__new__(cls)
-        index.ids = state.strings("ids")
-        if index.ids != ids:
-            raise ValueError("saved for other records")
+        if hasattr(ids, "encoded_ids"):
+            index.ids = state.ids_of(ids)
+        else:
+            index.ids = state.strings("ids")
+            if index.ids != ids:
+                raise ValueError("saved for other records")
         vocab = state.strings("vocab")
         index.vocab = {w: i for i, w in enumerate(vocab)}
         index.words = state.positions("words", len(vocab))

@@ -39,7 +39,11 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 
+import numpy as np
+
+from garden._state import State
 from garden.analyzer import analyze
+from garden.derived.tables import Codec, remembered
 from garden.rerank.candidates import by_score
 from garden.rerank.context import Setting, QueryContext, StageBase
 from garden.retrievers import documents
@@ -65,12 +69,32 @@ class Vocabulary:
 
 
 def vocabulary(story) -> Vocabulary:
-    """The store's vocabulary, made once per story."""
-    def build(s) -> Vocabulary:
-        docs = documents(s)
-        return Vocabulary(len(docs), Counter(t for d in docs for t in set(analyze(d.text))))
+    """The store's vocabulary, made once per story's content and saved
+    (garden/derived/tables.py): made again, it analyzes every record."""
+    return remembered(story, "vocabulary", _vocabulary, VOCABULARY)
 
-    return story.remembered("vocabulary", build)
+
+def _vocabulary(story) -> Vocabulary:
+    docs = documents(story)
+    return Vocabulary(len(docs), Counter(t for d in docs for t in set(analyze(d.text))))
+
+
+def _save_vocabulary(vocab: Vocabulary) -> State:
+    state = State(meta={"documents": vocab.documents})
+    state.put_strings("terms", list(vocab.df))
+    state.put("df", np.array(list(vocab.df.values()), dtype=np.int64))
+    return state
+
+
+def _load_vocabulary(state: State) -> Vocabulary:
+    terms = state.strings("terms")
+    df = state.array("df", "i", 1, len(terms))
+    if len(df) and int(df.min()) < 1:
+        raise ValueError("array 'df' holds a count under 1")
+    return Vocabulary(int(state.number("documents", 0)), Counter(dict(zip(terms, df.tolist()))))
+
+
+VOCABULARY = Codec(_save_vocabulary, _load_vocabulary)
 
 
 def support(top: float, held: float, known: float) -> float:

@@ -23,6 +23,7 @@ the forced packet's evidence coverage from 0.774 to 0.781.
 """
 from __future__ import annotations
 
+from garden.derived.tables import groups_codec, remembered
 from garden.models import Story
 from garden.rerank.context import Setting, QueryContext, StageBase, give_credit, lenders
 
@@ -30,12 +31,13 @@ CONTEXT_SHARE = Setting("context_share", float, 0.75, "share of its best neighbo
                         ge=0, le=1)
 
 RAW_KINDS = ("source", "chunk")
+GROUPS = groups_codec()
 
 
 def neighbours(story: Story) -> dict[str, tuple[str, ...]]:
     """Record id -> the ids of its neighbours (see the module docstring); remembered on
-    the story, which never changes."""
-    return story.remembered("neighbours", _adjacent)
+    the story, which never changes, and saved (garden/derived/tables.py)."""
+    return remembered(story, "neighbours", _adjacent, GROUPS)
 
 
 def _adjacent(story: Story) -> dict[str, tuple[str, ...]]:

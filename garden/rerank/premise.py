@@ -26,6 +26,7 @@ from __future__ import annotations
 import re
 
 from garden.analyzer import without_function_words
+from garden.derived.tables import remembered, strings_codec
 from garden.models import Record, Story
 from garden.rerank.context import Setting, QueryContext, StageBase
 from garden.retrievers import is_semantic, relevance
@@ -35,11 +36,17 @@ PREMISE_RATIO = Setting("premise_ratio", float, 1.6, "another person's best evid
 
 LABEL = "premise_mismatch"
 WARNING = "premise:"  # how the packet's warning begins
+STRINGS = strings_codec()
 
 
 def speakers(story: Story) -> frozenset[str]:
-    """The entities that speak somewhere in the story (some record's `speaker`)."""
-    return story.remembered("speakers", lambda s: frozenset(r.speaker for r in s.records if r.speaker))
+    """The entities that speak somewhere in the story (some record's `speaker`); saved
+    (garden/derived/tables.py)."""
+    return remembered(story, "speakers", _speakers, STRINGS)
+
+
+def _speakers(story: Story) -> frozenset[str]:
+    return frozenset(r.speaker for r in story.records if r.speaker)
 
 
 def owner(record: Record, people: frozenset[str]) -> str | None:

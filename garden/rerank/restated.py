@@ -22,18 +22,20 @@ worth, with every answer forced and with the gate).
 """
 from __future__ import annotations
 
+from garden.derived.tables import groups_codec, remembered
 from garden.models import Story
 from garden.rerank.candidates import Candidate
 from garden.rerank.context import QueryContext, StageBase
 
 # a note cut only by its own rank may still stand for the record that earned the place
 LIFTED = ("rank_cut",)
+GROUPS = groups_codec()
 
 
 def notes_citing(story: Story) -> dict[str, tuple[str, ...]]:
     """Record id -> the notes that cite it, shortest first (ties by id); remembered on the
-    story, which never changes."""
-    return story.remembered("notes_citing", _notes_citing)
+    story, which never changes, and saved (garden/derived/tables.py)."""
+    return remembered(story, "notes_citing", _notes_citing, GROUPS)
 
 
 def _notes_citing(story: Story) -> dict[str, tuple[str, ...]]:

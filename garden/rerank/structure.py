@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 
+from garden.derived.tables import numbers_codec, remembered
 from garden.models import Story
 from garden.rerank.context import Setting, QueryContext, StageBase
 from garden.rerank import addressee, window
@@ -27,12 +28,14 @@ WINDOW = Setting("window", float, 0.5, "a record in the time the query names cou
                  ge=0)
 ADDRESSED = Setting("addressed", float, 0.5, "a turn the addressee said counts this much more when the question "
                     "asks what it said (addressee.py)", ge=0)
+NUMBERS = numbers_codec("f")
 
 
 def entity_selectivity(story: Story) -> dict[str, float]:
     """Entity id -> log(N / n) / log(N), N the story's records that are not control
-    records, n those carrying the entity; remembered on the story (it never changes)."""
-    return story.remembered("entity_selectivity", _selectivity)
+    records, n those carrying the entity; remembered on the story (it never changes) and
+    saved (garden/derived/tables.py)."""
+    return remembered(story, "entity_selectivity", _selectivity, NUMBERS)
 
 
 def _selectivity(story: Story) -> dict[str, float]:

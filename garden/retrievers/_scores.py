@@ -22,10 +22,10 @@ class DocIds:
     gives: `ids` (an object array, in index order), `order` (`id_order`: the tie-breaker
     `rank` uses) and `positions` (id -> index, made on first use)."""
 
-    def __init__(self, ids: Sequence[str] = ()):
+    def __init__(self, ids: Sequence[str] = (), order: np.ndarray | None = None):
         ids = list(ids)
         self.ids = np.array(ids, dtype=object)
-        self.order = id_order(ids)
+        self.order = id_order(ids) if order is None else order
 
     @functools.cached_property
     def positions(self) -> dict[str, int]:
@@ -148,6 +148,24 @@ def rank(scores: Mapping[str, float], k: int | None = None) -> list[tuple[str, f
         return scores.ranked(k)
     ordered = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
     return ordered if k is None else ordered[:k]
+
+
+_SHARED: dict[int, tuple[list, DocIds]] = {}
+SHARED_LIMIT = 16
+
+
+def shared_doc_ids(ids: list[str], order: np.ndarray | None = None) -> DocIds:
+    """One `DocIds` for one list of ids (the same list object): indexes loaded on the same
+    documents (a fusion's members, the phrase index) share its arrays and its id -> position
+    map instead of each making them. `order`, when the caller has it saved, is `id_order(ids)`."""
+    found = _SHARED.get(id(ids))
+    if found is not None and found[0] is ids:
+        return found[1]
+    docs = DocIds(ids, order)
+    _SHARED[id(ids)] = (ids, docs)   # the list kept with it: its id is not reused while here
+    while len(_SHARED) > SHARED_LIMIT:
+        _SHARED.pop(next(iter(_SHARED)))
+    return docs
 
 
 def id_order(ids: Sequence[str]) -> np.ndarray:

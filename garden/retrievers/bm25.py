@@ -16,6 +16,7 @@ import numpy as np
 from rank_bm25 import BM25L, BM25Okapi, BM25Plus
 
 from garden.analyzer import Analyzer
+from garden.retrievers._scores import shared_doc_ids
 from garden.retrievers import (LEXICAL, ArrayScores, Doc, DocIds, RetrieverBase, State, boolean, choice, number,
                                register)
 
@@ -162,7 +163,7 @@ class RankBM25(RetrieverBase):
 
     def load_state(self, state: State, docs: Sequence[Doc]) -> None:
         ids = state.ids_of(docs)
-        self.ids, self._docs, self._bm25 = ids, DocIds(ids), None
+        self.ids, self._docs, self._bm25 = ids, shared_doc_ids(ids), None
         if not state.meta.get("fitted") or not ids:
             return
         terms = state.strings("idf.terms")
