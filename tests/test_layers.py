@@ -44,7 +44,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("stages", ("garden.rerank",)),
     ("pipelines", ("garden.pipelines", "garden.derived.indexes")),
     ("evaluation", ("garden.evaluation", "garden.formats", "garden.store", "garden.explore", "garden.report",
-                    "garden._table_rows", "garden.derived.traces", "garden.derived.stored")),
+                    "garden.derived.traces", "garden.derived.stored")),
     ("command line and server", ("garden", "garden.api", "garden.cli", "garden.serve")),
 )
 
