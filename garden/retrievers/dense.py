@@ -183,8 +183,7 @@ class DenseRetriever(RetrieverBase):
             raise ValueError(f"array 'matrix' is {matrix.dtype}{list(matrix.shape)}, not {MODEL_NAME}'s vectors")
         self.matrix = matrix if self.ids else np.zeros((0, 0), dtype=np.float32)
         self._docs = shared_doc_ids(self.ids)
-        self._last = None
-        load_encoder(self.backend, self.model_path)   # as `index`: the first query does not pay for it
+        self._last = None   # the model is loaded when a text must be encoded, as `index` says
 
     def _similarities(self, queries: list[str]) -> np.ndarray:
         return self._query_vectors(queries) @ self.matrix.T
