@@ -44,7 +44,7 @@ PROGRESS_OVER = 256  # show a progress bar when encoding more texts than this
 CHUNK = 2048  # texts encoded between cache writes, so an interrupted run keeps its work
 QUERY_CACHE_SIZE = 4096
 QUERY_SPACE = "/query"   # the embedding cache's space for queries: the documents' space and this suffix
-DEFAULT_BACKEND = "onnx"  # experiments/encoder_backends.py: the fastest within 0.005 of torch on every figure
+DEFAULT_BACKEND = "onnx-int8"  # docs/encoding.md: the fastest within 0.005 of torch on every figure
 
 QUERY_VECTORS: ProcessCache[np.ndarray] = ProcessCache(limit=QUERY_CACHE_SIZE)  # (model, backend, query) -> vector
 
