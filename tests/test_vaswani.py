@@ -129,7 +129,7 @@ def test_on_milvus_dense_ranks_as_dense_and_bm25_scores_as_bm25(runs, vaswani, t
     ours = evaluate(vaswani.qrels, runs.rankings, ("AP", "nDCG@10")).aggregates
     for measure, distance in BM25_DISTANCE.items():
         assert figures[f"milvus-bm25{option}"][measure] == pytest.approx(ours["bm25"][measure], abs=distance), measure
-    assert figures[f"milvus-dense{option}"]["AP"] == pytest.approx(0.2793, abs=1e-4)
+    assert figures[f"milvus-dense{option}"]["AP"] == pytest.approx(0.2788, abs=1e-4)
 
 
 # --- structured pipelines on a collection --------------------------------------------
