@@ -77,7 +77,7 @@ def test_bm25s_matches_the_reference_bm25s_figures(figures):
 
 def test_dense(figures):
     assert figures["dense"]["AP"] >= 0.275
-    assert figures["dense"]["R@1000"] == pytest.approx(0.9425, abs=0.005)
+    assert figures["dense"]["R@1000"] == pytest.approx(0.9385, abs=0.005)
 
 
 def test_hybrid_beats_both_members(figures):
