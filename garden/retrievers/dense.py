@@ -188,7 +188,10 @@ class DenseRetriever(RetrieverBase):
         load_encoder(self.backend, self.model_path)   # as `index`: the first query does not pay for it
 
     def _similarities(self, queries: list[str]) -> np.ndarray:
-        return self._query_vectors(queries) @ self.matrix.T
+        """One row of cosines per query, each a product of the matrix and that query's vector
+        alone: a product of the whole batch rounds differently with the batch's size, and
+        near-ties in a thousand-deep ranking then swap between a batch and its subset."""
+        return np.stack([self.matrix @ vector for vector in self._query_vectors(queries)])
 
     def _query_vector(self, query: str) -> np.ndarray:
         return self._query_vectors([query])[0]
