@@ -365,7 +365,7 @@ def test_the_model_is_loaded_once_per_process():
 
     a, b = indexed("dense"), indexed("dense")
     assert load_encoder(a.backend, a.model_path) is load_encoder(b.backend, b.model_path)
-    assert load_encoder(a.backend, a.model_path).backend == a.backend == "onnx"
+    assert load_encoder(a.backend, a.model_path).backend == a.backend == "onnx-int8"
     assert len(ENCODERS) <= 3  # one per backend at most
 
 

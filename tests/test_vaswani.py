@@ -77,7 +77,7 @@ def test_bm25s_matches_the_reference_bm25s_figures(figures):
 
 def test_dense(figures):
     assert figures["dense"]["AP"] >= 0.275
-    assert figures["dense"]["R@1000"] == pytest.approx(0.9425, abs=0.005)
+    assert figures["dense"]["R@1000"] == pytest.approx(0.9385, abs=0.005)
 
 
 def test_hybrid_beats_both_members(figures):
@@ -129,7 +129,7 @@ def test_on_milvus_dense_ranks_as_dense_and_bm25_scores_as_bm25(runs, vaswani, t
     ours = evaluate(vaswani.qrels, runs.rankings, ("AP", "nDCG@10")).aggregates
     for measure, distance in BM25_DISTANCE.items():
         assert figures[f"milvus-bm25{option}"][measure] == pytest.approx(ours["bm25"][measure], abs=distance), measure
-    assert figures[f"milvus-dense{option}"]["AP"] == pytest.approx(0.2793, abs=1e-4)
+    assert figures[f"milvus-dense{option}"]["AP"] == pytest.approx(0.2788, abs=1e-4)
 
 
 # --- structured pipelines on a collection --------------------------------------------

@@ -1,14 +1,20 @@
 """Sentence encoders for all-MiniLM-L6-v2, one per backend, chosen by name (`BACKENDS`).
 
 - ``torch``: sentence-transformers itself (Reimers & Gurevych 2019, "Sentence-BERT").
-- ``onnx``: the transformer exported once to ONNX and run by onnxruntime, then the model's
-  own pooling: the mean of the last hidden state over attended tokens, L2-normalized
-  (Reimers & Gurevych 2019). At run time it needs only onnxruntime, tokenizers and numpy;
-  torch and transformers are imported only to export.
-- ``onnx-int8``: that export with int8 weights by onnxruntime's dynamic quantization
-  (weights per channel ahead of time, activations at run time). The activations' scale is
-  taken over everything in one run, so a text batched with others would get a vector that
-  depends on its neighbours: each text is run alone, which costs no speed (no padding).
+- ``onnx``: the transformer exported once to ONNX (its attention written out as plain
+  products, which ONNX Runtime runs faster than the fused kernel's export) and run by
+  onnxruntime, then the model's own pooling: the mean of the last hidden state over attended
+  tokens, L2-normalized (Reimers & Gurevych 2019). At run time it needs only onnxruntime,
+  tokenizers and numpy; torch and transformers are imported only to export.
+- ``onnx-int8``: that export with its weight products in 8-bit integers, one scale per
+  token (`garden.retrievers._int8`), so a text's vector does not depend on its batch.
+
+Texts are tokenized first, sorted by token length (ties by position), run in batches of
+similar length and put back in order: padding, most of the work on mixed lengths, is then
+a few tokens a batch. A batch holds at most `batch_size` texts and `TOKENS_PER_BATCH`
+tokens with its padding. Sessions use the cores this process may run on
+(`session_threads`), without spin-waiting: on a shared machine a spinning thread takes a
+core another process needs.
 
 Exported files live in the user's cache (`garden.derived.cache`), named by backend and a
 fingerprint of what they are made from, written whole or not at all; one onnxruntime
@@ -20,7 +26,6 @@ import contextlib
 import functools
 import hashlib
 import json
-import logging
 import os
 import tempfile
 import warnings
@@ -35,12 +40,17 @@ from garden.derived.cache import cache_folder
 from garden.derived.home import private_path, refuse_link, remove_orphans, temp_prefix
 from garden.errors import GardenError
 from garden.retrievers._cache import ProcessCache
+from garden.retrievers._int8 import SCHEME, quantize_per_token
 
 BACKENDS = ("torch", "onnx", "onnx-int8")
+# what the embedding cache calls each backend's vectors: a new name wherever the vectors change
+# (the int8 backend's first scheme, one activation scale a batch, was cached as "onnx-int8")
+SPACES = {"torch": "torch", "onnx": "onnx", "onnx-int8": "onnx-int8-per-token"}
 MODEL_NAME = "all-MiniLM-L6-v2"
 OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 OPSET = 17
-QUANTIZATION = "dynamic QInt8 per_channel"  # what the int8 file is made with: part of its fingerprint
+ATTENTION = "eager"  # how the export writes attention: part of the files' fingerprint
+TOKENS_PER_BATCH = 8192  # padded tokens a run may hold: bounds attention scores (32 texts of 256: 12 heads, 100 MB)
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 OUTPUT = "last_hidden_state"
 PART = ".part"
@@ -84,34 +94,62 @@ class TorchEncoder(Encoder):
 
 
 class OnnxEncoder(Encoder):
-    """An exported transformer run by onnxruntime, then mean pooling and L2 normalization.
-    `alone`: each text is run by itself (dynamic quantization, see above), whatever the batch size."""
+    """An exported transformer run by onnxruntime, then mean pooling and L2 normalization."""
 
-    def __init__(self, backend: str, model_path: Path):
+    def __init__(self, backend: str, model_path: Path, threads: int | None = None, spinning: bool = False):
+        """`threads` (default: `session_threads()`) and `spinning` are there for
+        experiments/encoder_backends.py, which measures the choice against the others."""
         try:
             import onnxruntime  # noqa: F401  (lazily: only these backends need it)
         except ImportError as exc:
             raise _cannot(backend, exc) from None
-        self.backend, self.alone = backend, backend == "onnx-int8"
-        self.file, self.session = _ready_session(backend, model_path)
+        self.backend = backend
+        self.file, self.session = _ready_session(backend, model_path, threads or session_threads(), spinning)
         self.dim = int(json.loads((model_path / "config.json").read_text())["hidden_size"])
         self.tokenizer = _tokenizer(model_path)
         self._feeds = [i.name for i in self.session.get_inputs()]
 
     def _encode(self, texts: list[str], batch_size: int) -> np.ndarray:
-        # longest first, as sentence-transformers does: a batch of similar lengths pads little
-        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+        return self.encode_batches(texts, lambda lengths: length_batches(lengths, batch_size, TOKENS_PER_BATCH))
+
+    def encode_batches(self, texts: list[str], cut: Callable[[list[int]], list[list[int]]]) -> np.ndarray:
+        """`texts` run in the batches `cut(token lengths)` gives (lists of positions), each
+        padded to its longest text; rows come back in the order of `texts`."""
+        encodings = self.tokenizer.encode_batch(texts)
+        lengths = [len(e.ids) for e in encodings]
         out = np.empty((len(texts), self.dim), dtype=np.float32)
-        step = 1 if self.alone else batch_size
-        for start in range(0, len(order), step):
-            rows = order[start:start + step]
-            encodings = self.tokenizer.encode_batch([texts[i] for i in rows])
-            ids = np.array([e.ids for e in encodings], dtype=np.int64)
-            mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+        for rows in cut(lengths):
+            width = max(lengths[i] for i in rows)
+            ids = np.zeros((len(rows), width), dtype=np.int64)
+            mask = np.zeros((len(rows), width), dtype=np.int64)
+            for r, i in enumerate(rows):
+                ids[r, :lengths[i]] = encodings[i].ids
+                mask[r, :lengths[i]] = 1
             feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
             (hidden,) = self.session.run([OUTPUT], {name: feeds[name] for name in self._feeds})
             out[rows] = mean_pool(hidden, mask)
         return out
+
+
+def length_batches(lengths: list[int], most_texts: int, most_tokens: int) -> list[list[int]]:
+    """Positions sorted by length (ties by position), cut into batches of at most
+    `most_texts` texts whose padded size (texts times the longest) stays within
+    `most_tokens`; a text longer than that runs alone."""
+    batches: list[list[int]] = []
+    for i in sorted(range(len(lengths)), key=lambda i: (lengths[i], i)):
+        if batches and len(batches[-1]) < most_texts and (len(batches[-1]) + 1) * lengths[i] <= most_tokens:
+            batches[-1].append(i)
+        else:
+            batches.append([i])
+    return batches
+
+
+def session_threads() -> int:
+    """The cores this process may run on (its affinity where the platform tells it)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
 
 
 def mean_pool(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
@@ -127,12 +165,11 @@ def _tokenizer(model_path: Path):
     from tokenizers import Tokenizer
 
     tokenizer = Tokenizer.from_file(str(model_path / "tokenizer.json"))
-    # tokenizer.json ships fixed padding and truncation at 128; sentence-transformers pads to
-    # the longest in the batch and truncates at the model's max_seq_length (256)
+    # tokenizer.json ships fixed padding and truncation at 128; sentence-transformers truncates
+    # at the model's max_seq_length (256), and a batch is padded here, to its longest text
     max_length = int(json.loads((model_path / "sentence_bert_config.json").read_text())["max_seq_length"])
-    pad = tokenizer.padding or {}
     tokenizer.enable_truncation(max_length=max_length)
-    tokenizer.enable_padding(pad_id=pad.get("pad_id", 0), pad_token=pad.get("pad_token", "[PAD]"))
+    tokenizer.no_padding()
     return tokenizer
 
 
@@ -167,7 +204,8 @@ def encoder_fingerprint(backend: str, model_path: Path) -> str:
     files = sorted(p.name for p in model_path.glob("*.safetensors")) + ["config.json"]
     stamp = tuple((name, (st := os.stat(model_path / name)).st_size, st.st_mtime_ns) for name in files)
     made_with = [_digest(str(model_path), stamp), f"torch={_version('torch')}", f"opset={OPSET}",
-                 f"onnxruntime={_version('onnxruntime')}"] + ([QUANTIZATION] if backend == "onnx-int8" else [])
+                 f"attention={ATTENTION}", f"onnxruntime={_version('onnxruntime')}"]
+    made_with += [SCHEME] if backend == "onnx-int8" else []
     return f"{backend}-{hashlib.sha256(' '.join(made_with).encode()).hexdigest()[:16]}"
 
 
@@ -185,12 +223,15 @@ def _cannot(backend: str, exc: BaseException) -> GardenError:
                        f"({_reason(exc)}); {EXPORT_HINT}")
 
 
-def _session(file: Path):
+def _session(file: Path, threads: int, spinning: bool):
     import onnxruntime as ort
 
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     options.log_severity_level = 3  # its load-time notes are not the user's concern
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL  # one product after another, each on every core
+    options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
+    options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spinning else "0")
     session = ort.InferenceSession(str(file), sess_options=options, providers=["CPUExecutionProvider"])
     names, outputs = {i.name for i in session.get_inputs()}, {o.name for o in session.get_outputs()}
     # a file that loads but is not our export is as unusable as a truncated one
@@ -199,7 +240,7 @@ def _session(file: Path):
     return session
 
 
-def _ready_session(backend: str, model_path: Path):
+def _ready_session(backend: str, model_path: Path, threads: int = 1, spinning: bool = False):
     """The backend's exported file and an onnxruntime session on it, exporting it first if it
     is missing or damaged."""
     file = exported_file(backend, model_path)
@@ -208,14 +249,14 @@ def _ready_session(backend: str, model_path: Path):
     file = private_path(file, "exported model")
     if file.exists():
         try:
-            return file, _session(file)
+            return file, _session(file, threads, spinning)
         except Exception as exc:  # onnxruntime fails in its own types: InvalidProtobuf, Fail, ...
             with contextlib.suppress(OSError):  # gone already: another process found it damaged
                 file.unlink()
             warn(f"{file}: damaged exported model ({_reason(exc, 120)}); removed, it is exported again")
     _export(backend, model_path, file)
     try:
-        return file, _session(file)
+        return file, _session(file, threads, spinning)
     except Exception as exc:
         raise _cannot(backend, exc) from None
 
@@ -227,7 +268,7 @@ def _export(backend: str, model_path: Path, file: Path) -> None:
             _write_whole(file, lambda tmp: _torch_export(model_path, tmp))
         else:
             source, _ = _ready_session("onnx", model_path)
-            _write_whole(file, lambda tmp: _quantize(source, tmp))
+            _write_whole(file, lambda tmp: quantize_per_token(source, tmp))
     except GardenError:
         raise
     except Exception as exc:
@@ -281,7 +322,7 @@ def _torch_export(model_path: Path, target: Path) -> None:
     import torch
     from transformers import AutoModel
 
-    model = AutoModel.from_pretrained(str(model_path), local_files_only=True).eval()
+    model = AutoModel.from_pretrained(str(model_path), local_files_only=True, attn_implementation=ATTENTION).eval()
 
     class LastHidden(torch.nn.Module):
         def __init__(self, inner):
@@ -302,28 +343,6 @@ def _torch_export(model_path: Path, target: Path) -> None:
                           input_names=list(INPUTS), output_names=[OUTPUT],
                           dynamic_axes={name: axes for name in (*INPUTS, OUTPUT)},
                           opset_version=OPSET, dynamo=False)
-
-
-def _quantize(source: Path, target: Path) -> None:
-    from onnxruntime.quantization import QuantType, quantize_dynamic
-
-    # The quantizer advises through logging.warning, which would also configure the root logger
-    # for the whole process when it has no handler: a handler of ours prevents that, and a
-    # filter drops the advice, both for this call only.
-    root, quiet = logging.getLogger(), logging.NullHandler()
-    root.addHandler(quiet)
-    root.addFilter(_not_onnxruntime)
-    try:
-        # per channel: with one scale per weight tensor the cosine to torch's vectors falls to a
-        # mean of 0.94 (0.99 per channel) on the tests' texts
-        quantize_dynamic(str(source), str(target), weight_type=QuantType.QInt8, per_channel=True)
-    finally:
-        root.removeFilter(_not_onnxruntime)
-        root.removeHandler(quiet)
-
-
-def _not_onnxruntime(record: logging.LogRecord) -> bool:
-    return "onnxruntime" not in record.pathname
 
 
 # --- loading ---------------------------------------------------------------------------------------

