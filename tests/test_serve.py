@@ -58,7 +58,11 @@ class Server:
         assert self.banner.startswith("garden: serving "), self.banner + "".join(self.stderr)
         self.url = self.banner.split(" on ", 1)[1].split(";")[0].split()[0]
         self.client = httpx.Client(base_url=self.url, timeout=120, headers=headers)
-        assert self.client.get("/health").json()["ok"] is True
+        try:
+            assert self.client.get("/health").json()["ok"] is True
+        except BaseException:   # never leave a server running behind a failed start
+            self.stop()
+            raise
 
     def post(self, body, **kw) -> httpx.Response:
         if isinstance(body, (bytes, str)):

@@ -70,7 +70,9 @@ def test_the_packet_shows_text_lane_labels_and_why(project, capsys, monkeypatch,
     words += [r["reason"] for r in packet["rejected"]]
     assert_fits(out, columns, words)
     lines = out.splitlines()
-    state = lines.index(" 1. state.mira.gaming  score 1.807")
+    first = packet["items"][0]
+    assert first["id"] == "state.mira.gaming"
+    state = lines.index(f" 1. state.mira.gaming  score {first['score']:.3f}")   # the score --json gives
     chat = next(n for n, line in enumerate(lines) if line.startswith(" 2. chat.0102  score "))
     # the lane each rode in, on the line below its id: curated packs first, then evidence
     assert lines[state + 1].split()[0] == "curated" and lines[chat + 1].split()[0] == "evidence"
