@@ -1,27 +1,34 @@
-"""Choose the decide stage's weights and threshold, and the fill stage's share, by
-leave-one-conversation-out on LoCoMo with foreign negatives.
+"""Choose the decide stage's weights and threshold, and the fill stage's share, on both
+development benchmarks: LoCoMo's seven conversations and LongMemEval's sample, each with
+negatives (questions the store cannot answer).
 
-Every judged question of the seven conversations (answerable) and the same number of
-foreign negatives per conversation (garden/evaluation/negatives.py, seed 0) run through
-`default` once with the answer forced (`answer_at` far below any support), so each run
-records the query's support parts (decide.py: ln top, held, known), the lanes' standout
-ratios, and, for each `min_share` of FILL_SHARES, the packet's evidence coverage and
-precision as it would be when answered. Then, holding each conversation out in turn:
+Every judged question (answerable) and its store's negatives run through `default` once
+with the answer forced (`answer_at` far below any support), so each run records the
+query's support parts (decide.py: ln top, held, known), the lanes' standout ratios, and,
+for each `min_share` of FILL_SHARES, the packet's evidence coverage and precision as it
+would be when answered. The negatives: on LoCoMo, foreign negatives (each conversation is
+asked the same number of the other conversations' questions, garden/evaluation/negatives.py,
+seed 0); on LongMemEval, the abstention questions (`_abs`: nothing in the haystack answers
+them) and LONGMEMEVAL_FOREIGN foreign negatives a haystack (another question's question: no
+question's evidence session is in another's haystack, checked on the sample). The folds are
+the fourteen of experiments/chat_protocol.py: LoCoMo's conversations and LongMemEval's
+questions dealt into seven groups by type. Holding each fold out in turn:
 
-- the gate: a logistic regression of answerable against negatives on the other six
-  (features ln(top), held, known; scikit-learn, L2, C = 1), its weights the support's;
-  the threshold `answer_at` is the lowest support at which the six answer at most
-  NEGATIVE_CAP of their negatives, unless the six would then answer fewer than
-  ANSWER_TARGET of their answerable questions of categories 1-4: then the highest support
-  that still answers that many. The operating constraint: refuse at least 1 - NEGATIVE_CAP
-  of what the store does not hold, and within that answer (and so cover) as much of what
-  it holds as the gate allows; never answer less than ANSWER_TARGET of it. Both carry a
-  margin of a point over the targets a held-out store is to reach (0.90 answered, at most
-  0.25 of negatives): a threshold fitted to a rate on six conversations lands on the
-  seventh a little under or over it. Both margins were chosen after seeing held-out
-  figures, and docs/packet.md reports the neighbouring values;
-- the share: the `min_share` with the best mean coverage on the six among those whose
-  packet precision beats `bm25s`'s packet precision on the same six.
+- the gate: a logistic regression of answerable against negatives on the other thirteen
+  (features ln(top), held, known; scikit-learn, L2, C = 1; each benchmark's rows weighed so
+  the two benchmarks count the same), its weights the support's; the threshold `answer_at`
+  is the lowest support at which every benchmark answers at most NEGATIVE_CAP of its
+  negatives, unless a benchmark would then answer fewer than ANSWER_TARGET of its
+  answerable questions (LoCoMo's categories 1-4, every LongMemEval type): then the highest
+  support that still answers that many on every benchmark. The operating constraint: refuse
+  at least 1 - NEGATIVE_CAP of what the store does not hold, and within that answer (and so
+  cover) as much of what it holds as the gate allows; never answer less than ANSWER_TARGET
+  of it. Both carry a margin of a point over the targets a held-out store is to reach (0.90
+  answered, at most 0.25 of negatives). Both margins were chosen on LoCoMo alone, before
+  LongMemEval joined, after seeing held-out figures, and docs/packet.md reports the
+  neighbouring values;
+- the share: the `min_share` with the best mean coverage on the thirteen among those whose
+  packet precision beats `bm25s`'s packet precision on the same thirteen.
 
 The shipped cases bound the threshold: every case query that expects an item and that no
 decisive lane answers needs its support at or above `answer_at`, and every query that must
@@ -32,9 +39,11 @@ broke a shipped case would not be done.
 The held-out conversation is decided and packed with the fold's choices; the held-out
 figures together are the honest ones. The shipped values are the same fit on all seven.
 
-    .venv/bin/python experiments/locomo_gate.py [PATH] [--out experiments/out]
+    .venv/bin/python experiments/locomo_gate.py [PATH] [--longmemeval FILE] [--out experiments/out]
 
-PATH defaults to ../shared/data/locomo. LoCoMo: Maharana et al., ACL 2024, CC BY-NC 4.0.
+PATH defaults to ../shared/data/locomo, FILE to ../shared/data/longmemeval/longmemeval_s_dev.json.gz
+(`--longmemeval none`: LoCoMo alone, as before). LoCoMo: Maharana et al., ACL 2024, CC BY-NC 4.0;
+LongMemEval: Wu et al., ICLR 2025, MIT.
 """
 from __future__ import annotations
 
@@ -58,6 +67,8 @@ ANSWER_TARGET = 0.91
 NEGATIVE_CAP = 0.24
 FORCED = -1e9  # an answer_at below every support: the gate always answers
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo"
+LONGMEMEVAL = Path(__file__).resolve().parents[2] / "shared" / "data" / "longmemeval" / "longmemeval_s_dev.json.gz"
+LONGMEMEVAL_FOREIGN = 5   # foreign negatives a LongMemEval haystack is asked
 
 
 def _features(stages: dict) -> list[float]:
@@ -78,8 +89,9 @@ def _ratio(stages: dict) -> float:
     return max((math.inf if lane["ratio_infinite"] else lane["ratio"] for lane in lanes), default=0.0)
 
 
-def collect(conversations, negatives) -> list[dict]:
-    """One row per question: its conversation, kind, features and packets per share."""
+def collect(conversations, negatives, bench: str = "locomo", folds: dict | None = None) -> list[dict]:
+    """One row per question: its conversation, benchmark, fold, kind, features and packets
+    per share. `folds` maps a qid to its fold (default: its conversation)."""
     from garden.pipelines import make_pipeline
     from garden.rerank.query import QuerySpec
 
@@ -87,8 +99,9 @@ def collect(conversations, negatives) -> list[dict]:
     rows = []
     for conv in conversations:
         story = conv.story
-        for q in conv.questions + negatives[story.story]:
-            row = {"story": story.story, "qid": q.qid, "negative": not q.evidence,
+        for q in conv.questions + negatives.get(story.story, []):
+            row = {"story": story.story, "qid": q.qid, "negative": not q.evidence, "bench": bench,
+                   "fold": (folds or {}).get(q.qid, story.story),
                    "core": bool(q.evidence) and not q.category.startswith("5"), "packets": {}}
             for share in FILL_SHARES:
                 outcome = default.run(forced(story, q, min_share=share))
@@ -102,24 +115,49 @@ def collect(conversations, negatives) -> list[dict]:
                 r = packet_row(q, bm25s.run(QuerySpec(story, q.text, q.as_of)).packet, story)
                 row["bm25s"] = r.precision
             rows.append(row)
-        print(f"{story.story}: {sum(1 for r in rows if r['story'] == story.story)} questions", flush=True)
+        if bench == "locomo":
+            print(f"{story.story}: {sum(1 for r in rows if r['story'] == story.story)} questions", flush=True)
     return rows
+
+
+def longmemeval_rows(path: Path) -> list[dict]:
+    """The rows of LongMemEval's sample: every question (the abstention ones negatives) and
+    LONGMEMEVAL_FOREIGN foreign negatives a haystack, each negative in its store's fold."""
+    from dataclasses import replace
+
+    from experiments.chat_protocol import folds_of, load
+
+    conversations = load(str(DATA), str(path))["longmemeval"]
+    folds = folds_of("longmemeval", conversations)
+    judged = [replace(c, questions=[q for q in c.questions if q.evidence]) for c in conversations]
+    foreign = foreign_negatives([c for c in judged if c.questions], per_store=LONGMEMEVAL_FOREIGN)
+    store_fold = {c.story.story: folds[q.qid] for c in conversations for q in c.questions if q.qid in folds}
+    for c in conversations:
+        for q in c.questions + foreign.get(c.story.story, []):
+            folds.setdefault(q.qid, store_fold.get(c.story.story, "longmemeval-group-1"))
+    print(f"LongMemEval: {len(conversations)} haystacks", flush=True)
+    return collect(conversations, foreign, "longmemeval", folds)
 
 
 def fit_gate(rows: list[dict]) -> tuple[list[float], float, float]:
     """(weights, bias, answer_at) from these rows (see the module docstring)."""
     from sklearn.linear_model import LogisticRegression
 
-    model = LogisticRegression(C=1.0).fit([r["x"] for r in rows], [not r["negative"] for r in rows])
+    counts = {b: sum(1 for r in rows if r["bench"] == b) for b in {r["bench"] for r in rows}}
+    model = LogisticRegression(C=1.0).fit([r["x"] for r in rows], [not r["negative"] for r in rows],
+                                          sample_weight=[len(rows) / (len(counts) * counts[r["bench"]]) for r in rows])
     weights, bias = [float(w) for w in model.coef_[0]], float(model.intercept_[0])
-    support = sorted((float(np.dot(weights, r["x"]) + bias) for r in rows if r["core"]), reverse=True)
-    # the highest threshold answering at least ANSWER_TARGET of the answerable core questions
-    answering = support[max(0, math.ceil(ANSWER_TARGET * len(support)) - 1)]
-    # the lowest answering at most NEGATIVE_CAP of the negatives: just above the first one left out
-    negatives = sorted((float(np.dot(weights, r["x"]) + bias) for r in rows if r["negative"]), reverse=True)
-    left_out = math.floor(NEGATIVE_CAP * len(negatives))
-    refusing = math.nextafter(negatives[left_out], math.inf) if left_out < len(negatives) else -math.inf
-    return weights, bias, min(answering, refusing)
+    answering, refusing = [], []
+    for bench in sorted(counts):
+        mine = [r for r in rows if r["bench"] == bench]
+        support = sorted((float(np.dot(weights, r["x"]) + bias) for r in mine if r["core"]), reverse=True)
+        if support:   # the highest threshold answering at least ANSWER_TARGET of the answerable core questions
+            answering.append(support[max(0, math.ceil(ANSWER_TARGET * len(support)) - 1)])
+        # the lowest answering at most NEGATIVE_CAP of the negatives: just above the first one left out
+        negatives = sorted((float(np.dot(weights, r["x"]) + bias) for r in mine if r["negative"]), reverse=True)
+        left_out = math.floor(NEGATIVE_CAP * len(negatives))
+        refusing.append(math.nextafter(negatives[left_out], math.inf) if left_out < len(negatives) else -math.inf)
+    return weights, bias, min(min(answering), max(refusing))
 
 
 def case_bounds(weights, bias, decisive) -> tuple[float, float, list[str]]:
@@ -220,7 +258,7 @@ def figures(rows: list[dict], decided: list[bool], shares: list[float]) -> dict:
     neg = [a for r, a in zip(rows, decided) if r["negative"]]
     answerable = [(r, a, s) for r, a, s in zip(rows, decided, shares) if not r["negative"]]
     precision = [r["packets"][s][1] for r, a, s in answerable if a and r["packets"][s][1] is not None]
-    return {"answered (categories 1-4)": float(np.mean(core)), "answered (negatives)": float(np.mean(neg)),
+    return {"answered (core)": float(np.mean(core)), "answered (negatives)": float(np.mean(neg)),
             "evidence covered": float(np.mean([r["packets"][s][0] if a else 0.0 for r, a, s in answerable])),
             "covered when answered": float(np.mean([r["packets"][s][0] for r, a, s in answerable if a])),
             "precision": float(np.mean(precision)) if precision else None,
@@ -230,51 +268,60 @@ def figures(rows: list[dict], decided: list[bool], shares: list[float]) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("path", nargs="?", default=str(DATA))
+    ap.add_argument("--longmemeval", default=str(LONGMEMEVAL), help="LongMemEval file, or none")
     ap.add_argument("--out", default="experiments/out")
     ap.add_argument("--reuse", action="store_true",
                     help="fit again from the rows the last run collected (experiments/out/locomo_gate_rows.json)")
     args = ap.parse_args(argv)
-    conversations = load_conversations(args.path)
-    cache = Path(args.out) / "locomo_gate_rows.json"
+    with_lme = args.longmemeval.lower() != "none"
+    cache = Path(args.out) / ("locomo_gate_rows.json" if with_lme else "locomo_gate_rows_locomo.json")
     if args.reuse and cache.is_file():
         rows = json.loads(cache.read_text())
         for r in rows:
             r["packets"] = {float(k): v for k, v in r["packets"].items()}
     else:
+        conversations = load_conversations(args.path)
         rows = collect(conversations, foreign_negatives(conversations))
+        if with_lme:
+            rows += longmemeval_rows(Path(args.longmemeval))
         cache.parent.mkdir(parents=True, exist_ok=True)
         cache.write_text(json.dumps(rows))
     decisive = SETTING_DEFAULTS["decisive"]
-    names = [c.story.story for c in conversations]
+    names = sorted({r["fold"] for r in rows})
+    benches = sorted({r["bench"] for r in rows})
     folds, decided, shares, scores = [], [None] * len(rows), [None] * len(rows), [None] * len(rows)
     unclamped = [None] * len(rows)
     for held in names:
-        train = [r for r in rows if r["story"] != held]
+        train = [r for r in rows if r["fold"] != held]
         weights, bias, rule = fit_gate(train)
         low, high, _ = case_bounds(weights, bias, decisive)
         answer_at = min(max(rule, math.nextafter(low, math.inf)), high)
         for i, r in enumerate(rows):
-            if r["story"] == held:
+            if r["fold"] == held:
                 unclamped[i] = answers(r, weights, bias, rule, decisive)
         allowed = [x for x in FILL_SHARES if not case_failures(answer_at, x, weights, bias)]
         share = fit_share(train, [answers(r, weights, bias, answer_at, decisive) for r in train], allowed)
         for i, r in enumerate(rows):
-            if r["story"] == held:
+            if r["fold"] == held:
                 decided[i] = answers(r, weights, bias, answer_at, decisive)
                 shares[i] = share
                 scores[i] = float(np.dot(weights, r["x"]) + bias)
-        test = [i for i, r in enumerate(rows) if r["story"] == held]
+        test = [i for i, r in enumerate(rows) if r["fold"] == held]
         folds.append({"held_out": held, "weights": [round(w, 3) for w in weights], "bias": round(bias, 3),
                       "answer_at by the rule": round(rule, 3), "case bounds": [round(low, 3), round(high, 3)],
                       "answer_at": round(answer_at, 3), "shares the cases allow": allowed, "min_share": share,
                       **figures([rows[i] for i in test], [decided[i] for i in test], [shares[i] for i in test])})
-    held_out = figures(rows, decided, shares)
-    held_out["gate AUROC"] = auroc([s for s, r in zip(scores, rows) if not r["negative"]],
-                                   [s for s, r in zip(scores, rows) if r["negative"]])
-    core = [a for r, a in zip(rows, unclamped) if r["core"]]
-    neg = [a for r, a in zip(rows, unclamped) if r["negative"]]
-    held_out["answered without the case bounds (categories 1-4)"] = float(np.mean(core))
-    held_out["answered without the case bounds (negatives)"] = float(np.mean(neg))
+    held_out = {}
+    for bench in benches:
+        mine = [i for i, r in enumerate(rows) if r["bench"] == bench]
+        row = figures([rows[i] for i in mine], [decided[i] for i in mine], [shares[i] for i in mine])
+        row["gate AUROC"] = auroc([scores[i] for i in mine if not rows[i]["negative"]],
+                                  [scores[i] for i in mine if rows[i]["negative"]])
+        row["answered without the case bounds (core)"] = float(np.mean([unclamped[i] for i in mine
+                                                                          if rows[i]["core"]]))
+        row["answered without the case bounds (negatives)"] = float(np.mean([unclamped[i] for i in mine
+                                                                              if rows[i]["negative"]]))
+        held_out[bench] = row
     weights, bias, rule = fit_gate(rows)
     low, high, why = case_bounds(weights, bias, decisive)
     answer_at = math.floor(min(max(rule, math.nextafter(low, math.inf)), high) * 100) / 100
@@ -284,16 +331,17 @@ def main(argv=None) -> int:
                "answer_at by the rule": round(rule, 3), "case bounds": [round(low, 3), round(high, 3)],
                "bounds set by": why, "answer_at": answer_at, "shares the cases allow": allowed, "min_share": share,
                "decisive": decisive}
-    print("\nleave-one-conversation-out (each conversation decided and packed with the fold's choices):")
+    print("\nleave-one-fold-out (each fold decided and packed with the choices of the others):")
     for f in folds:
         print(f"  {f['held_out']}: weights {f['weights']} bias {f['bias']} answer_at {f['answer_at']} "
               f"(rule {f['answer_at by the rule']}, cases allow {f['case bounds']}) "
               f"min_share {f['min_share']} (cases allow {f['shares the cases allow']})  "
-              f"answered {f['answered (categories 1-4)']:.3f} / "
+              f"answered {f['answered (core)']:.3f} / "
               f"negatives {f['answered (negatives)']:.3f}  covered {f['evidence covered']:.3f}  "
               f"precision {f['precision']:.3f} (bm25s {f['bm25s precision']:.3f})")
-    print("  held-out, all questions: " + ", ".join(f"{k} {v:.3f}" for k, v in held_out.items() if v is not None))
-    print(f"  fit on all seven (shipped): {shipped}")
+    for bench, row in held_out.items():
+        print(f"  held-out, {bench}: " + ", ".join(f"{k} {v:.3f}" for k, v in row.items() if v is not None))
+    print(f"  fit on every fold (shipped): {shipped}")
     ratios = [r["ratio"] for r in rows]
     print(f"  largest standout ratio of any question: {max(ratios):.2f} (decisive is {decisive:g})")
     out = Path(args.out)

@@ -491,7 +491,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = _command(sub, "ablate", cmd_ablate,
                  "the full pipeline and each one-stage-removed variant: what each stage decides", json="print JSON")
-    p.add_argument("source", help="case files or a folder of them, a trace file, a collection folder, or LoCoMo")
+    p.add_argument("source", help="case files or a folder of them, a trace file, a collection folder, LoCoMo or "
+                   "LongMemEval")
     p.add_argument("--stages", help="comma-separated stages to remove one at a time (default: every removable one)")
     p.add_argument("--metrics", help="comma-separated ir-measures names")
     p.add_argument("--negatives", choices=NEGATIVE_KINDS,

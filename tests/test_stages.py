@@ -31,13 +31,13 @@ def run_cli(args, capsys):
 
 def test_the_pipeline_is_the_list_of_stages_in_order():
     assert [s.name for s in STAGES] == ["triage", "window", "addressee", "retrieve", "structure", "cited", "neighbours",
-                                        "phrase",
+                                        "phrase", "sessions",
                                         "update", "supersession", "session", "standout", "decide", "fill", "lanes",
                                         "provenance", "restated", "pack", "premise"]
     assert {s.name for s in STAGES if s.essential} == {"retrieve", "lanes", "pack"}
     assert [s.name for s in make_pipeline("default-phrase-session").stages] == [
-        "triage", "window", "addressee", "retrieve", "structure", "cited", "neighbours", "update", "supersession",
-        "standout", "decide", "fill", "lanes", "provenance", "restated", "pack", "premise"]
+        "triage", "window", "addressee", "retrieve", "structure", "cited", "neighbours", "sessions", "update",
+        "supersession", "standout", "decide", "fill", "lanes", "provenance", "restated", "pack", "premise"]
 
 
 def test_every_setting_has_one_default_and_one_stage_that_uses_it():

@@ -148,7 +148,8 @@ def test_trace_records_ratio_rival_decision_and_spans():
     assert not tested["glacier custard"]["credited"] or tested["glacier custard"]["records"] <= 2
     # every stage is timed under its own name, in pipeline order
     assert list(outcome.timings_ms) == outcome.stages["stages"] == [s.name for s in STAGES] == [
-        "triage", "window", "addressee", "retrieve", "structure", "cited", "neighbours", "phrase", "update",
+        "triage", "window", "addressee", "retrieve", "structure", "cited", "neighbours", "phrase", "sessions",
+        "update",
         "supersession", "session", "standout", "decide", "fill", "lanes", "provenance", "restated", "pack",
         "premise"]
 

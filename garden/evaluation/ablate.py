@@ -101,10 +101,12 @@ def ablate(source: str, full: str = "default", stages: list[str] | None = None,
            metrics: list[str] | None = None,
            negatives: str | None = None, trace_source: str | None = None) -> Ablation:
     """Run `full` and each one-stage-removed variant on `source` (case files or folders, a
-    trace, a collection, or LoCoMo) and report what each stage decides. On LoCoMo the
-    measures are the evidence-turn ones, and beside them what the user gets (the packet
-    and the decision, on foreign negatives too when `negatives` names them)."""
+    trace, a collection, LoCoMo or LongMemEval) and report what each stage decides. On
+    LoCoMo and LongMemEval the measures are the evidence-turn ones, and beside them what the
+    user gets (the packet and the decision, on LoCoMo's foreign negatives too when
+    `negatives` names them, on LongMemEval's abstention questions always)."""
     from garden.evaluation.locomo import compare_locomo
+    from garden.evaluation.longmemeval import compare_longmemeval
     from garden.formats.sources import source_kind
     from garden.pipelines.structured import STAGES
 
@@ -116,11 +118,15 @@ def ablate(source: str, full: str = "default", stages: list[str] | None = None,
     path = Path(source)
     kind = source_kind(path)
     ablation = Ablation(full, variants, None)
-    if kind == "locomo":
+    if kind in ("locomo", "longmemeval"):
         if metrics:
-            raise GardenError(f"{source}: a LoCoMo ablation reports its fixed measures (`metrics` applies to "
+            raise GardenError(f"{source}: a {kind} ablation reports its fixed measures (`metrics` applies to "
                               "collections, cases and traces)")
-        report = compare_locomo(path, [full, *variants.values()], baseline=full, negatives=negatives)
+        if kind == "longmemeval" and negatives is not None:
+            raise GardenError(f"{source}: LongMemEval brings its negatives (its abstention questions); "
+                              "--negatives is for LoCoMo")
+        report = (compare_locomo(path, [full, *variants.values()], baseline=full, negatives=negatives)
+                  if kind == "locomo" else compare_longmemeval(path, [full, *variants.values()], baseline=full))
         ablation.comparison = report.turn
         ablation.judged_by = report.to_json()["judgments"]
         ablation.packets = report.packets.groups if report.packets else {}

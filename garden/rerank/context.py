@@ -146,6 +146,7 @@ class QueryContext:
     window: Any = None                               # the time the query names (window.py), counted from as_of
     addressee: str | None = None                     # whose words the query asks for (addressee.py)
     addressed_by: str = ""                           # ... and the query's words that ask it
+    unasked: str | None = None                       # the store's own voice, when the query does not ask for it
 
     def stop(self, decision: str, reason: str, fallback: bool = False, question: str | None = None) -> None:
         """Answer without retrieving: ASK or SKIP."""

@@ -62,9 +62,17 @@ class Neighbours(StageBase, name="neighbours", settings=(CONTEXT_SHARE,), needs=
         if not beside:
             return
         lent: dict[str, tuple[float, str]] = {}
+        # the store's own voice, unasked (addressee.py), is not the user's evidence: it neither
+        # lends its match to the user's turns beside it nor borrows theirs
+        voice = ctx.unasked
+        speaker = {rid: story.by_id[rid].speaker for rid in beside} if voice is not None else {}
         for c in lenders(ctx):
             own = c.score - c.borrowed
+            if voice is not None and c.record.speaker == voice:
+                continue
             for nid in beside.get(c.id, ()):
+                if voice is not None and speaker.get(nid) == voice:
+                    continue
                 if own > lent.get(nid, (0.0, ""))[0]:
                     lent[nid] = (own, c.id)
         give_credit(ctx, {nid: (share * score, by) for nid, (score, by) in lent.items()}, "neighbour",

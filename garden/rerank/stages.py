@@ -62,6 +62,7 @@ STAGES: list[Stage] = stages_named(
     "cited",
     "neighbours",
     "phrase",
+    "sessions",
     "update",
     "supersession",
     "session",

@@ -28,6 +28,8 @@ WINDOW = Setting("window", float, 0.5, "a record in the time the query names cou
                  ge=0)
 ADDRESSED = Setting("addressed", float, 0.5, "a turn the addressee said counts this much more when the question "
                     "asks what it said (addressee.py)", ge=0)
+UNASKED = Setting("unasked", float, 0.4, "what the addressee said counts this much when the question does not ask "
+                  "for it (addressee.py)", ge=0, le=1)
 NUMBERS = numbers_codec("f")
 
 
@@ -48,8 +50,8 @@ def _selectivity(story: Story) -> dict[str, float]:
     return {e: (math.log(total / n) / math.log(total) if total > 1 else 1.0) for e, n in counts.items()}
 
 
-class Structure(StageBase, name="structure", settings=(TOPIC, ENTITY, RELATED_DECAY, WINDOW, ADDRESSED),
-                mode="moves", needs=("candidates",), reads=("window", "addressee", "addressed_by"),
+class Structure(StageBase, name="structure", settings=(TOPIC, ENTITY, RELATED_DECAY, WINDOW, ADDRESSED, UNASKED),
+                mode="moves", needs=("candidates",), reads=("window", "addressee", "addressed_by", "unasked"),
                 labels=("structured_context",), supports=("structured_context",),
                 title="Structure: resolved topics and people"):
     def run(self, ctx: QueryContext) -> None:

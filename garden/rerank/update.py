@@ -9,7 +9,8 @@ say nothing of the kind, so this stage reads it from when they were said.
 It applies when the query asks about the present (`asks_now`: "now", "currently",
 "current", "these days", "at the moment", "nowadays", "still", "anymore", "latest", "most
 recent"). Among the live `source` records one speaker said, dated, that the query's own
-words found (not a neighbour or a citation lending its credit), that match the query
+words found (not a neighbour or a citation lending its credit; not a question, which states
+no fact), that match the query
 nearly as well as that speaker's best (a score at least `update_share` of it: statements
 of the same fact, as far as the question can tell), the newest leads: it takes the group's
 best score, and each older one keeps its own score and is labelled
@@ -50,8 +51,9 @@ class Update(StageBase, name="update", needs=("candidates",),
             r = c.record
             # what the query's own words found (the retriever's or the phrase's door), not
             # what rides in on a neighbour's or a citation's credit
+            # a question states no fact: "Which glaze would you suggest?" is not an earlier rent
             if (c.reason is None and c.score > 0 and c.door in ("retriever", "phrase") and r.kind == "source"
-                    and r.speaker and r.at is not None):
+                    and r.speaker and r.at is not None and not r.text.rstrip().endswith("?")):
                 by_speaker[r.speaker].append(c)
         led = []
         for speaker in sorted(by_speaker):
