@@ -71,6 +71,7 @@ STAGES: list[Stage] = stages_named(
     "lanes",
     "provenance",
     "restated",
+    "passage",
     "pack",
     "premise",
 )
