@@ -11,9 +11,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from garden.analyzer import analyze
-from garden.evaluation.locomo import Question
-from garden.evaluation.packets import packet_row
-from garden.models import Budget, Packet, PacketItem, Passage, Story
+from garden.models import Passage, Story
 from garden.pipelines import make_pipeline
 from garden.pipelines.structured import StructuredPipeline
 from garden.rerank.passage import best_passage, passage, units
@@ -168,15 +166,6 @@ def test_a_record_the_query_names_and_a_note_ride_whole():
     assert next(i for i in named.packet.items if i.id == "c2").passage is None
     noted = run(story, "the new kiln celadon hold", {"restated"}, budget=1200, passage_chars=80, passage_at=80)
     assert next(i for i in noted.packet.items if i.id == "n1").passage is None
-
-
-def test_the_packet_measures_count_a_passage_as_its_record():
-    story = studio()
-    item = PacketItem(id="c2", kind="source", fidelity="transcript", labels=["passage"], score=1.0, why=[],
-                      text=FIRING[:40], passage=Passage(start=0, end=40, length=len(FIRING)))
-    packet = Packet(decision="retrieve", reason="", items=[item], budget=Budget(limit=200, used=40))
-    row = packet_row(Question("studio/q1", "firing plan?", "x", ["c2", "c3"], DAY), packet, story)
-    assert row.covered == 0.5 and row.shown == 0.5 and row.precision == 1.0 and row.chars == 40
 
 
 def test_two_windows_holding_the_same_terms_tie_exactly_in_every_process():
