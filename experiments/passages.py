@@ -178,7 +178,7 @@ def choose(rows: list[dict]) -> str:
             mine = [r for r in rows if r["bench"] == bench]
             for figure in ("covered", "answer"):
                 base, got = mean(mine, OFF, figure), mean(mine, setting, figure)
-                if base is not None and got < base - 1e-12:
+                if base is not None and got is not None and got < base - 1e-12:
                     eligible = False
             gains.append(mean(mine, setting, "covered") - mean(mine, OFF, "covered"))
         gain = float(np.mean(gains))
