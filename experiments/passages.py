@@ -170,7 +170,7 @@ def mean(rows: list[dict], setting: str, figure: str) -> float | None:
 
 
 def choose(rows: list[dict]) -> str:
-    """The window the rule picks on these rows (module docstring)."""
+    """The setting the rule picks on these rows (module docstring)."""
     best, best_gain = OFF, 0.0
     for setting in map(name, SETTINGS):
         gains, eligible = [], True
@@ -188,7 +188,7 @@ def choose(rows: list[dict]) -> str:
 
 
 def held_out(rows: list[dict]) -> tuple[list[dict], dict[str, str]]:
-    """Each row judged under its fold's chosen window; and fold -> that window."""
+    """Each row judged under its fold's chosen setting; and fold -> that setting."""
     chosen = {}
     out = []
     for k in range(FOLDS):

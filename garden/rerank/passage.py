@@ -38,8 +38,9 @@ record reached by a certain route (an id the query names, a source a packed item
 rides whole, as the restated stage leaves it: it was asked for, not found. The packet
 measures count a passage as its record (garden/evaluation/packets.py).
 
-`passage_chars` was chosen by cross-validation over both development benchmarks
-(experiments/passages.py; docs/packet.md gives every fold).
+`passage_chars` and `passage_at` (300 and 300) were chosen by cross-validation over both
+development benchmarks, every fold choosing the same (experiments/passages.py;
+docs/longmemeval.md gives every fold and every setting tried).
 """
 from __future__ import annotations
 
