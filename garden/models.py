@@ -304,6 +304,16 @@ def check_query_text(value: Any) -> Any:
 # --- packets ------------------------------------------------------------
 
 
+class Passage(BaseModel):
+    """Where an item that rides as a passage sits in its record: its text is the record's
+    text from `start` to `end` (characters, `end` excluded), of `length` in all. The item's
+    id is the whole record's."""
+
+    start: int = Field(ge=0)
+    end: int = Field(ge=0)
+    length: int = Field(ge=0)
+
+
 class PacketItem(BaseModel):
     # a score is a finite number: JSON (RFC 8259, section 6) has no NaN or infinity, and
     # pydantic would write either as null, which a reader then refuses
@@ -318,6 +328,7 @@ class PacketItem(BaseModel):
     text: str
     at: dt.date | None = None  # the record's date: a "when" question is answered from the packet alone
     superseded_by: str | None = None
+    passage: Passage | None = None  # set when the item is a passage of its record (garden/rerank/passage.py)
 
 
 class Rejection(BaseModel):

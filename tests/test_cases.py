@@ -133,6 +133,7 @@ def test_a_control_naming_a_missing_story(world):
     ({"absent_labels": {"ghost": ["phrase_match"]}}, "absent_labels"),
     ({"rejected": {"ghost": "off_topic"}}, "rejected"),
     ({"fidelity": {"ghost": "summary"}}, "fidelity"),
+    ({"shows": {"ghost": ["words"]}}, "shows"),
 ])
 def test_an_expectation_naming_a_record_the_story_lacks(world, expect, field):
     path = write_case(world, case_data(expect=expect))
@@ -204,6 +205,7 @@ UNANSWERABLE_CLASHES = [
     ({"before": [["a", "b"]]}, "before"),
     ({"labels": {"a": ["phrase_match"]}}, "labels"),
     ({"fidelity": {"a": "summary"}}, "fidelity"),
+    ({"shows": {"a": ["text"]}}, "shows"),
 ]
 
 
@@ -415,6 +417,14 @@ def test_fidelity(story):
         "fidelity: expected a reported as summary, got transcript"]
     assert run(story, {"fidelity": {"c": "summary"}}, packet(["a"], rejected={"c": "rank_cut"})) == [
         "fidelity: c is not in the packet (rejected as rank_cut)"]
+
+
+def test_shows(story):
+    pkt = packet(["a"], rejected={"c": "rank_cut"})      # an item's text is "text of <id>"
+    assert run(story, {"shows": {"a": ["text of", "of a"]}}, pkt) == []
+    assert run(story, {"shows": {"a": ["text of", "the hold"]}}, pkt) == [
+        "shows: a's text in the packet lacks 'the hold'"]
+    assert run(story, {"shows": {"c": ["text"]}}, pkt) == ["shows: c is not in the packet (rejected as rank_cut)"]
 
 
 def test_max_items(story):

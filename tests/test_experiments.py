@@ -114,3 +114,29 @@ def test_the_feedback_experiment_names_a_missing_path_in_one_line(tmp_path, caps
         main([str(tmp_path / "nowhere")])
     err = capsys.readouterr().err.strip().splitlines()
     assert stopped.value.code == 2 and str(tmp_path / "nowhere") in err[-1] and "Traceback" not in "".join(err)
+
+
+def test_the_passage_experiment_keeps_a_setting_only_when_neither_benchmark_loses():
+    from experiments.passages import OFF, choose, holds, name
+
+    assert holds("Fire to cone 6, then hold.", "cone 6") and not holds("Fire to cone 60.", "cone 6")
+    assert holds("the shop is called Nostalgia.", "Nostalgia.") and holds("It took 14  days", "14 days")
+
+    def row(bench, off, **settings):
+        figures = {OFF: off, **{k.replace("_", "/"): v for k, v in settings.items()}}
+        return {"bench": bench, "settings": {s: {"covered": c, "answer": a} for s, (c, a) in figures.items()}}
+
+    narrow, wide = name((300, 300)), name((900, 900))
+    assert (narrow, wide) == ("300/300", "900/900")
+    helps_both = [row("locomo", (0.5, 1.0), **{"300_300": (0.6, 1.0), "900_900": (0.55, 1.0)}),
+                  row("longmemeval", (0.5, 0.0), **{"300_300": (0.7, 0.0), "900_900": (0.5, 0.0)})]
+    rows = [{**r, "settings": {**{s: {"covered": 0.5, "answer": None} for s in
+                                 ("300/600", "450/450", "450/900", "600/600", "600/1200", "900/1800")},
+                               **r["settings"]}} for r in helps_both]
+    assert choose(rows) == narrow
+    # the answer lost on one benchmark makes the better-covering setting ineligible
+    rows[0]["settings"][narrow]["answer"] = 0.0
+    assert choose(rows) == wide
+    # coverage lost on one benchmark too: nothing is eligible but no passages
+    rows[1]["settings"][wide]["covered"] = 0.4
+    assert choose(rows) == OFF

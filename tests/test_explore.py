@@ -169,3 +169,11 @@ def test_bad_input_is_one_located_line_exit_2(project, capsys, args, needle):
     assert code == 2 and out == ""
     assert len(err.strip().splitlines()) == 1 and needle in err, err
     assert not list(project.glob("*.html"))
+
+
+def test_a_shows_expectation_is_marked_with_the_words_it_requires():
+    from garden.explore.scene import expectation_marks
+    from garden.formats.cases import Expect
+
+    marks = expectation_marks(Expect(shows={"s4.2": ["a hold of fifteen minutes"]}))
+    assert marks == {"s4.2": ["required: its text in the packet shows 'a hold of fifteen minutes'"]}

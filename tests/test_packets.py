@@ -9,7 +9,7 @@ import pytest
 from garden.evaluation.abstention import PREDICTORS
 from garden.evaluation.locomo import Question
 from garden.evaluation.packets import decision_report, losses, packet_row, summarize
-from garden.models import Budget, Packet, PacketItem, Story
+from garden.models import Budget, Packet, PacketItem, Passage, Story
 
 STORY = Story.model_validate({"story": "kiln", "project": "kiln", "records": [
     {"id": "t1", "kind": "source", "text": "Ama: the kiln cracked in the frost.", "at": "2031-01-01"},
@@ -84,3 +84,19 @@ def test_the_decision_report_gives_a_gate_auroc_only_where_a_gate_ran():
     assert report.operating["gated"] == (0.5, 0.5)  # two of four answered, one of them a negative
     assert "gated gate" in report.curves and "bare gate" not in report.curves
     assert losses(rows([None] * 4)) == [0.0, 0.0, 1.0, 1.0]
+
+
+def test_a_passage_counts_as_its_record_and_pays_for_its_own_characters():
+    long_turn = Story.model_validate({"story": "kiln", "project": "kiln", "records": [
+        *STORY.model_dump()["records"],
+        {"id": "t4", "kind": "source", "text": "Kip: " + "the kiln sat cold all week. " * 20, "at": "2031-01-03"}]})
+    body = long_turn.by_id["t4"].body
+    item = PacketItem(id="t4", kind="source", fidelity="transcript", labels=["passage"], score=1.0, why=[],
+                      text=body[5:60], passage=Passage(start=5, end=60, length=len(body)))
+    passage = Packet(decision="retrieve", reason="", items=[item], budget=Budget(limit=1200, used=55))
+    row = packet_row(question(["t4", "t3"]), passage, long_turn)
+    whole_item = item.model_copy(update={"text": body, "passage": None, "labels": []})
+    whole = packet_row(question(["t4", "t3"]), Packet(decision="retrieve", reason="", items=[whole_item],
+                                                      budget=Budget(limit=1200, used=len(body))), long_turn)
+    assert (row.covered, row.shown, row.precision) == (whole.covered, whole.shown, whole.precision) == (0.5, 0.5, 1.0)
+    assert row.chars == 55 < whole.chars == len(body)

@@ -13,6 +13,11 @@ Per question a pipeline's run gives one `PacketRow`. Over a group of questions:
   summary, an index) "points at evidence rather than being it" (DESIGN.md): it cites
   every turn of its session, and a packet holding it is covered for all of them while it
   restates few. The gap between the two figures is what the packet owes to views;
+- a passage (an item that rides as a span of a long record, garden/rerank/passage.py)
+  counts as its record in all three: its id is the record's. It pays only for its own
+  characters, so a packet of passages holds more records; whether the span still holds
+  the answer is not something these measures can see (experiments/passages.py checks the
+  answer's words in the packet's text);
 - precision: the share of packed items that are evidence or cite evidence, averaged
   over answered packets of answerable questions (every item packed for a negative is
   wrong, which the negatives' answered rate already says);

@@ -253,6 +253,8 @@ def expectation_marks(expect: Expect) -> dict[str, list[str]]:
         add(rid, f"required: labels {', '.join(labels)}")
     for rid, fid in expect.fidelity.items():
         add(rid, f"required: fidelity {fid}")
+    for rid, words in expect.shows.items():
+        add(rid, "required: its text in the packet shows " + ", ".join(repr(w) for w in words))
     for rid in expect.exclude:
         add(rid, "forbidden: in the packet")
     for rid, labels in expect.absent_labels.items():

@@ -30,7 +30,7 @@ from garden.formats.stories import load_story, resolve_story_path
 # --- the case model ----------------------------------------------------------------
 
 # the expectations that hold only of an item in the packet: none can accompany `unanswerable`
-ITEM_EXPECTATIONS = ("lead", "include", "sequence", "before", "labels", "fidelity")
+ITEM_EXPECTATIONS = ("lead", "include", "sequence", "before", "labels", "fidelity", "shows")
 
 
 class Expect(Strict):
@@ -45,6 +45,7 @@ class Expect(Strict):
     rejected: dict[str, str] = {}
     max_items: int | None = Field(default=None, ge=0)
     fidelity: dict[str, Fidelity] = {}   # in the packet, reporting this fidelity
+    shows: dict[str, list[str]] = {}     # in the packet, its text holding each of these (a passage's words)
     warnings: list[str] = []
     build_error: list[str] = []
     # no record of the story answers the question: the right packet holds no item
@@ -58,7 +59,7 @@ class Expect(Strict):
         for name in ("include", "exclude", "sequence"):
             out += [(name, rid) for rid in getattr(self, name)]
         out += [("before", rid) for pair in self.before for rid in pair]
-        for name in ("labels", "absent_labels", "rejected", "fidelity"):
+        for name in ("labels", "absent_labels", "rejected", "fidelity", "shows"):
             out += [(name, rid) for rid in getattr(self, name)]
         return out
 
@@ -318,6 +319,12 @@ def check(expect: Expect, packet: Packet, story: Story, include_private: bool) -
             failures.append(f"fidelity: {rid} is not in the packet ({where(rid)})")
         elif items[rid].fidelity != fidelity:
             failures.append(f"fidelity: expected {rid} reported as {fidelity}, got {items[rid].fidelity}")
+    for rid, words in expect.shows.items():
+        if rid not in items:
+            failures.append(f"shows: {rid} is not in the packet ({where(rid)})")
+        for needle in words if rid in items else ():
+            if needle not in items[rid].text:
+                failures.append(f"shows: {rid}'s text in the packet lacks {needle!r}")
     if expect.max_items is not None and len(ids) > expect.max_items:
         failures.append(f"max_items: expected at most {expect.max_items} items, got {len(ids)}")
     for needle in expect.warnings:

@@ -5,8 +5,8 @@ query context (garden/rerank/context.py), run in order:
 
     triage -> window -> addressee -> retrieve -> structure -> cited -> neighbours -> phrase -> update
            -> supersession
-           -> session -> standout -> decide -> fill -> lanes -> provenance -> pack -> premise
-           -> packet + trace
+           -> session -> standout -> decide -> fill -> lanes -> provenance -> restated -> passage -> pack
+           -> premise -> packet + trace
 
 Scores: a candidate's rank score is its relevance (each lexical member's score as a
 fraction of the query's saturation ceiling, plus the embedding cosine above a floor,

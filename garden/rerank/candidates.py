@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from operator import attrgetter
 
-from garden.models import PacketItem, Record
+from garden.models import PacketItem, Passage, Record
 
 CURATED_KINDS = ("state", "decision")
 
@@ -23,6 +23,7 @@ class Candidate:
     predecessors: list["Candidate"] = field(default_factory=list)   # ride right behind this one
     successor: "Candidate | None" = None
     borrowed: float = 0.0            # the part of `score` lent by another record (citation credit)
+    passage: tuple[int, int] | None = None   # rides as this span of its text (passage.py), else whole
     # the record's id, read thousands of times a query (every sort and every lookup)
     id: str = field(init=False)
 
@@ -45,9 +46,12 @@ class Candidate:
 
     def item(self) -> PacketItem:
         r = self.record
+        body, span = r.body, self.passage
         return PacketItem(id=r.id, kind=r.kind, fidelity=r.effective_fidelity, labels=list(self.labels),
-                          score=round(self.score, 6), why=list(self.why), text=r.body, at=r.at,
-                          superseded_by=r.superseded_by if "conflicting_or_superseded" in self.labels else None)
+                          score=round(self.score, 6), why=list(self.why),
+                          text=body if span is None else body[span[0]:span[1]], at=r.at,
+                          superseded_by=r.superseded_by if "conflicting_or_superseded" in self.labels else None,
+                          passage=None if span is None else Passage(start=span[0], end=span[1], length=len(body)))
 
 
 def by_score(cands: list[Candidate]) -> list[Candidate]:

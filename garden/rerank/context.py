@@ -141,6 +141,7 @@ class QueryContext:
     evidence: list[Candidate] = field(default_factory=list)
     follow_sources: bool = False                     # armed by the provenance stage: pack follows sources
     restate: bool = False                            # armed by the restated stage: a raw record rides as its note
+    passage_terms: dict[str, float] | None = None    # armed by the passage stage: the query's weighted terms
     packed: list[Candidate] = field(default_factory=list)
     used: int = 0
     window: Any = None                               # the time the query names (window.py), counted from as_of

@@ -6,7 +6,9 @@ best first). Greedy: an item that does not fit is rejected `over_budget` and pac
 on with the next. A predecessor whose successor is not packed is never admitted alone.
 When the fill stage armed deep lanes, an evidence item that adds nothing the packet does
 not already show is skipped `already_shown` (`adds_nothing`). When the restated stage armed
-it, a raw record rides as the shorter note drawn from it (restated.py).
+it, a raw record rides as the shorter note drawn from it (restated.py); when the passage
+stage armed it, a long raw record rides as its passage that answers the query, and pays
+for the passage's characters only (passage.py).
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from typing import Callable
 
 from garden.rerank.candidates import Candidate
 from garden.rerank.context import StageBase
+from garden.rerank.passage import passage_of, rides_as_passage
 from garden.rerank.provenance import follow_sources
 from garden.rerank.restated import shorter_note, shown_through
 
@@ -48,12 +51,16 @@ def over_budget(size: int, left: int) -> str:
 
 
 def pack(order: list[Candidate], budget: int, used: int = 0, shown: set[str] | None = None,
-         restate: Callable[[Candidate, set[str]], Candidate | None] | None = None) -> tuple[list[Candidate], int]:
+         restate: Callable[[Candidate, set[str]], Candidate | None] | None = None,
+         cut: Callable[[Candidate], tuple[int, int] | None] | None = None,
+         terms: dict[str, float] | None = None) -> tuple[list[Candidate], int]:
     """Greedy, in order. With `shown` (the ids packed or cited so far, which it updates), an
     item reached by no certain route that adds nothing to them is skipped `already_shown`:
     the budget goes to evidence the packet lacks. With `restate` (the item to pack in a
     candidate's place, given the ids packed so far, or None), that item rides instead and
-    the candidate is shown through it."""
+    the candidate is shown through it. With `cut` (where in an item's text the passage to
+    pack sits, or None to pack it whole), the item rides as that passage, for its
+    characters; `terms` are the query's, named in its `why`."""
     packed: list[Candidate] = []
     packed_ids: set[str] = set()
     for c in order:
@@ -68,14 +75,18 @@ def pack(order: list[Candidate], budget: int, used: int = 0, shown: set[str] | N
             continue
         instead = restate(c, packed_ids) if restate is not None else None
         item = instead or c
-        size = len(item.record.body)
+        span = cut(item) if cut is not None else None
+        size = len(item.record.body) if span is None else span[1] - span[0]
         if used + size > budget:
             for x in {item.id: item, c.id: c}.values():
                 x.reject("over_budget", over_budget(size, budget - used)
-                         + (f" (as {item.id}, the shorter note drawn from {c.id})" if instead else ""))
+                         + (f" (as {item.id}, the shorter note drawn from {c.id})" if instead else "")
+                         + (" (as its passage)" if span is not None else ""))
             continue
         if instead is not None:
             shown_through(c, instead)
+        if span is not None:
+            rides_as_passage(item, span, terms or {})
         used += size
         packed.append(item)
         packed_ids.add(item.id)
@@ -86,7 +97,7 @@ def pack(order: list[Candidate], budget: int, used: int = 0, shown: set[str] | N
 
 
 class Pack(StageBase, name="pack", essential=True, mode="selects", needs=("curated", "evidence"),
-           reads=("fill", "follow_sources", "restate"), writes=("packed", "used"),
+           reads=("fill", "follow_sources", "restate", "passage_terms"), writes=("packed", "used"),
            reasons=("over_budget", "already_shown", "predecessor_without_successor"),
            title="Pack: fitting the budget"):
     """The pack stage: the curated lane first, each predecessor right behind its successor,
@@ -101,5 +112,6 @@ class Pack(StageBase, name="pack", essential=True, mode="selects", needs=("curat
         # with fill the evidence lane runs deep, so what restates the packet is skipped
         shown = {i for c in packed for i in (c.id, *c.record.sources)} if ctx.fill else None
         restate = (lambda c, packed_ids: shorter_note(ctx, c, packed_ids)) if ctx.restate else None
-        more, used = pack(evidence, ctx.spec.budget, used, shown, restate)
+        cut = (lambda c: passage_of(ctx, c)) if ctx.passage_terms is not None else None
+        more, used = pack(evidence, ctx.spec.budget, used, shown, restate, cut, ctx.passage_terms)
         ctx.packed, ctx.used = packed + more, used

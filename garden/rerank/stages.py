@@ -72,6 +72,7 @@ STAGES: list[Stage] = stages_named(
     "lanes",
     "provenance",
     "restated",
+    "passage",
     "pack",
     "premise",
 )
