@@ -23,6 +23,8 @@ class Candidate:
     predecessors: list["Candidate"] = field(default_factory=list)   # ride right behind this one
     successor: "Candidate | None" = None
     borrowed: float = 0.0            # the part of `score` lent by another record (citation credit)
+    prior: float = 1.0               # the factor rank priors multiplied `score` by (sessions.py, an unasked
+                                     # voice): they order what matched, and are no evidence that it answers
     passage: tuple[int, int] | None = None   # rides as this span of its text (passage.py), else whole
     # the record's id, read thousands of times a query (every sort and every lookup)
     id: str = field(init=False)

@@ -19,7 +19,8 @@ session's. The ranks, not the cosines, carry it: cosines are on no common scale 
 queries or stores. A factor rather than a bonus: the first session's turns keep their
 scores, so what the decide stage and the standout ratio read of the best candidate is its
 own match, and a turn of a poorly matching session falls behind rather than everything
-rising together.
+rising together; and the factor is kept on the candidate (`prior`), so the decide stage
+reads every candidate's own match, not its place among the sessions.
 
 Only candidates are read (what the retrieve stage found), so the stage brings nothing in of
 its own and a store without sessions (a collection of documents, a curated story) or a
@@ -53,17 +54,24 @@ def sessions(story: Story) -> dict[str, int]:
 
 
 def _sessions(story: Story) -> dict[str, int]:
-    out: dict[str, int] = {}
-    key, number = None, 0
-    for record in story.records:
-        if record.kind == "control":
-            continue
+    count = SessionCount()
+    return {record.id: number for record in story.records if (number := count.add(record))}
+
+
+class SessionCount:
+    """The rule above, read record by record in the story's order (a story ingested into
+    Milvus folds it in as it is read): `add` gives the number of the record's session from
+    1, or 0 for a record in none."""
+
+    def __init__(self):
+        self.key, self.number = None, 0
+
+    def add(self, record) -> int:
         if record.kind not in RAW_KINDS or record.title is None:
-            continue   # a note between two turns of a sitting does not end it
-        if (record.kind, record.at, record.title) != key:
-            key, number = (record.kind, record.at, record.title), number + 1
-        out[record.id] = number
-    return out
+            return 0   # a control, or a note between two turns of a sitting, does not end it
+        if (record.kind, record.at, record.title) != self.key:
+            self.key, self.number = (record.kind, record.at, record.title), self.number + 1
+        return self.number
 
 
 def session_ranks(cosines: dict[int, list[float]]) -> dict[int, int]:
@@ -93,6 +101,7 @@ class Sessions(StageBase, name="sessions", settings=(SESSION_WEIGHT,), needs=("c
             rank = ranks[session_of[c.id]]
             factor = ((SESSION_K + 1) / (SESSION_K + rank)) ** weight
             c.score *= factor
+            c.prior *= factor
             if rank > 1:
                 c.why.append(f"its session ranks {rank} of {len(ranks)} as a whole (x{factor:.3f})")
         ctx.trace["sessions"] = {"ranked": len(ranks)}

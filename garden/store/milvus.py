@@ -52,9 +52,10 @@ from garden.errors import GardenError, StoryError
 from garden.formats.jsonl_reader import MAX_LINE_BYTES, SUFFIX, _parse
 from garden.models import Record, Story
 from garden.rerank.phrase import PhraseIndex
+from garden.rerank.sessions import SessionCount
 from garden.retrievers import Doc, make_retriever
 
-FORMAT = 1
+FORMAT = 2   # 2: the sessions table (garden.rerank.sessions)
 CHUNK = 10_000            # records validated and written at once
 RECORDS_KEPT = 20_000     # records a stored story keeps after reading them from Milvus
 KINDS = ("source", "chunk", "note", "view", "state", "decision", "control")
@@ -115,6 +116,8 @@ class Tables:
         self.sizes: list[int] = []
         self.holders: dict[str, dict[str, list[int]]] = {"topics": {}, "entities": {}}
         self.neighbours: list[tuple[int, int]] = []
+        self.sessions: list[int] = []     # by place: the record's session from 1, 0 in none
+        self._session = SessionCount()
         self.citing: dict[int, list[tuple[int, int]]] = {}   # cited place -> (note size, note place)
         self.speakers: set[str] = set()
         self.df: Counter = Counter()
@@ -132,6 +135,7 @@ class Tables:
                 self.latest = d
         if record.speaker:
             self.speakers.add(record.speaker)
+        self.sessions.append(self._session.add(record))
         if record.kind == "control":
             return
         for field in ("topics", "entities"):
@@ -157,6 +161,7 @@ class Tables:
             state.put(f"{field}.counts", np.asarray([len(v) for v in by_name.values()], dtype=np.int64))
             state.put(f"{field}.places", np.asarray([p for v in by_name.values() for p in v], dtype=np.int64))
         state.put("neighbours", np.asarray(self.neighbours, dtype=np.int64).reshape(-1))  # pairs, flat
+        state.put("sessions", np.asarray(self.sessions, dtype=np.int64))
         cited = sorted(self.citing.items())
         state.put_strings("cited", [sid for sid, _ in cited])
         state.put("cited.counts", np.asarray([len(v) for _, v in cited], dtype=np.int64))
@@ -286,6 +291,7 @@ def _story(manifest: dict, tables: State, phrase: PhraseIndex, records_retriever
         beside.setdefault(ids[a], []).append(ids[b])
         beside.setdefault(ids[b], []).append(ids[a])
     parts["_neighbours"] = {rid: tuple(v) for rid, v in beside.items()}
+    parts["_sessions"] = {ids[p]: n for p, n in enumerate(tables.array("sessions", "i", 1, len(ids)).tolist()) if n}
     notes = _grouped(tables.strings("cited"), tables.array("cited.counts", "i"),
                      tables.array("cited.notes", "i").reshape(-1, 2))
     parts["_notes_citing"] = {sid: tuple(rid for _, rid in sorted((size, ids[p]) for size, p in pairs.tolist()))
