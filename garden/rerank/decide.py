@@ -30,6 +30,12 @@ conversation of a thousand turns no question of LoCoMo's seven conversations, an
 or not, reached a ratio of 6.9, and there the support decides. The weights are a logistic regression of
 answerable against foreign negatives on LoCoMo's seven conversations, chosen and checked
 by leave-one-conversation-out (experiments/locomo_gate.py; docs/packet.md gives every fold).
+Fitted on LongMemEval's sample as well, no threshold of this support answers 0.90 of its
+questions and at most a quarter of LoCoMo's negatives: LongMemEval's answerable questions
+sit lower (long records, no notes), so the weights stay LoCoMo's and the cost is reported
+(docs/longmemeval.md, "The decision on both benchmarks"). Each candidate is read by its
+own match, its score over its `prior`: a rank prior (its session's rank, an unasked voice)
+orders what matched and says nothing of whether the store holds an answer.
 Silence needs the cutoff armed: with `standout` 1 (the cutoff off) every query answers.
 Items reached by a certain route (an id the query names) ride either way (lanes.py).
 """
@@ -44,7 +50,6 @@ import numpy as np
 from garden._state import State
 from garden.analyzer import analyze
 from garden.derived.tables import Codec, remembered
-from garden.rerank.candidates import by_score
 from garden.rerank.context import Setting, QueryContext, StageBase
 from garden.retrievers import documents
 
@@ -129,12 +134,14 @@ class Decide(StageBase, name="decide", settings=(ANSWER_AT, DECISIVE), mode="sel
     """Answers the query or keeps it silent, by the store-calibrated support above."""
 
     def run(self, ctx: QueryContext) -> None:
-        live = by_score([c for c in ctx.candidates.values()
-                         if c.reason is None and c.successor is None and not c.certain])
+        # each candidate's own match: a rank prior (its session's rank, an unasked voice) orders
+        # what matched and says nothing of whether the store holds an answer
+        own = sorted(((c.score / c.prior if c.prior > 0 else 0.0, c.id, c) for c in ctx.candidates.values()
+                      if c.reason is None and c.successor is None and not c.certain), key=lambda t: (-t[0], t[1]))
         # a time the query names (window.py) says when, not what: its words are not asked of the store
         query = ctx.spec.query.replace(ctx.window.said, " ") if ctx.window is not None else ctx.spec.query
         parts = query_support(query, vocabulary(ctx.spec.story),
-                              [(c.score, c.record.searchable) for c in live[:HELD_DEPTH]])
+                              [(score, c.record.searchable) for score, _, c in own[:HELD_DEPTH]])
         threshold = ctx.settings.answer_at
         ctx.answers, ctx.decisive = parts["support"] >= threshold, ctx.settings.decisive
         ctx.trace["decide"] = {**{k: round(v, 6) for k, v in parts.items()}, "answer_at": threshold,
