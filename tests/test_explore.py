@@ -69,8 +69,8 @@ def test_the_decision_the_lanes_and_the_budget_come_from_the_trace(named_phrase)
     packet = step(named_phrase, "packet")
     assert [i["id"] for i in packet["items"]] == served.ids()
     assert packet["items"][0]["id"] == "log.week12"
-    # the chatty distractor matches a third as well as the anchor: cut, and the page says why
-    assert "chat.campfire" not in served.ids() and rejected["chat.campfire"]["text"] == "rank_cut"
+    # the chatty distractor the tokens put first rides, if at all, behind the anchor and its view
+    assert "chat.campfire" not in served.ids()[:2]
     assert packet["budget"]["limit"] == 1200
     assert packet["budget"]["used"] == sum(i["chars"] for i in packet["budget"]["items"]) == served.budget.used
     assert step(named_phrase, "pack")["budget"] == packet["budget"]

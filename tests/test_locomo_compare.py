@@ -279,22 +279,22 @@ def test_default_leads_bm25s_and_the_five_list_fusion_significantly(tmp_path, mo
     groups = report["packet"]["groups"]
     default, bm25s = groups["default"], groups["bm25s"]
     assert default["negatives"]["answered"] < 0.5 * default["answerable"]["answered"]
-    assert default["answerable"]["answered"] == pytest.approx(0.919, abs=TOLERANCE)
-    assert default["negatives"]["answered"] == pytest.approx(0.241, abs=TOLERANCE)
+    assert default["answerable"]["answered"] == pytest.approx(0.917, abs=TOLERANCE)
+    assert default["negatives"]["answered"] == pytest.approx(0.245, abs=TOLERANCE)
     assert bm25s["negatives"]["answered"] == 1.0
     assert default["answerable"]["precision"] > bm25s["answerable"]["precision"]
     # its packet holds more of the evidence than bm25s's always-full one, its silences counting 0
-    # (0.760 against 0.721; 0.826 when it answers)
+    # (0.769 against 0.721; 0.838 when it answers)
     assert default["answerable"]["evidence_covered"] > bm25s["answerable"]["evidence_covered"]
     # and counting only what the packet shows, not a session summary's citation of its whole
-    # session (0.714 against 0.666)
+    # session (0.715 against 0.666)
     assert default["answerable"]["evidence_shown"] > bm25s["answerable"]["evidence_shown"]
     auroc = report["packet"]["auroc"]["default"]
     assert auroc["gate"] >= 0.90 and auroc["gate"] > max(v for k, v in auroc.items() if k != "gate")
     assert (tmp_path / "risk-coverage.png").read_bytes()[:4] == b"\x89PNG"
 
 
-EXPECTED = {"Success@1": 0.461, "Success@5": 0.793, "nDCG@10": 0.631}
+EXPECTED = {"Success@1": 0.457, "Success@5": 0.793, "nDCG@10": 0.629}
 
 
 def test_ablate_on_locomo_reports_the_evidence_measures_and_what_the_user_gets(home):

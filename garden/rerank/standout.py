@@ -30,7 +30,7 @@ from garden.rerank.context import Setting, StageBase
 STANDOUT = Setting("standout", float, 1.4, "how many times the best item must beat its first held-back rival "
                    "(the pi-canon default; experiments/standout_sweep.py shows why it stays)", check=check_standout)
 LANE_CAP = Setting("lane_cap", int, 3, "items per lane before the rival", ge=1)
-MIN_SHARE = Setting("min_share", float, 0.3, "under this share of the query's best an item is cut by rank "
+MIN_SHARE = Setting("min_share", float, 0.25, "under this share of the query's best an item is cut by rank "
                     "(experiments/locomo_gate.py)", ge=0, le=1)
 DEFAULT_STANDOUT = STANDOUT.default
 DEFAULT_LANE_CAP = LANE_CAP.default
