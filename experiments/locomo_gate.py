@@ -56,11 +56,15 @@ from pathlib import Path
 
 import numpy as np
 
-from garden.evaluation.abstention import auroc
-from garden.evaluation.locomo import load_conversations
-from garden.evaluation.negatives import foreign_negatives
-from garden.evaluation.packets import packet_row
-from garden.rerank.stages import SETTING_DEFAULTS, Settings
+PROJECT = Path(__file__).resolve().parents[1]
+if str(PROJECT) not in sys.path:  # run as a script: the project's packages by name
+    sys.path.insert(0, str(PROJECT))
+
+from garden.evaluation.abstention import auroc  # noqa: E402
+from garden.evaluation.locomo import load_conversations  # noqa: E402
+from garden.evaluation.negatives import foreign_negatives  # noqa: E402
+from garden.evaluation.packets import packet_row  # noqa: E402
+from garden.rerank.stages import SETTING_DEFAULTS, Settings  # noqa: E402
 
 FILL_SHARES = (0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35)
 ANSWER_TARGET = 0.91
@@ -106,7 +110,10 @@ def collect(conversations, negatives, bench: str = "locomo", folds: dict | None 
             for share in FILL_SHARES:
                 outcome = default.run(forced(story, q, min_share=share))
                 if share == FILL_SHARES[0]:
-                    row["x"], row["ratio"] = _features(outcome.stages), _ratio(outcome.stages)
+                    # a query triage asks about or skips never reaches the gate: it is not answered
+                    stages = outcome.stages
+                    row["x"] = _features(stages) if "decide" in stages else None
+                    row["ratio"] = _ratio(stages) if "decide" in stages else 0.0
                 r = packet_row(q, outcome.packet, story)
                 row["packets"][share] = (r.covered, r.precision)
                 if row["negative"]:
@@ -139,24 +146,30 @@ def longmemeval_rows(path: Path) -> list[dict]:
     return collect(conversations, foreign, "longmemeval", folds)
 
 
-def fit_gate(rows: list[dict]) -> tuple[list[float], float, float]:
-    """(weights, bias, answer_at) from these rows (see the module docstring)."""
+def fit_gate(rows: list[dict], rule: str = "answer-first") -> tuple[list[float], float, float]:
+    """(weights, bias, answer_at) from these rows (see the module docstring); `rule`
+    "refuse-first" drops the answering floor: the lowest threshold that answers at most
+    NEGATIVE_CAP of every benchmark's negatives, whatever that leaves answered."""
     from sklearn.linear_model import LogisticRegression
 
     counts = {b: sum(1 for r in rows if r["bench"] == b) for b in {r["bench"] for r in rows}}
-    model = LogisticRegression(C=1.0).fit([r["x"] for r in rows], [not r["negative"] for r in rows],
-                                          sample_weight=[len(rows) / (len(counts) * counts[r["bench"]]) for r in rows])
+    gated = [r for r in rows if r["x"] is not None]
+    model = LogisticRegression(C=1.0).fit([r["x"] for r in gated], [not r["negative"] for r in gated],
+                                          sample_weight=[len(rows) / (len(counts) * counts[r["bench"]])
+                                                         for r in gated])
     weights, bias = [float(w) for w in model.coef_[0]], float(model.intercept_[0])
     answering, refusing = [], []
     for bench in sorted(counts):
         mine = [r for r in rows if r["bench"] == bench]
-        support = sorted((float(np.dot(weights, r["x"]) + bias) for r in mine if r["core"]), reverse=True)
+        support = sorted((_support(r, weights, bias) for r in mine if r["core"]), reverse=True)
         if support:   # the highest threshold answering at least ANSWER_TARGET of the answerable core questions
             answering.append(support[max(0, math.ceil(ANSWER_TARGET * len(support)) - 1)])
         # the lowest answering at most NEGATIVE_CAP of the negatives: just above the first one left out
-        negatives = sorted((float(np.dot(weights, r["x"]) + bias) for r in mine if r["negative"]), reverse=True)
+        negatives = sorted((_support(r, weights, bias) for r in mine if r["negative"]), reverse=True)
         left_out = math.floor(NEGATIVE_CAP * len(negatives))
         refusing.append(math.nextafter(negatives[left_out], math.inf) if left_out < len(negatives) else -math.inf)
+    if rule == "refuse-first":
+        return weights, bias, max(refusing)
     return weights, bias, min(min(answering), max(refusing))
 
 
@@ -235,8 +248,13 @@ def _case_failures(answer_at: float, share: float) -> list[str]:
     return failed
 
 
+def _support(row: dict, weights, bias) -> float:
+    """The row's support under these weights; -inf for a query that never reached the gate."""
+    return -math.inf if row["x"] is None else float(np.dot(weights, row["x"]) + bias)
+
+
 def answers(row: dict, weights, bias, answer_at, decisive) -> bool:
-    return float(np.dot(weights, row["x"]) + bias) >= answer_at or row["ratio"] >= decisive
+    return row["x"] is not None and (_support(row, weights, bias) >= answer_at or row["ratio"] >= decisive)
 
 
 def fit_share(rows: list[dict], decided: list[bool], allowed=FILL_SHARES) -> float:
@@ -271,29 +289,37 @@ def main(argv=None) -> int:
     ap.add_argument("--longmemeval", default=str(LONGMEMEVAL), help="LongMemEval file, or none")
     ap.add_argument("--out", default="experiments/out")
     ap.add_argument("--reuse", action="store_true",
-                    help="fit again from the rows the last run collected (experiments/out/locomo_gate_rows.json)")
+                    help="fit again from the rows the last run collected (experiments/out/locomo_gate_rows_*.json)")
+    ap.add_argument("--rule", choices=("answer-first", "refuse-first"), default="answer-first",
+                    help="the threshold rule (fit_gate)")
+    ap.add_argument("--fit-on", default="all", help="the benchmarks the gate is fitted on (comma-separated, "
+                    "or all); every benchmark's held-out figures are reported either way")
     args = ap.parse_args(argv)
     with_lme = args.longmemeval.lower() != "none"
-    cache = Path(args.out) / ("locomo_gate_rows.json" if with_lme else "locomo_gate_rows_locomo.json")
-    if args.reuse and cache.is_file():
-        rows = json.loads(cache.read_text())
-        for r in rows:
-            r["packets"] = {float(k): v for k, v in r["packets"].items()}
-    else:
-        conversations = load_conversations(args.path)
-        rows = collect(conversations, foreign_negatives(conversations))
-        if with_lme:
-            rows += longmemeval_rows(Path(args.longmemeval))
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        cache.write_text(json.dumps(rows))
+    parts = [("locomo", lambda: collect(*(lambda c: (c, foreign_negatives(c)))(load_conversations(args.path))))]
+    if with_lme:
+        parts.append(("longmemeval", lambda: longmemeval_rows(Path(args.longmemeval))))
+    rows = []
+    for name, make in parts:   # each benchmark's rows saved as soon as they are collected
+        cache = Path(args.out) / f"locomo_gate_rows_{name}.json"
+        if args.reuse and cache.is_file():
+            part = json.loads(cache.read_text())
+            for r in part:
+                r["packets"] = {float(k): v for k, v in r["packets"].items()}
+        else:
+            part = make()
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            cache.write_text(json.dumps(part))
+        rows += part
     decisive = SETTING_DEFAULTS["decisive"]
     names = sorted({r["fold"] for r in rows})
     benches = sorted({r["bench"] for r in rows})
     folds, decided, shares, scores = [], [None] * len(rows), [None] * len(rows), [None] * len(rows)
     unclamped = [None] * len(rows)
+    fitted = benches if args.fit_on == "all" else args.fit_on.split(",")
     for held in names:
-        train = [r for r in rows if r["fold"] != held]
-        weights, bias, rule = fit_gate(train)
+        train = [r for r in rows if r["fold"] != held and r["bench"] in fitted]
+        weights, bias, rule = fit_gate(train, args.rule)
         low, high, _ = case_bounds(weights, bias, decisive)
         answer_at = min(max(rule, math.nextafter(low, math.inf)), high)
         for i, r in enumerate(rows):
@@ -305,7 +331,7 @@ def main(argv=None) -> int:
             if r["fold"] == held:
                 decided[i] = answers(r, weights, bias, answer_at, decisive)
                 shares[i] = share
-                scores[i] = float(np.dot(weights, r["x"]) + bias)
+                scores[i] = _support(r, weights, bias)
         test = [i for i, r in enumerate(rows) if r["fold"] == held]
         folds.append({"held_out": held, "weights": [round(w, 3) for w in weights], "bias": round(bias, 3),
                       "answer_at by the rule": round(rule, 3), "case bounds": [round(low, 3), round(high, 3)],
@@ -322,11 +348,12 @@ def main(argv=None) -> int:
         row["answered without the case bounds (negatives)"] = float(np.mean([unclamped[i] for i in mine
                                                                               if rows[i]["negative"]]))
         held_out[bench] = row
-    weights, bias, rule = fit_gate(rows)
+    weights, bias, rule = fit_gate([r for r in rows if r["bench"] in fitted], args.rule)
     low, high, why = case_bounds(weights, bias, decisive)
     answer_at = math.floor(min(max(rule, math.nextafter(low, math.inf)), high) * 100) / 100
     allowed = [x for x in FILL_SHARES if not case_failures(answer_at, x, weights, bias)]
-    share = fit_share(rows, [answers(r, weights, bias, answer_at, decisive) for r in rows], allowed)
+    trained = [r for r in rows if r["bench"] in fitted]
+    share = fit_share(trained, [answers(r, weights, bias, answer_at, decisive) for r in trained], allowed)
     shipped = {"weights (ln top, held, known)": [round(w, 2) for w in weights], "bias": round(bias, 2),
                "answer_at by the rule": round(rule, 3), "case bounds": [round(low, 3), round(high, 3)],
                "bounds set by": why, "answer_at": answer_at, "shares the cases allow": allowed, "min_share": share,
@@ -346,7 +373,8 @@ def main(argv=None) -> int:
     print(f"  largest standout ratio of any question: {max(ratios):.2f} (decisive is {decisive:g})")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "locomo_gate.json").write_text(json.dumps({"folds": folds, "held_out": held_out, "shipped": shipped,
+    variant = "" if (args.rule, args.fit_on) == ("answer-first", "all") else f"_{args.rule}_{'+'.join(fitted)}"
+    (out / f"locomo_gate{variant}.json").write_text(json.dumps({"rule": args.rule, "fit_on": fitted, "folds": folds, "held_out": held_out, "shipped": shipped,
                                                        "fill_shares": FILL_SHARES, "answer_target": ANSWER_TARGET,
                                                        "negative_cap": NEGATIVE_CAP},
                                                       indent=2))
