@@ -14,7 +14,7 @@ from garden.rerank.standout import DEFAULT_LANE_CAP, DEFAULT_MIN_SHARE, DEFAULT_
 def test_defaults():
     assert DEFAULT_STANDOUT == 1.4
     assert DEFAULT_LANE_CAP == 3
-    assert DEFAULT_MIN_SHARE == 0.3  # experiments/locomo_gate.py, every fold
+    assert DEFAULT_MIN_SHARE == 0.25  # experiments/locomo_gate.py, every one of fourteen folds over both benchmarks
 
 
 # --- the formula ---------------------------------------------------------------------
