@@ -51,6 +51,7 @@ from garden.analyzer import analyze
 from garden.rerank.candidates import Candidate
 from garden.rerank.context import QueryContext, Setting, StageBase
 from garden.rerank.decide import vocabulary
+from garden.rerank.neighbours import RAW_KINDS
 
 PASSAGE_CHARS = Setting("passage_chars", int, 300, "a passage's window: at most this many characters "
                         "(experiments/passages.py)", ge=40)
@@ -58,7 +59,7 @@ PASSAGE_AT = Setting("passage_at", int, 300, "a raw record longer than this and 
                      "passage (experiments/passages.py)", ge=40)
 
 LABEL = "passage"
-KINDS = ("source", "chunk")   # raw material; curated and derived records ride whole
+KINDS = RAW_KINDS   # raw material; curated and derived records ride whole
 # a sentence ends at its mark, with the quotes and brackets that close it, before a space,
 # unless the mark follows a number of one or two digits alone (a list's "2." opens its
 # item); a line break ends a unit too (a list item, a heading)

@@ -37,13 +37,13 @@ from collections import defaultdict
 from garden.derived.tables import numbers_codec, remembered
 from garden.models import Story
 from garden.rerank.context import QueryContext, Setting, StageBase
+from garden.rerank.neighbours import RAW_KINDS
 from garden.retrievers import is_semantic
 
 SESSION_WEIGHT = Setting("session_weight", float, 2.0, "a turn's score is multiplied by its session's reciprocal "
                          "rank as a share of the first's, to this power (sessions.py)", ge=0)
 SESSION_K = 60          # reciprocal rank fusion's constant (Cormack et al. 2009)
 SESSION_TOP = 3         # a session's evidence: its best candidates' cosines, this many summed
-RAW_KINDS = ("source", "chunk")
 SESSION_NUMBERS = numbers_codec("i")
 
 

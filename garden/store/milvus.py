@@ -52,6 +52,7 @@ from garden.errors import GardenError, StoryError
 from garden.formats.jsonl_reader import MAX_LINE_BYTES, SUFFIX, _parse
 from garden.models import Record, Story
 from garden.rerank.phrase import PhraseIndex
+from garden.rerank.neighbours import RAW_KINDS
 from garden.rerank.sessions import SessionCount
 from garden.retrievers import Doc, make_retriever
 
@@ -59,7 +60,6 @@ FORMAT = 2   # 2: the sessions table (garden.rerank.sessions)
 CHUNK = 10_000            # records validated and written at once
 RECORDS_KEPT = 20_000     # records a stored story keeps after reading them from Milvus
 KINDS = ("source", "chunk", "note", "view", "state", "decision", "control")
-RAW_KINDS = ("source", "chunk")   # garden.rerank.neighbours: a run of raw records
 SEARCHED = ("id", "kind", "title", "text", "rationale")  # what `Record.searchable` is made of
 
 
