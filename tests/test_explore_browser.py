@@ -3,26 +3,24 @@ Selenium, opens the page `garden explore` writes for the named-phrase case, step
 it with the buttons and the keyboard, and asserts on the DOM. A JavaScript error in the
 console fails the test; each step is saved as a screenshot under the test's temp folder.
 
-The browser is the system's (`apt-get install -y chromium chromium-driver`; `.ci/run`
-installs it when missing). Without it the test fails saying so; GARDEN_SKIP_BROWSER=1
-skips it on a machine that cannot have one.
+The browser is the system's (tests/browser.py: `apt-get install -y chromium chromium-driver`;
+`.ci/run` installs it when missing). Without it the test is skipped saying what to install,
+and fails instead where the browser is required (CI=true, GARDEN_REQUIRE_BROWSER=1).
 """
 from __future__ import annotations
 
 import json
-import os
 import re
 import time
 from pathlib import Path
 
 import pytest
 
+from browser import start_chromium
 from garden.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 LOCOMO = ROOT.parent / "shared" / "data" / "locomo"
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMEDRIVER = Path("/usr/bin/chromedriver")
 
 
 def served_packet():
@@ -35,33 +33,9 @@ def served_packet():
     return make_pipeline("default").run(spec_for(q, load_story(q.story_path))).packet
 
 
-FLAGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--no-first-run", "--window-size=1400,900"]
-
-
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory):
-    if os.environ.get("GARDEN_SKIP_BROWSER") == "1":
-        pytest.skip("GARDEN_SKIP_BROWSER=1: the browser test is skipped on this machine")
-    missing = [str(p) for p in (CHROMIUM, CHROMEDRIVER) if not p.is_file()]
-    if missing:
-        pytest.fail(f"no browser: {', '.join(missing)} missing; install it with "
-                    "`apt-get install -y chromium chromium-driver` (or set GARDEN_SKIP_BROWSER=1 to skip)")
-    try:
-        from selenium import webdriver
-        from selenium.webdriver.chrome.options import Options
-        from selenium.webdriver.chrome.service import Service
-    except ImportError:
-        pytest.fail("selenium is not installed: pip install -e '.[test]'")
-    os.environ["SE_OFFLINE"] = "1"  # Selenium Manager never looks for a driver to download
-    options = Options()
-    options.binary_location = str(CHROMIUM)
-    for flag in FLAGS:
-        options.add_argument(flag)
-    options.add_argument(f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}")
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
+    driver = start_chromium(tmp_path_factory.mktemp("chromium-profile"), console=True)
     yield driver
     driver.quit()
 

@@ -11,7 +11,6 @@ reach the garden with `Host: rebind.test:PORT`.
 from __future__ import annotations
 
 import json
-import os
 import socket
 import threading
 import time
@@ -19,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from test_explore_browser import CHROMEDRIVER, CHROMIUM, FLAGS
+from browser import start_chromium
 from test_hostile_round_three import quarry_store
 from test_serve import Server
 
@@ -110,24 +109,8 @@ def served(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory):
-    if os.environ.get("GARDEN_SKIP_BROWSER") == "1":
-        pytest.skip("GARDEN_SKIP_BROWSER=1: the browser test is skipped on this machine")
-    missing = [str(p) for p in (CHROMIUM, CHROMEDRIVER) if not p.is_file()]
-    if missing:
-        pytest.fail(f"no browser: {', '.join(missing)} missing; install it with "
-                    "`apt-get install -y chromium chromium-driver` (or set GARDEN_SKIP_BROWSER=1 to skip)")
-    from selenium import webdriver
-    from selenium.webdriver.chrome.options import Options
-    from selenium.webdriver.chrome.service import Service
-
-    os.environ["SE_OFFLINE"] = "1"
-    options = Options()
-    options.binary_location = str(CHROMIUM)
-    for flag in FLAGS:
-        options.add_argument(flag)
-    options.add_argument("--host-resolver-rules=MAP rebind.test 127.0.0.1")
-    options.add_argument(f"--user-data-dir={tmp_path_factory.mktemp('chromium-serve-profile')}")
-    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
+    driver = start_chromium(tmp_path_factory.mktemp("chromium-serve-profile"),
+                            ("--host-resolver-rules=MAP rebind.test 127.0.0.1",))
     yield driver
     driver.quit()
 
