@@ -28,6 +28,13 @@ VASWANI = PROJECT.parent / "shared" / "data" / "vaswani"
 MEASURES = ("AP", "nDCG@10", "R@1000", "RR")
 PIPELINES = ("bm25", "bm25s", "dense", "hybrid", "default")
 SUBSET = 12  # queries a stage-removed variant runs on: enough to show it ranks as hybrid does
+# `dense` (int8, the default) moves between processors: AP 0.2788 where ONNX Runtime runs AVX2
+# kernels, 0.27850 with AVX-512 and VNNI; 20 simulated processors (experiments/encoder_spread.py,
+# the vector differences measured between the two kinds) moved AP by at most 0.0017 and R@1000
+# by 0.0006. Held to the middle of the two measured figures, a little past the spread
+# (docs/encoding.md, "Between machines")
+DENSE_AP, DENSE_AP_SPREAD = 0.2787, 0.002
+DENSE_R1000, DENSE_R1000_SPREAD = 0.9385, 0.002
 
 pytestmark = pytest.mark.skipif(
     not (VASWANI / "corpus").is_dir(), reason=f"the Vaswani collection is not at {VASWANI}")
@@ -77,7 +84,8 @@ def test_bm25s_matches_the_reference_bm25s_figures(figures):
 
 def test_dense(figures):
     assert figures["dense"]["AP"] >= 0.275
-    assert figures["dense"]["R@1000"] == pytest.approx(0.9385, abs=0.005)
+    assert figures["dense"]["AP"] == pytest.approx(DENSE_AP, abs=DENSE_AP_SPREAD)
+    assert figures["dense"]["R@1000"] == pytest.approx(DENSE_R1000, abs=DENSE_R1000_SPREAD)
 
 
 def test_hybrid_beats_both_members(figures):
@@ -129,7 +137,9 @@ def test_on_milvus_dense_ranks_as_dense_and_bm25_scores_as_bm25(runs, vaswani, t
     ours = evaluate(vaswani.qrels, runs.rankings, ("AP", "nDCG@10")).aggregates
     for measure, distance in BM25_DISTANCE.items():
         assert figures[f"milvus-bm25{option}"][measure] == pytest.approx(ours["bm25"][measure], abs=distance), measure
-    assert figures[f"milvus-dense{option}"]["AP"] == pytest.approx(0.2788, abs=1e-4)
+    # the same vectors as `dense` in this process (whatever this processor made of them): the
+    # same figure but for the near-ties above
+    assert figures[f"milvus-dense{option}"]["AP"] == pytest.approx(ours["dense"]["AP"], abs=1e-4)
 
 
 # --- structured pipelines on a collection --------------------------------------------
