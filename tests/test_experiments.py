@@ -140,3 +140,49 @@ def test_the_passage_experiment_keeps_a_setting_only_when_neither_benchmark_lose
     # coverage lost on one benchmark too: nothing is eligible but no passages
     rows[1]["settings"][wide]["covered"] = 0.4
     assert choose(rows) == OFF
+
+
+def test_the_spread_study_counts_identical_vectors_and_measures_the_rest():
+    from experiments.encoder_spread import difference
+
+    rng = np.random.default_rng(0)
+    native = rng.normal(size=(4, 8)).astype(np.float32)
+    native /= np.linalg.norm(native, axis=1, keepdims=True)
+    other = native.copy()
+    other[1] = -native[1]   # one vector turned round: 1 - cosine of 2
+    got = difference(native, other)
+    assert got["identical"] == 0.75 and got["vectors"] == 4
+    assert got["one_minus_cos_max"] == pytest.approx(2.0, abs=1e-6)
+    assert got["one_minus_cos_median"] == pytest.approx(0.0, abs=1e-6)   # float32 rounding of a unit norm
+
+
+def test_the_spread_study_ranks_by_cosine_ties_by_id():
+    from experiments.encoder_spread import ranked
+
+    docs = np.array([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0]], dtype=np.float32)
+    run = ranked(np.array([[1.0, 0.0]], dtype=np.float32), docs, ["q"], ["d9", "d10", "d2"])
+    assert [d for d, _ in run["q"]] == ["d10", "d9", "d2"]   # the tie by id, as strings
+
+
+def test_known_item_queries_are_drawn_from_their_record_and_seeded(project):
+    from experiments.known_item_gate import LENGTHS, conformal_threshold, known_item_queries
+    from garden.formats.stories import load_story
+    from garden.retrievers import documents
+
+    story = load_story(project / "fixtures" / "aurora-ridge.yaml")
+    searchable = {d.id: d.text for d in documents(story)}   # what the retrievers read: title and text
+    first, again = known_item_queries(story, 12), known_item_queries(story, 12)
+    assert first == again and len(first) == 12
+    assert known_item_queries(story, 12, seed=1) != first
+    for rid, query in first:
+        words = query.split()
+        assert LENGTHS[0] <= len(words) <= LENGTHS[1]
+        text = searchable[rid]
+        assert all(w in text for w in words), (rid, query)
+        at, start = [], 0
+        for w in words:   # in the record's order
+            at.append(text.index(w, start))
+            start = at[-1] + len(w)
+    # split-conformal: the floor(alpha (n + 1))-th smallest; too few queries for the level: every one answers
+    assert conformal_threshold([5.0, 1.0, 3.0, 2.0, 4.0], 0.34) == 2.0
+    assert conformal_threshold([1.0, 2.0], 0.3) == float("-inf")
