@@ -1,0 +1,203 @@
+"""A pilot for a decide gate calibrated on each store: simulated known-item queries as the
+store's own reference for "a question this store can answer".
+
+Known-item queries are drawn from the store's own records (Azzopardi, de Rijke and Balog,
+SIGIR 2007, "Building simulated queries for known-item topics"): a record is picked
+uniformly among the retrievable ones holding at least MIN_WORDS content words, then a few
+of its words (2 to 5, 3 to 5 or 1 to 3: each range a variant, `--lengths`), without
+replacement, each with probability in proportion to its term's weight in the store
+(ln(1 + N / (df + 0.5)), the decide stage's own weight: Azzopardi et al.'s discriminative
+term selection), kept in the record's order. Such a query is one the store
+can answer, with that record as its answer. Every draw is seeded per store
+(`random.Random(f"{seed}/{store}")`), so a store's queries do not depend on the others.
+
+Each simulated query runs through `default` with the answer forced (experiments/locomo_gate.py,
+FORCED), which records its support (garden/rerank/decide.py). A store's threshold at level
+alpha is then split-conformal: the k-th smallest of its n known-item supports, k =
+floor(alpha * (n + 1)), so that a further query exchangeable with the simulated ones is
+answered with probability at least 1 - alpha. The guarantee holds only for queries like the
+simulated ones; whether real questions are like them is what this pilot measures.
+
+The real questions are scored the same way: on LoCoMo's seven conversations every judged
+question (categories 1-4 count as answerable) and each store's foreign negatives
+(garden/evaluation/negatives.py, seed 0); on LongMemEval's 13-question development subset
+(tests/test_longmemeval_dev.py's rule: sorted by type then id, every eighth) each haystack's
+own question and FOREIGN foreign negatives. For each alpha, and for the shipped single
+threshold (`answer_at`), the shares of answerable questions and of negatives that would be
+answered, per benchmark. Nothing here is chosen or shipped: it is a measurement to decide
+whether the reference is worth building (docs/packet.md, "Toward a gate calibrated on the
+store").
+
+    .venv/bin/python experiments/known_item_gate.py [--queries 300] [--lengths 2-5,3-5,1-3] [--out DIR]
+
+LoCoMo: Maharana et al., ACL 2024, CC BY-NC 4.0; LongMemEval: Wu et al., ICLR 2025, MIT; both
+read from ../shared/data.
+"""
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import math
+import random
+import re
+import sys
+import tempfile
+from pathlib import Path
+
+PROJECT = Path(__file__).resolve().parents[1]
+if str(PROJECT) not in sys.path:
+    sys.path.insert(0, str(PROJECT))
+
+from experiments.locomo_gate import FORCED  # noqa: E402
+from garden.analyzer import analyze  # noqa: E402
+from garden.rerank.decide import ANSWER_AT, vocabulary  # noqa: E402
+from garden.retrievers import documents  # noqa: E402
+
+DATA = PROJECT.parent / "shared" / "data"
+MIN_WORDS, LENGTHS = 4, (2, 5)
+ALPHAS = (0.01, 0.02, 0.03, 0.04, 0.05, 0.075, 0.1, 0.2)
+FOREIGN = 3
+WORD = re.compile(r"\w+(?:['’]\w+)*", re.UNICODE)
+SEED = 0
+
+
+def known_item_queries(story, count: int, seed: int = SEED,
+                       lengths: tuple[int, int] = LENGTHS) -> list[tuple[str, str]]:
+    """(record id, query) pairs drawn from `story`'s own records (see the module docstring),
+    each of `lengths` words (inclusive)."""
+    vocab = vocabulary(story)
+    pool = []
+    for doc in sorted(documents(story), key=lambda d: d.id):
+        words, seen = [], set()
+        for word in WORD.findall(doc.text):
+            terms = analyze(word)
+            if len(terms) == 1 and terms[0] not in seen:
+                seen.add(terms[0])
+                words.append((word, vocab.weight(terms[0])))
+        if len(words) >= MIN_WORDS:
+            pool.append((doc.id, words))
+    rng = random.Random(f"{seed}/{story.story}")
+    out = []
+    for _ in range(count if pool else 0):
+        rid, words = pool[rng.randrange(len(pool))]
+        length = min(rng.randint(*lengths), len(words))
+        chosen: set[int] = set()
+        while len(chosen) < length:   # weighted draws without replacement
+            left = [i for i in range(len(words)) if i not in chosen]
+            chosen.add(rng.choices(left, weights=[words[i][1] for i in left])[0])
+        out.append((rid, " ".join(words[i][0] for i in sorted(chosen))))
+    return out
+
+
+def conformal_threshold(supports: list[float], alpha: float) -> float:
+    """The k-th smallest support, k = floor(alpha * (n + 1)); -inf when k is 0 (too few
+    queries for the level: every query answers)."""
+    k = math.floor(alpha * (len(supports) + 1))
+    return -math.inf if k < 1 else sorted(supports)[k - 1]
+
+
+def _support(pipeline, story, text: str, as_of) -> float | None:
+    from garden.rerank.query import QuerySpec
+    from garden.rerank.stages import Settings
+
+    stages = pipeline.run(QuerySpec(story, text, as_of, settings=Settings(answer_at=FORCED))).stages
+    return stages["decide"]["support"] if "decide" in stages else None
+
+
+def store_rows(conversations, negatives, bench: str, count: int, variants: dict) -> list[dict]:
+    """Per store: its known-item supports under each query-length variant, and its real
+    questions' supports."""
+    from garden.pipelines import make_pipeline
+
+    default = make_pipeline("default")
+    rows = []
+    for conv in conversations:
+        story = conv.story
+        as_of = max((q.as_of for q in conv.questions if q.as_of), default=None)
+        simulated = {name: [s for _, text in known_item_queries(story, count, lengths=lengths)
+                            if (s := _support(default, story, text, as_of)) is not None]
+                     for name, lengths in variants.items()}
+        questions = []
+        for q in conv.questions + negatives.get(story.story, []):
+            answerable = bool(q.evidence) and not q.category.startswith("5")
+            if not (answerable or not q.evidence):
+                continue   # LoCoMo's adversarial category: neither answerable nor a negative here
+            questions.append({"answerable": answerable, "support": _support(default, story, q.text, q.as_of)})
+        rows.append({"bench": bench, "store": story.story, "simulated": simulated, "questions": questions})
+        print(f"{bench} {story.story}: {count} simulated a variant, {len(questions)} questions", flush=True)
+    return rows
+
+
+def shares(rows: list[dict], threshold_of) -> dict[str, float]:
+    """The shares answered (answerable, negatives) when each store answers at `threshold_of(row)`."""
+    answered = {True: [0, 0], False: [0, 0]}
+    for row in rows:
+        at = threshold_of(row)
+        for q in row["questions"]:
+            tally = answered[q["answerable"]]
+            tally[0] += q["support"] is not None and q["support"] >= at
+            tally[1] += 1
+    return {"answered": answered[True][0] / max(1, answered[True][1]),
+            "negatives answered": answered[False][0] / max(1, answered[False][1]),
+            "answerable": answered[True][1], "negatives": answered[False][1]}
+
+
+def load_stores():
+    from dataclasses import replace
+
+    from experiments.chat_protocol import load
+    from garden.evaluation.negatives import foreign_negatives
+
+    with gzip.open(DATA / "longmemeval" / "longmemeval_s_dev.json.gz", "rt", encoding="utf-8") as fh:
+        questions = json.load(fh)
+    questions.sort(key=lambda q: (q["question_type"], q["question_id"]))
+    with tempfile.TemporaryDirectory() as scratch:
+        subset = Path(scratch) / "subset.json"
+        subset.write_text(json.dumps(questions[::8]), encoding="utf-8")
+        loaded = load(str(DATA / "locomo"), str(subset))
+    locomo, lme = loaded["locomo"], loaded["longmemeval"]
+    judged = [replace(c, questions=[q for q in c.questions if q.evidence]) for c in locomo]
+    lme_judged = [replace(c, questions=[q for q in c.questions if q.evidence]) for c in lme]
+    return {"locomo": (locomo, foreign_negatives(judged)),
+            "longmemeval": (lme, foreign_negatives([c for c in lme_judged if c.questions], per_store=FOREIGN))}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--queries", type=int, default=300, help="known-item queries drawn per store")
+    ap.add_argument("--lengths", default="2-5,3-5,1-3", help="query lengths to draw, each a variant: LOW-HIGH,...")
+    ap.add_argument("--out", default=str(PROJECT / "experiments" / "out"))
+    args = ap.parse_args(argv)
+    variants = {f"{v} words": tuple(int(n) for n in v.split("-")) for v in args.lengths.split(",") if v}
+    rows = []
+    for bench, (conversations, negatives) in load_stores().items():
+        rows += store_rows(conversations, negatives, bench, args.queries, variants)
+    report = {"queries_per_store": args.queries, "rules": {}}
+    rules = {f"answer_at {ANSWER_AT.default} (shipped)": lambda row: ANSWER_AT.default}
+    rules.update({f"{v}, alpha {a}": (lambda row, a=a, v=v: conformal_threshold(row["simulated"][v], a))
+                  for v in variants for a in ALPHAS})
+    print(f"{'rule':<28} {'bench':<12} {'answered':>9} {'negatives':>10}")
+    for name, rule in rules.items():
+        report["rules"][name] = {}
+        for bench in ("locomo", "longmemeval"):
+            got = shares([r for r in rows if r["bench"] == bench], rule)
+            report["rules"][name][bench] = got
+            print(f"{name:<28} {bench:<12} {got['answered']:9.3f} {got['negatives answered']:10.3f}")
+    benches = ("locomo", "longmemeval")
+    real = {b: sorted(q["support"] for r in rows if r["bench"] == b for q in r["questions"]
+                      if q["answerable"] and q["support"] is not None) for b in benches}
+    report["median_support"] = {"real answerable": {b: v[len(v) // 2] for b, v in real.items() if v}}
+    for v in variants:
+        got = {b: sorted(s for r in rows if r["bench"] == b for s in r["simulated"][v]) for b in benches}
+        report["median_support"][v] = {b: x[len(x) // 2] for b, x in got.items() if x}
+    for name, medians in report["median_support"].items():
+        print(f"median support, {name}: " + ", ".join(f"{b} {m:.3f}" for b, m in medians.items()))
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "known_item_gate.json").write_text(json.dumps({"report": report, "rows": rows}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
