@@ -45,11 +45,13 @@ import sys
 import tempfile
 from pathlib import Path
 
+import numpy as np
+
 PROJECT = Path(__file__).resolve().parents[1]
 if str(PROJECT) not in sys.path:
     sys.path.insert(0, str(PROJECT))
 
-from experiments.locomo_gate import FORCED  # noqa: E402
+from experiments.locomo_gate import FORCED, LONGMEMEVAL_FOREIGN, threshold_rule  # noqa: E402
 from garden.analyzer import analyze  # noqa: E402
 from garden.rerank.decide import ANSWER_AT, vocabulary  # noqa: E402
 from garden.retrievers import documents  # noqa: E402
@@ -57,7 +59,8 @@ from garden.retrievers import documents  # noqa: E402
 DATA = PROJECT.parent / "shared" / "data"
 MIN_WORDS, LENGTHS = 4, (2, 5)
 ALPHAS = (0.01, 0.02, 0.03, 0.04, 0.05, 0.075, 0.1, 0.2)
-FOREIGN = 3
+FOREIGN = {"subset": 3, "full": LONGMEMEVAL_FOREIGN}   # foreign negatives a LongMemEval haystack is asked
+GROUPS = 7   # LongMemEval's folds (experiments/chat_protocol.py): haystacks dealt by type, then id
 WORD = re.compile(r"\w+(?:['’]\w+)*", re.UNICODE)
 SEED = 0
 
@@ -105,7 +108,7 @@ def _support(pipeline, story, text: str, as_of) -> float | None:
     return stages["decide"]["support"] if "decide" in stages else None
 
 
-def store_rows(conversations, negatives, bench: str, count: int, variants: dict) -> list[dict]:
+def store_rows(conversations, negatives, bench: str, count: int, variants: dict, folds: dict) -> list[dict]:
     """Per store: its known-item supports under each query-length variant, and its real
     questions' supports."""
     from garden.pipelines import make_pipeline
@@ -124,7 +127,8 @@ def store_rows(conversations, negatives, bench: str, count: int, variants: dict)
             if not (answerable or not q.evidence):
                 continue   # LoCoMo's adversarial category: neither answerable nor a negative here
             questions.append({"answerable": answerable, "support": _support(default, story, q.text, q.as_of)})
-        rows.append({"bench": bench, "store": story.story, "simulated": simulated, "questions": questions})
+        rows.append({"bench": bench, "store": story.story, "fold": folds[story.story], "simulated": simulated,
+                     "questions": questions})
         print(f"{bench} {story.story}: {count} simulated a variant, {len(questions)} questions", flush=True)
     return rows
 
@@ -143,7 +147,9 @@ def shares(rows: list[dict], threshold_of) -> dict[str, float]:
             "answerable": answered[True][1], "negatives": answered[False][1]}
 
 
-def load_stores():
+def load_stores(sample: str):
+    """benchmark -> (conversations, foreign negatives, store -> fold). LongMemEval's `subset`
+    is tests/test_longmemeval_dev.py's 13 questions, `full` the whole development sample."""
     from dataclasses import replace
 
     from experiments.chat_protocol import load
@@ -153,26 +159,62 @@ def load_stores():
         questions = json.load(fh)
     questions.sort(key=lambda q: (q["question_type"], q["question_id"]))
     with tempfile.TemporaryDirectory() as scratch:
-        subset = Path(scratch) / "subset.json"
-        subset.write_text(json.dumps(questions[::8]), encoding="utf-8")
-        loaded = load(str(DATA / "locomo"), str(subset))
+        chosen = Path(scratch) / "sample.json"
+        chosen.write_text(json.dumps(questions[::8] if sample == "subset" else questions), encoding="utf-8")
+        loaded = load(str(DATA / "locomo"), str(chosen))
     locomo, lme = loaded["locomo"], loaded["longmemeval"]
     judged = [replace(c, questions=[q for q in c.questions if q.evidence]) for c in locomo]
     lme_judged = [replace(c, questions=[q for q in c.questions if q.evidence]) for c in lme]
-    return {"locomo": (locomo, foreign_negatives(judged)),
-            "longmemeval": (lme, foreign_negatives([c for c in lme_judged if c.questions], per_store=FOREIGN))}
+    dealt = sorted(lme, key=lambda c: (c.questions[0].category, c.questions[0].qid))
+    return {"locomo": (locomo, foreign_negatives(judged), {c.story.story: c.story.story for c in locomo}),
+            "longmemeval": (lme, foreign_negatives([c for c in lme_judged if c.questions], per_store=FOREIGN[sample]),
+                            {c.story.story: f"longmemeval-group-{n % GROUPS + 1}" for n, c in enumerate(dealt)})}
+
+
+def normalized(row: dict, q: dict, offset) -> float:
+    return -math.inf if q["support"] is None else q["support"] - offset(row)
+
+
+def held_out(rows: list[dict], offset) -> dict[str, dict[str, float]]:
+    """Each fold decided at the threshold `threshold_rule` fits on the other folds' rows, every
+    support moved by its store's `offset(row)` (the per-store normalisation); the held-out
+    shares per benchmark."""
+    tally = {b: {True: [0, 0], False: [0, 0]} for b in {r["bench"] for r in rows}}
+    for fold in sorted({r["fold"] for r in rows}):
+        train = [r for r in rows if r["fold"] != fold]
+        by_bench = {b: ([normalized(r, q, offset) for r in train if r["bench"] == b for q in r["questions"]
+                         if q["answerable"]],
+                        [normalized(r, q, offset) for r in train if r["bench"] == b for q in r["questions"]
+                         if not q["answerable"]]) for b in sorted(tally)}
+        at = threshold_rule(by_bench)
+        for r in rows:
+            if r["fold"] == fold:
+                for q in r["questions"]:
+                    counts = tally[r["bench"]][q["answerable"]]
+                    counts[0] += normalized(r, q, offset) >= at
+                    counts[1] += 1
+    return {b: {"answered": t[True][0] / max(1, t[True][1]), "negatives answered": t[False][0] / max(1, t[False][1])}
+            for b, t in tally.items()}
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--queries", type=int, default=300, help="known-item queries drawn per store")
     ap.add_argument("--lengths", default="2-5,3-5,1-3", help="query lengths to draw, each a variant: LOW-HIGH,...")
+    ap.add_argument("--longmemeval", choices=("subset", "full"), default="subset",
+                    help="LongMemEval's 13-question subset or its whole development sample (its 46,000 turns "
+                         "encoded once)")
     ap.add_argument("--out", default=str(PROJECT / "experiments" / "out"))
+    ap.add_argument("--reuse", action="store_true", help="report again from the rows the last run saved")
     args = ap.parse_args(argv)
     variants = {f"{v} words": tuple(int(n) for n in v.split("-")) for v in args.lengths.split(",") if v}
-    rows = []
-    for bench, (conversations, negatives) in load_stores().items():
-        rows += store_rows(conversations, negatives, bench, args.queries, variants)
+    saved = Path(args.out) / f"known_item_gate_{args.longmemeval}.json"
+    if args.reuse:
+        rows = json.loads(saved.read_text(encoding="utf-8"))["rows"]
+    else:
+        rows = []
+        for bench, (conversations, negatives, folds) in load_stores(args.longmemeval).items():
+            rows += store_rows(conversations, negatives, bench, args.queries, variants, folds)
     report = {"queries_per_store": args.queries, "rules": {}}
     rules = {f"answer_at {ANSWER_AT.default} (shipped)": lambda row: ANSWER_AT.default}
     rules.update({f"{v}, alpha {a}": (lambda row, a=a, v=v: conformal_threshold(row["simulated"][v], a))
@@ -193,9 +235,21 @@ def main(argv: list[str] | None = None) -> int:
         report["median_support"][v] = {b: x[len(x) // 2] for b, x in got.items() if x}
     for name, medians in report["median_support"].items():
         print(f"median support, {name}: " + ", ".join(f"{b} {m:.3f}" for b, m in medians.items()))
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "known_item_gate.json").write_text(json.dumps({"report": report, "rows": rows}, indent=1))
+    # per-store normalisation: a store's support less its known-item median (or low quantile), one
+    # threshold over the normalized supports fitted on the other folds, as locomo_gate fits its own
+    offsets = {"raw support (one threshold)": lambda row: 0.0}
+    for v in variants:
+        for share in (0.5, 0.1):
+            offsets[f"less {v} q{share:g}"] = (lambda row, v=v, share=share:
+                                              float(np.quantile(row["simulated"][v], share)))
+    report["held_out"] = {}
+    print(f"held out, fold by fold: {'normalisation':<26} {'bench':<12} {'answered':>9} {'negatives':>10}")
+    for name, offset in offsets.items():
+        report["held_out"][name] = held_out(rows, offset)
+        for bench, got in report["held_out"][name].items():
+            print(f"{'':<22}{name:<26} {bench:<12} {got['answered']:9.3f} {got['negatives answered']:10.3f}")
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    saved.write_text(json.dumps({"report": report, "rows": rows}, indent=1))
     return 0
 
 

@@ -162,19 +162,29 @@ def fit_gate(rows: list[dict], rule: str = "answer-first") -> tuple[list[float],
                                           sample_weight=[len(rows) / (len(counts) * counts[r["bench"]])
                                                          for r in gated])
     weights, bias = [float(w) for w in model.coef_[0]], float(model.intercept_[0])
-    answering, refusing = [], []
+    by_bench = {}
     for bench in sorted(counts):
         mine = [r for r in rows if r["bench"] == bench]
-        support = sorted((_support(r, weights, bias) for r in mine if r["core"]), reverse=True)
+        by_bench[bench] = ([_support(r, weights, bias) for r in mine if r["core"]],
+                           [_support(r, weights, bias) for r in mine if r["negative"]])
+    return weights, bias, threshold_rule(by_bench, rule)
+
+
+def threshold_rule(by_bench: dict[str, tuple[list[float], list[float]]], rule: str = "answer-first") -> float:
+    """`answer_at` from each benchmark's (answerable core supports, negatives' supports), by
+    the rule of the module docstring."""
+    answering, refusing = [], []
+    for core, negative in by_bench.values():
+        support = sorted(core, reverse=True)
         if support:   # the highest threshold answering at least ANSWER_TARGET of the answerable core questions
             answering.append(support[max(0, math.ceil(ANSWER_TARGET * len(support)) - 1)])
         # the lowest answering at most NEGATIVE_CAP of the negatives: just above the first one left out
-        negatives = sorted((_support(r, weights, bias) for r in mine if r["negative"]), reverse=True)
+        negatives = sorted(negative, reverse=True)
         left_out = math.floor(NEGATIVE_CAP * len(negatives))
         refusing.append(math.nextafter(negatives[left_out], math.inf) if left_out < len(negatives) else -math.inf)
     if rule == "refuse-first":
-        return weights, bias, max(refusing)
-    return weights, bias, min(min(answering), max(refusing))
+        return max(refusing)
+    return min(min(answering), max(refusing))
 
 
 def case_bounds(weights, bias, decisive) -> tuple[float, float, list[str]]:

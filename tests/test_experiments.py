@@ -186,3 +186,18 @@ def test_known_item_queries_are_drawn_from_their_record_and_seeded(project):
     # split-conformal: the floor(alpha (n + 1))-th smallest; too few queries for the level: every one answers
     assert conformal_threshold([5.0, 1.0, 3.0, 2.0, 4.0], 0.34) == 2.0
     assert conformal_threshold([1.0, 2.0], 0.3) == float("-inf")
+
+
+def test_the_gate_threshold_rule_answers_first_then_refuses():
+    import math
+
+    from experiments.locomo_gate import threshold_rule
+
+    # every answerable question answered and every negative refused: just above the best negative
+    at = threshold_rule({"a": ([3.0, 2.0, 1.0], [0.5, 0.2])})
+    assert 0.5 < at <= math.nextafter(0.5, math.inf)
+    # where refusing would leave less than 0.91 answered, the answering floor wins
+    assert threshold_rule({"a": ([3.0, 2.0, 0.1], [0.5, 0.2])}) == 0.1
+    # refuse-first drops the floor; benchmarks each keep their own cap
+    assert threshold_rule({"a": ([3.0, 2.0, 0.1], [0.5, 0.2])}, "refuse-first") > 0.5
+    assert threshold_rule({"a": ([3.0], [0.5]), "b": ([3.0], [0.9])}, "refuse-first") > 0.9
