@@ -93,6 +93,25 @@ def known_item_queries(story, count: int, seed: int = SEED,
     return out
 
 
+def foreign_reference() -> list[tuple[object, str]]:
+    """(story, question) for every query of the shipped cases: fictional questions no
+    benchmark store holds the answer to, the same fixed reference for every store."""
+    from garden.evaluation.runner import load_cases
+    from garden.formats.stories import load_story
+
+    stories, out = {}, {}
+    for loaded in load_cases([str(PROJECT / "regression"), str(PROJECT / "challenge")]):
+        for q in loaded.queries:
+            if q.expect.build_error:
+                continue   # a case about a story that must fail to build asks nothing of it
+            path = str(q.story_path)
+            if path not in stories:
+                stories[path] = load_story(q.story_path)
+            out.setdefault((path, q.spec_fields["query"]), stories[path])
+    out = [(story, text) for (_, text), story in out.items()]
+    return sorted(out, key=lambda pair: (pair[0].story, pair[1]))
+
+
 def conformal_threshold(supports: list[float], alpha: float) -> float:
     """The k-th smallest support, k = floor(alpha * (n + 1)); -inf when k is 0 (too few
     queries for the level: every query answers)."""
@@ -109,11 +128,14 @@ def _support(pipeline, story, text: str, as_of) -> float | None:
 
 
 def store_rows(conversations, negatives, bench: str, count: int, variants: dict, folds: dict) -> list[dict]:
-    """Per store: its known-item supports under each query-length variant, and its real
-    questions' supports."""
+    """Per store: its known-item supports under each query-length variant, the foreign
+    reference's supports (each name of a person of the case's story swapped for one of this
+    store's, as foreign negatives are made), and its real questions' supports."""
+    from garden.evaluation.negatives import people, swap_people
     from garden.pipelines import make_pipeline
 
     default = make_pipeline("default")
+    reference = foreign_reference()
     rows = []
     for conv in conversations:
         story = conv.story
@@ -121,6 +143,9 @@ def store_rows(conversations, negatives, bench: str, count: int, variants: dict,
         simulated = {name: [s for _, text in known_item_queries(story, count, lengths=lengths)
                             if (s := _support(default, story, text, as_of)) is not None]
                      for name, lengths in variants.items()}
+        to = people(story)
+        foreign = [s for source, text in reference
+                   if (s := _support(default, story, swap_people(text, people(source), to), as_of)) is not None]
         questions = []
         for q in conv.questions + negatives.get(story.story, []):
             answerable = bool(q.evidence) and not q.category.startswith("5")
@@ -128,7 +153,7 @@ def store_rows(conversations, negatives, bench: str, count: int, variants: dict,
                 continue   # LoCoMo's adversarial category: neither answerable nor a negative here
             questions.append({"answerable": answerable, "support": _support(default, story, q.text, q.as_of)})
         rows.append({"bench": bench, "store": story.story, "fold": folds[story.story], "simulated": simulated,
-                     "questions": questions})
+                     "foreign": foreign, "questions": questions})
         print(f"{bench} {story.story}: {count} simulated a variant, {len(questions)} questions", flush=True)
     return rows
 
@@ -171,27 +196,36 @@ def load_stores(sample: str):
                             {c.story.story: f"longmemeval-group-{n % GROUPS + 1}" for n, c in enumerate(dealt)})}
 
 
-def normalized(row: dict, q: dict, offset) -> float:
-    return -math.inf if q["support"] is None else q["support"] - offset(row)
+def normalized(row: dict, q: dict, scale) -> float:
+    if q["support"] is None:
+        return -math.inf
+    shift, unit = scale(row)
+    return (q["support"] - shift) / unit
 
 
-def held_out(rows: list[dict], offset) -> dict[str, dict[str, float]]:
+def two_point(row: dict, variant: str) -> tuple[float, float]:
+    """The store's foreign-reference median to 0 and its known-item median to 1."""
+    low, high = float(np.median(row["foreign"])), float(np.median(row["simulated"][variant]))
+    return low, max(high - low, 1e-6)
+
+
+def held_out(rows: list[dict], scale) -> dict[str, dict[str, float]]:
     """Each fold decided at the threshold `threshold_rule` fits on the other folds' rows, every
-    support moved by its store's `offset(row)` (the per-store normalisation); the held-out
-    shares per benchmark."""
+    support mapped by its store's `scale(row)` = (shift, unit) (the per-store normalisation);
+    the held-out shares per benchmark."""
     tally = {b: {True: [0, 0], False: [0, 0]} for b in {r["bench"] for r in rows}}
     for fold in sorted({r["fold"] for r in rows}):
         train = [r for r in rows if r["fold"] != fold]
-        by_bench = {b: ([normalized(r, q, offset) for r in train if r["bench"] == b for q in r["questions"]
+        by_bench = {b: ([normalized(r, q, scale) for r in train if r["bench"] == b for q in r["questions"]
                          if q["answerable"]],
-                        [normalized(r, q, offset) for r in train if r["bench"] == b for q in r["questions"]
+                        [normalized(r, q, scale) for r in train if r["bench"] == b for q in r["questions"]
                          if not q["answerable"]]) for b in sorted(tally)}
         at = threshold_rule(by_bench)
         for r in rows:
             if r["fold"] == fold:
                 for q in r["questions"]:
                     counts = tally[r["bench"]][q["answerable"]]
-                    counts[0] += normalized(r, q, offset) >= at
+                    counts[0] += normalized(r, q, scale) >= at
                     counts[1] += 1
     return {b: {"answered": t[True][0] / max(1, t[True][1]), "negatives answered": t[False][0] / max(1, t[False][1])}
             for b, t in tally.items()}
@@ -237,15 +271,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"median support, {name}: " + ", ".join(f"{b} {m:.3f}" for b, m in medians.items()))
     # per-store normalisation: a store's support less its known-item median (or low quantile), one
     # threshold over the normalized supports fitted on the other folds, as locomo_gate fits its own
-    offsets = {"raw support (one threshold)": lambda row: 0.0}
+    scales = {"raw support (one threshold)": lambda row: (0.0, 1.0)}
     for v in variants:
         for share in (0.5, 0.1):
-            offsets[f"less {v} q{share:g}"] = (lambda row, v=v, share=share:
-                                              float(np.quantile(row["simulated"][v], share)))
+            scales[f"less {v} q{share:g}"] = (lambda row, v=v, share=share:
+                                             (float(np.quantile(row["simulated"][v], share)), 1.0))
+        scales[f"two-point, {v}"] = lambda row, v=v: two_point(row, v)
+    scales["less foreign q0.5"] = lambda row: (float(np.median(row["foreign"])), 1.0)
     report["held_out"] = {}
     print(f"held out, fold by fold: {'normalisation':<26} {'bench':<12} {'answered':>9} {'negatives':>10}")
-    for name, offset in offsets.items():
-        report["held_out"][name] = held_out(rows, offset)
+    for name, scale in scales.items():
+        report["held_out"][name] = held_out(rows, scale)
         for bench, got in report["held_out"][name].items():
             print(f"{'':<22}{name:<26} {bench:<12} {got['answered']:9.3f} {got['negatives answered']:10.3f}")
     Path(args.out).mkdir(parents=True, exist_ok=True)
