@@ -7,7 +7,9 @@ uniformly among the retrievable ones holding at least MIN_WORDS content words, t
 of its words (2 to 5, 3 to 5 or 1 to 3: each range a variant, `--lengths`), without
 replacement, each with probability in proportion to its term's weight in the store
 (ln(1 + N / (df + 0.5)), the decide stage's own weight: Azzopardi et al.'s discriminative
-term selection), kept in the record's order. Such a query is one the store
+term selection), kept in the record's order. The `sentence` variant is nearer a real
+question's phrasing (Azzopardi et al.'s noisier query models): one sentence of the record,
+each of its content words kept with probability KEEP. Such a query is one the store
 can answer, with that record as its answer. Every draw is seeded per store
 (`random.Random(f"{seed}/{store}")`), so a store's queries do not depend on the others.
 
@@ -61,8 +63,21 @@ MIN_WORDS, LENGTHS = 4, (2, 5)
 ALPHAS = (0.01, 0.02, 0.03, 0.04, 0.05, 0.075, 0.1, 0.2)
 FOREIGN = {"subset": 3, "full": LONGMEMEVAL_FOREIGN}   # foreign negatives a LongMemEval haystack is asked
 GROUPS = 7   # LongMemEval's folds (experiments/chat_protocol.py): haystacks dealt by type, then id
+KEEP = 0.5
+SENTENCE = re.compile(r"(?<=[.!?])\s+")
 WORD = re.compile(r"\w+(?:['’]\w+)*", re.UNICODE)
 SEED = 0
+
+
+def _content_words(text: str, vocab) -> list[tuple[str, float]]:
+    """Each word of `text` that is one content term, first use only, with its term's weight."""
+    words, seen = [], set()
+    for word in WORD.findall(text):
+        terms = analyze(word)
+        if len(terms) == 1 and terms[0] not in seen:
+            seen.add(terms[0])
+            words.append((word, vocab.weight(terms[0])))
+    return words
 
 
 def known_item_queries(story, count: int, seed: int = SEED,
@@ -70,16 +85,8 @@ def known_item_queries(story, count: int, seed: int = SEED,
     """(record id, query) pairs drawn from `story`'s own records (see the module docstring),
     each of `lengths` words (inclusive)."""
     vocab = vocabulary(story)
-    pool = []
-    for doc in sorted(documents(story), key=lambda d: d.id):
-        words, seen = [], set()
-        for word in WORD.findall(doc.text):
-            terms = analyze(word)
-            if len(terms) == 1 and terms[0] not in seen:
-                seen.add(terms[0])
-                words.append((word, vocab.weight(terms[0])))
-        if len(words) >= MIN_WORDS:
-            pool.append((doc.id, words))
+    pool = [(d.id, words) for d in sorted(documents(story), key=lambda d: d.id)
+            if len(words := _content_words(d.text, vocab)) >= MIN_WORDS]
     rng = random.Random(f"{seed}/{story.story}")
     out = []
     for _ in range(count if pool else 0):
@@ -90,6 +97,28 @@ def known_item_queries(story, count: int, seed: int = SEED,
             left = [i for i in range(len(words)) if i not in chosen]
             chosen.add(rng.choices(left, weights=[words[i][1] for i in left])[0])
         out.append((rid, " ".join(words[i][0] for i in sorted(chosen))))
+    return out
+
+
+def sentence_queries(story, count: int, seed: int = SEED, keep: float = KEEP) -> list[tuple[str, str]]:
+    """(record id, query) pairs: a record picked as above, one of its sentences picked
+    uniformly, and each content word of it kept with probability `keep` (at least two): a
+    query in the record's own phrasing with words missing, nearer a real question's."""
+    vocab = vocabulary(story)
+    pool = []
+    for d in sorted(documents(story), key=lambda d: d.id):
+        sentences = [w for part in SENTENCE.split(d.text) if len(w := _content_words(part, vocab)) >= 2]
+        if sentences and len(_content_words(d.text, vocab)) >= MIN_WORDS:
+            pool.append((d.id, sentences))
+    rng = random.Random(f"{seed}/{story.story}/sentence")
+    out = []
+    for _ in range(count if pool else 0):
+        rid, sentences = pool[rng.randrange(len(pool))]
+        words = sentences[rng.randrange(len(sentences))]
+        kept = [w for w, _ in words if rng.random() < keep]
+        if len(kept) < 2:
+            kept = [w for w, _ in words[:2]]
+        out.append((rid, " ".join(kept)))
     return out
 
 
@@ -140,9 +169,9 @@ def store_rows(conversations, negatives, bench: str, count: int, variants: dict,
     for conv in conversations:
         story = conv.story
         as_of = max((q.as_of for q in conv.questions if q.as_of), default=None)
-        simulated = {name: [s for _, text in known_item_queries(story, count, lengths=lengths)
+        simulated = {name: [s for _, text in draw(story, count)
                             if (s := _support(default, story, text, as_of)) is not None]
-                     for name, lengths in variants.items()}
+                     for name, draw in variants.items()}
         to = people(story)
         foreign = [s for source, text in reference
                    if (s := _support(default, story, swap_people(text, people(source), to), as_of)) is not None]
@@ -234,14 +263,22 @@ def held_out(rows: list[dict], scale) -> dict[str, dict[str, float]]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--queries", type=int, default=300, help="known-item queries drawn per store")
-    ap.add_argument("--lengths", default="2-5,3-5,1-3", help="query lengths to draw, each a variant: LOW-HIGH,...")
+    ap.add_argument("--lengths", default="3-5,2-5,sentence",
+                    help="the query variants to draw: LOW-HIGH words, or `sentence` (a sentence, words dropped)")
     ap.add_argument("--longmemeval", choices=("subset", "full"), default="subset",
                     help="LongMemEval's 13-question subset or its whole development sample (its 46,000 turns "
                          "encoded once)")
     ap.add_argument("--out", default=str(PROJECT / "experiments" / "out"))
     ap.add_argument("--reuse", action="store_true", help="report again from the rows the last run saved")
     args = ap.parse_args(argv)
-    variants = {f"{v} words": tuple(int(n) for n in v.split("-")) for v in args.lengths.split(",") if v}
+    variants = {}
+    for v in (v for v in args.lengths.split(",") if v):
+        if v == "sentence":
+            variants["sentence"] = sentence_queries
+        else:
+            bounds = tuple(int(n) for n in v.split("-"))
+            variants[f"{v} words"] = lambda story, count, bounds=bounds: known_item_queries(story, count,
+                                                                                          lengths=bounds)
     saved = Path(args.out) / f"known_item_gate_{args.longmemeval}.json"
     if args.reuse:
         rows = json.loads(saved.read_text(encoding="utf-8"))["rows"]

@@ -201,3 +201,18 @@ def test_the_gate_threshold_rule_answers_first_then_refuses():
     # refuse-first drops the floor; benchmarks each keep their own cap
     assert threshold_rule({"a": ([3.0, 2.0, 0.1], [0.5, 0.2])}, "refuse-first") > 0.5
     assert threshold_rule({"a": ([3.0], [0.5]), "b": ([3.0], [0.9])}, "refuse-first") > 0.9
+
+
+def test_sentence_queries_come_from_one_sentence_of_their_record(project):
+    from experiments.known_item_gate import SENTENCE, sentence_queries
+    from garden.formats.stories import load_story
+    from garden.retrievers import documents
+
+    story = load_story(project / "fixtures" / "aurora-ridge.yaml")
+    searchable = {d.id: d.text for d in documents(story)}
+    drawn = sentence_queries(story, 20)
+    assert drawn == sentence_queries(story, 20) and len(drawn) == 20
+    for rid, query in drawn:
+        words = query.split()
+        assert len(words) >= 2
+        assert any(all(w in part for w in words) for part in SENTENCE.split(searchable[rid])), (rid, query)
