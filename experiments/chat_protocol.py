@@ -63,6 +63,20 @@ def load(locomo: str, longmemeval: str) -> dict[str, list]:
     return {"locomo": load_conversations(locomo), "longmemeval": lme}
 
 
+def write_development_subset(sample: str | Path, out: str | Path, every: int = 8) -> Path:
+    """LongMemEval's development sample sorted by type, then id, and every `every`-th question
+    kept (tests/test_longmemeval_dev.py's fixed rule; `every` 1 keeps them all), written to
+    `out` in the released layout."""
+    import gzip
+
+    opener = gzip.open if str(sample).endswith(".gz") else open
+    with opener(sample, "rt", encoding="utf-8") as fh:
+        questions = json.load(fh)
+    questions.sort(key=lambda q: (q["question_type"], q["question_id"]))
+    Path(out).write_text(json.dumps(questions[::every]), encoding="utf-8")
+    return Path(out)
+
+
 def folds_of(bench: str, conversations) -> dict[str, str]:
     """qid -> its fold: a LoCoMo conversation, or one of GROUPS LongMemEval groups."""
     if bench == "locomo":

@@ -28,7 +28,7 @@ study measures that, in three parts:
    set beside the same figures recorded on another kind of processor.
 
     .venv/bin/python experiments/encoder_spread.py [--texts 40] [--emulate Haswell] [--seeds 20]
-        [--work DIR] [--pinned] [--json]
+        [--work DIR] [--pinned | --only-pinned] [--json]
 
 Needs `qemu-x86_64` (Debian's qemu-user) for part 1; without it part 1 is skipped and part 3
 has nothing to draw from. Vaswani: ../shared/data/vaswani. LoCoMo: Maharana et al., ACL 2024,
@@ -50,6 +50,7 @@ HERE = Path(__file__).resolve()
 sys.path.insert(0, str(HERE.parents[1]))
 
 from experiments.encoder_backends import BATCH, VASWANI, samples  # noqa: E402
+from garden.cli import _at_least_one  # noqa: E402
 from garden.evaluation.measures import evaluate  # noqa: E402
 from garden.formats.corpora import load_collection  # noqa: E402
 from garden.retrievers._encoders import BACKENDS, load_encoder  # noqa: E402
@@ -58,7 +59,7 @@ from garden.retrievers.dense import DEFAULT_BACKEND, model_dir  # noqa: E402
 DEPTH = 1000
 MEASURES = ("AP", "nDCG@10", "R@1000")
 SHOWN = ("SSE42", "AVX", "FMA3", "AVX2", "AVX512F", "AVX512_SKX", "AVX512_CNL", "AVX512_ICL", "AVX512_SPR",
-         "AVX512VNNI", "AVX512_VNNI")  # NumPy's names for the extensions that choose kernels
+         "AVX512VNNI")  # NumPy's names for the extensions that choose kernels
 
 
 def sample_texts(count: int) -> dict[str, list[str]]:
@@ -186,8 +187,7 @@ def figures(moved: dict[str, dict[str, np.ndarray]], seeds: int) -> dict:
 def pinned() -> dict[str, float]:
     """Part 4: the suite's pinned figures on this processor (tests/test_vaswani.py,
     tests/test_locomo_compare.py, tests/test_longmemeval_dev.py compute them so)."""
-    import gzip
-
+    from experiments.chat_protocol import write_development_subset
     from experiments.encoder_backends import LOCOMO, LONGMEMEVAL
     from garden.evaluation.compare import compare_collection
     from garden.evaluation.locomo import compare_locomo
@@ -200,12 +200,8 @@ def pinned() -> dict[str, float]:
     out.update({f"LoCoMo default {m}": turn[m] for m in ("Success@1", "Success@5", "nDCG@10")})
     out["LoCoMo answered"] = groups["answerable"]["answered"]
     out["LoCoMo negatives answered"] = groups["negatives"]["answered"]
-    with gzip.open(LONGMEMEVAL, "rt", encoding="utf-8") as fh:
-        questions = json.load(fh)
-    questions.sort(key=lambda q: (q["question_type"], q["question_id"]))
     with tempfile.TemporaryDirectory() as scratch:
-        subset = Path(scratch) / "subset.json"
-        subset.write_text(json.dumps(questions[::8]), encoding="utf-8")
+        subset = write_development_subset(LONGMEMEVAL, Path(scratch) / "subset.json")
         lme = compare_longmemeval(subset, ["bm25s", "default"], "bm25s", permutations=20).to_json()
     for level in ("turn", "session"):
         got = lme[level]["pipelines"]["default"]
@@ -246,12 +242,14 @@ def report(result: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--texts", type=int, default=40, help="texts of each kind in the sample")
+    parser.add_argument("--texts", type=_at_least_one("texts a kind: a whole number, at least 1"), default=40,
+                        help="texts of each kind in the sample")
     parser.add_argument("--emulate", default="Haswell", help="qemu CPU models, comma-separated")
-    parser.add_argument("--seeds", type=int, default=20, help="simulated processors for the figures")
+    parser.add_argument("--seeds", type=_at_least_one("seeds: a whole number, at least 1"), default=20,
+                        help="simulated processors for the figures")
     parser.add_argument("--work", type=Path, help="keep the vectors here (default: a scratch folder)")
     parser.add_argument("--pinned", action="store_true", help="also the suite's pinned figures (minutes)")
-    parser.add_argument("--only-pinned", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--only-pinned", action="store_true", help="only the pinned figures: no emulation")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--backend", default=DEFAULT_BACKEND, help=argparse.SUPPRESS)

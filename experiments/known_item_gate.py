@@ -22,15 +22,26 @@ simulated ones; whether real questions are like them is what this pilot measures
 
 The real questions are scored the same way: on LoCoMo's seven conversations every judged
 question (categories 1-4 count as answerable) and each store's foreign negatives
-(garden/evaluation/negatives.py, seed 0); on LongMemEval's 13-question development subset
-(tests/test_longmemeval_dev.py's rule: sorted by type then id, every eighth) each haystack's
-own question and FOREIGN foreign negatives. For each alpha, and for the shipped single
-threshold (`answer_at`), the shares of answerable questions and of negatives that would be
-answered, per benchmark. Nothing here is chosen or shipped: it is a measurement to decide
-whether the reference is worth building (docs/packet.md, "Toward a gate calibrated on the
-store").
+(garden/evaluation/negatives.py, seed 0); on LongMemEval, each haystack's own question and
+its foreign negatives, over the whole development sample (`--longmemeval full`) or
+tests/test_longmemeval_dev.py's 13-question subset (the default). Beside the known-item
+queries, a fixed foreign reference: every query of the shipped cases, each person's name
+swapped for one of the store's. Reported:
 
-    .venv/bin/python experiments/known_item_gate.py [--queries 300] [--lengths 2-5,3-5,1-3] [--out DIR]
+- for each alpha, and for the shipped single threshold (`answer_at`), the shares of
+  answerable questions and of negatives that would be answered, per benchmark (no label is
+  used, so no folds);
+- fold by fold (LoCoMo's conversations, LongMemEval's haystacks dealt into GROUPS groups by
+  type), each store's supports normalized by its own reference (less a known-item quantile;
+  its foreign median to 0 and known-item median to 1; less its foreign median), one
+  threshold fitted on the other folds by locomo_gate's `threshold_rule`, the held-out shares.
+
+Nothing here is chosen or shipped: it is a measurement to decide whether the reference is
+worth building (docs/longmemeval.md, "A pilot: the store's own known-item queries as its
+reference").
+
+    .venv/bin/python experiments/known_item_gate.py [--queries 300] [--lengths 3-5,2-5,sentence]
+        [--longmemeval subset|full] [--out DIR] [--reuse]
 
 LoCoMo: Maharana et al., ACL 2024, CC BY-NC 4.0; LongMemEval: Wu et al., ICLR 2025, MIT; both
 read from ../shared/data.
@@ -38,7 +49,6 @@ read from ../shared/data.
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import math
 import random
@@ -55,6 +65,7 @@ if str(PROJECT) not in sys.path:
 
 from experiments.locomo_gate import FORCED, LONGMEMEVAL_FOREIGN, threshold_rule  # noqa: E402
 from garden.analyzer import analyze  # noqa: E402
+from garden.cli import _at_least_one  # noqa: E402
 from garden.rerank.decide import ANSWER_AT, vocabulary  # noqa: E402
 from garden.retrievers import documents  # noqa: E402
 
@@ -206,15 +217,12 @@ def load_stores(sample: str):
     is tests/test_longmemeval_dev.py's 13 questions, `full` the whole development sample."""
     from dataclasses import replace
 
-    from experiments.chat_protocol import load
+    from experiments.chat_protocol import load, write_development_subset
     from garden.evaluation.negatives import foreign_negatives
 
-    with gzip.open(DATA / "longmemeval" / "longmemeval_s_dev.json.gz", "rt", encoding="utf-8") as fh:
-        questions = json.load(fh)
-    questions.sort(key=lambda q: (q["question_type"], q["question_id"]))
     with tempfile.TemporaryDirectory() as scratch:
-        chosen = Path(scratch) / "sample.json"
-        chosen.write_text(json.dumps(questions[::8] if sample == "subset" else questions), encoding="utf-8")
+        chosen = write_development_subset(DATA / "longmemeval" / "longmemeval_s_dev.json.gz",
+                                          Path(scratch) / "sample.json", every=8 if sample == "subset" else 1)
         loaded = load(str(DATA / "locomo"), str(chosen))
     locomo, lme = loaded["locomo"], loaded["longmemeval"]
     judged = [replace(c, questions=[q for q in c.questions if q.evidence]) for c in locomo]
@@ -260,10 +268,23 @@ def held_out(rows: list[dict], scale) -> dict[str, dict[str, float]]:
             for b, t in tally.items()}
 
 
+def variant_names(text: str) -> list[str]:
+    """`--lengths`: comma-separated LOW-HIGH word ranges (1 <= LOW <= HIGH) or `sentence`."""
+    names = [v for v in text.split(",") if v]
+    for v in names:
+        low, _, high = v.partition("-")
+        if v != "sentence" and not (low.isdigit() and high.isdigit() and 1 <= int(low) <= int(high)):
+            raise argparse.ArgumentTypeError(f"{v!r} is neither LOW-HIGH (1 <= LOW <= HIGH) nor 'sentence'")
+    if not names:
+        raise argparse.ArgumentTypeError("no variant named")
+    return names
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--queries", type=int, default=300, help="known-item queries drawn per store")
-    ap.add_argument("--lengths", default="3-5,2-5,sentence",
+    ap.add_argument("--queries", type=_at_least_one("queries a store: a whole number, at least 1"), default=300,
+                    help="known-item queries drawn per store")
+    ap.add_argument("--lengths", type=variant_names, default="3-5,2-5,sentence",
                     help="the query variants to draw: LOW-HIGH words, or `sentence` (a sentence, words dropped)")
     ap.add_argument("--longmemeval", choices=("subset", "full"), default="subset",
                     help="LongMemEval's 13-question subset or its whole development sample (its 46,000 turns "
@@ -272,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reuse", action="store_true", help="report again from the rows the last run saved")
     args = ap.parse_args(argv)
     variants = {}
-    for v in (v for v in args.lengths.split(",") if v):
+    for v in args.lengths:
         if v == "sentence":
             variants["sentence"] = sentence_queries
         else:

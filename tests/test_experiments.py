@@ -216,3 +216,18 @@ def test_sentence_queries_come_from_one_sentence_of_their_record(project):
         words = query.split()
         assert len(words) >= 2
         assert any(all(w in part for w in words) for part in SENTENCE.split(searchable[rid])), (rid, query)
+
+
+def test_the_development_subset_is_every_eighth_by_type_then_id(tmp_path):
+    import json
+
+    from experiments.chat_protocol import write_development_subset
+
+    questions = [{"question_type": t, "question_id": f"q{i:02d}"} for i, t in
+                 enumerate(["temporal", "multi-session"] * 10)]
+    source = tmp_path / "sample.json"
+    source.write_text(json.dumps(questions), encoding="utf-8")
+    kept = json.loads(write_development_subset(source, tmp_path / "subset.json").read_text(encoding="utf-8"))
+    ordered = sorted(questions, key=lambda q: (q["question_type"], q["question_id"]))
+    assert kept == ordered[::8] and len(kept) == 3
+    assert json.loads(write_development_subset(source, tmp_path / "all.json", every=1).read_text()) == ordered
