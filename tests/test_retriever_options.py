@@ -18,7 +18,7 @@ from garden.derived.traces import TraceEvent
 from garden.pipelines import scored
 from garden.retrievers import Doc, make_retriever, number, parse_spec, registered, registry
 
-BUILTINS = ("bm25", "bm25s", "tfidf", "dense", "hybrid")
+BUILTINS = ("bm25", "bm25s", "tfidf", "dense", "hybrid", "cross")
 
 
 def strict_json(text: str):

@@ -340,7 +340,7 @@ def test_temporarily_overrides_a_name_for_the_block_only():
 def test_a_registry_of_its_own_has_the_builtins_and_shares_nothing_with_the_process_one():
     own = Registry("garden.retrievers", "garden.no-such-group")
     own.add("counting", WordCount, "test")
-    builtins = {"bm25", "bm25s", "tfidf", "dense", "hybrid", "milvus-bm25", "milvus-dense", "milvus-hybrid"}
+    builtins = {"bm25", "bm25s", "tfidf", "dense", "hybrid", "cross", "milvus-bm25", "milvus-dense", "milvus-hybrid"}
     assert set(own.names()) == builtins | {"counting"}
     assert all(own.get(name).origin == "builtin" for name in builtins)
     assert "counting" not in registry.names() and builtins <= set(registry.names())

@@ -361,12 +361,13 @@ def test_missing_model_files_name_the_package(monkeypatch, tmp_path):
 
 
 def test_the_model_is_loaded_once_per_process():
-    from garden.retrievers._encoders import ENCODERS, load_encoder
+    from garden.retrievers._encoders import BACKENDS, ENCODERS, load_encoder
 
     a, b = indexed("dense"), indexed("dense")
     assert load_encoder(a.backend, a.model_path) is load_encoder(b.backend, b.model_path)
     assert load_encoder(a.backend, a.model_path).backend == a.backend == "onnx-int8"
-    assert len(ENCODERS) <= 3  # one per backend at most
+    # the packaged model and one of the user's, under each backend, at most
+    assert ENCODERS.limit == 2 * len(BACKENDS) and len(ENCODERS) <= ENCODERS.limit
 
 
 # --- hybrid --------------------------------------------------------------------------

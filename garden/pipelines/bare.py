@@ -56,7 +56,9 @@ class BarePipeline:
         packed = [Candidate(by_id[rid], scores_of, score)
                   for (rid, score), scores_of in zip(chosen, member_scores(members, [rid for rid, _ in chosen]))]
         for c in packed:
-            c.label(evidence_kind(c.scores, members_of), f"{self.name} score {c.score:.4f}")
+            # a retriever made of several (a fusion, a reranker over its base) says what each gave
+            parts = f" ({', '.join(f'{m} {v:.4f}' for m, v in c.scores.items())})" if len(c.scores) > 1 else ""
+            c.label(evidence_kind(c.scores, members_of), f"{self.name} score {c.score:.4f}{parts}")
         t2 = time.perf_counter()
         reason = f"bare {self.name}: always retrieves" + ("; the hard rules applied" if self.hard_rules else "")
         packet = Packet(decision="retrieve", reason=reason, warnings=[],

@@ -1,10 +1,13 @@
-"""Sentence encoders for all-MiniLM-L6-v2, one per backend, chosen by name (`BACKENDS`).
+"""Sentence encoders, one per backend, chosen by name (`BACKENDS`): the packaged
+all-MiniLM-L6-v2, or a bi-encoder folder the user names (checked first by
+`garden.retrievers._model_folder`).
 
 - ``torch``: sentence-transformers itself (Reimers & Gurevych 2019, "Sentence-BERT").
 - ``onnx``: the transformer exported once to ONNX (its attention written out as plain
   products, which ONNX Runtime runs faster than the fused kernel's export) and run by
   onnxruntime, then the model's own pooling: the mean of the last hidden state over attended
-  tokens, L2-normalized (Reimers & Gurevych 2019). At run time it needs only onnxruntime,
+  tokens (or its first token's, for a model that pools by CLS), L2-normalized (Reimers &
+  Gurevych 2019). At run time it needs only onnxruntime,
   tokenizers and numpy; torch and transformers are imported only to export.
 - ``onnx-int8``: that export with its weight products in 8-bit integers, one scale per
   token (`garden.retrievers._int8`), so a text's vector does not depend on its batch.
@@ -16,15 +19,18 @@ tokens with its padding. Sessions use the cores this process may run on
 (`session_threads`), without spin-waiting: on a shared machine a spinning thread takes a
 core another process needs.
 
-Exported files live in the user's cache (`garden.derived.cache`), named by backend and a
-fingerprint of what they are made from, written whole or not at all; one onnxruntime
-cannot load is removed with one warning and exported again.
+Exported files live in the user's cache (`garden.derived.cache`), a folder per model,
+named by backend and a fingerprint of what they are made from, written whole or not at
+all; one onnxruntime cannot load is removed with one warning and exported again. Weights
+are read from safetensors only and no code of a model's own runs (`trust_remote_code` is
+never set), offline.
 """
 from __future__ import annotations
 
 import contextlib
 import functools
 import hashlib
+import inspect
 import json
 import os
 import tempfile
@@ -41,6 +47,7 @@ from garden.derived.home import private_path, refuse_link, remove_orphans, temp_
 from garden.errors import GardenError
 from garden.retrievers._cache import ProcessCache
 from garden.retrievers._int8 import SCHEME, quantize_per_token
+from garden.retrievers._model_folder import max_length
 
 BACKENDS = ("torch", "onnx", "onnx-int8")
 # what the embedding cache calls each backend's vectors: a new name wherever the vectors change
@@ -48,6 +55,8 @@ BACKENDS = ("torch", "onnx", "onnx-int8")
 SPACES = {"torch": "torch", "onnx": "onnx", "onnx-int8": "onnx-int8-per-token"}
 MODEL_NAME = "all-MiniLM-L6-v2"
 OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+# every load from a model folder: its files only, weights from safetensors only, no code of its own
+SAFE_LOADING = {"local_files_only": True, "trust_remote_code": False}
 OPSET = 17
 ATTENTION = "eager"  # how the export writes attention: part of the files' fingerprint
 TOKENS_PER_BATCH = 8192  # padded tokens a run may hold: bounds attention scores (32 texts of 256: 12 heads, 100 MB)
@@ -84,7 +93,8 @@ class TorchEncoder(Encoder):
         from sentence_transformers import SentenceTransformer
 
         torch.manual_seed(0)
-        self.model = SentenceTransformer(str(model_path), device="cpu", local_files_only=True)
+        self.model = SentenceTransformer(str(model_path), device="cpu", model_kwargs={"use_safetensors": True},
+                                         **SAFE_LOADING)
         width = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
         self.dim = int(width())
 
@@ -94,17 +104,21 @@ class TorchEncoder(Encoder):
 
 
 class OnnxEncoder(Encoder):
-    """An exported transformer run by onnxruntime, then mean pooling and L2 normalization."""
+    """An exported transformer run by onnxruntime, then mean (or CLS) pooling and L2
+    normalization."""
 
-    def __init__(self, backend: str, model_path: Path, threads: int | None = None, spinning: bool = False):
+    def __init__(self, backend: str, model_path: Path, threads: int | None = None, spinning: bool = False,
+                 name: str = MODEL_NAME, pooling: str = "mean"):
         """`threads` (default: `session_threads()`) and `spinning` are there for
-        experiments/encoder_backends.py, which measures the choice against the others."""
+        experiments/encoder_backends.py, which measures the choice against the others.
+        `name` is the model's folder among the exports, `pooling` "mean" or "cls"."""
         try:
             import onnxruntime  # noqa: F401  (lazily: only these backends need it)
         except ImportError as exc:
-            raise _cannot(backend, exc) from None
+            raise _cannot(backend, exc, name) from None
         self.backend = backend
-        self.file, self.session = _ready_session(backend, model_path, threads or session_threads(), spinning)
+        self.pool = POOLS[pooling]
+        self.file, self.session = _ready_session(backend, model_path, threads or session_threads(), spinning, name)
         self.dim = int(json.loads((model_path / "config.json").read_text())["hidden_size"])
         self.tokenizer = _tokenizer(model_path)
         self._feeds = [i.name for i in self.session.get_inputs()]
@@ -127,7 +141,7 @@ class OnnxEncoder(Encoder):
                 mask[r, :lengths[i]] = 1
             feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
             (hidden,) = self.session.run([OUTPUT], {name: feeds[name] for name in self._feeds})
-            out[rows] = mean_pool(hidden, mask)
+            out[rows] = self.pool(hidden, mask)
         return out
 
 
@@ -157,8 +171,21 @@ def mean_pool(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
     are sentence-transformers' (mask sum at 1e-9, norm at 1e-12), so an all-padding row stays finite."""
     weights = mask[:, :, None].astype(np.float32)
     pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+    return _unit(pooled)
+
+
+def cls_pool(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """The first token's vector ([CLS]), L2-normalized: the pooling of models trained so
+    (sentence-transformers' `pooling_mode_cls_token`)."""
+    return _unit(hidden[:, 0, :])
+
+
+def _unit(pooled: np.ndarray) -> np.ndarray:
     norms = np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
     return (pooled / norms).astype(np.float32)
+
+
+POOLS = {"mean": mean_pool, "cls": cls_pool}
 
 
 def _tokenizer(model_path: Path):
@@ -166,9 +193,8 @@ def _tokenizer(model_path: Path):
 
     tokenizer = Tokenizer.from_file(str(model_path / "tokenizer.json"))
     # tokenizer.json ships fixed padding and truncation at 128; sentence-transformers truncates
-    # at the model's max_seq_length (256), and a batch is padded here, to its longest text
-    max_length = int(json.loads((model_path / "sentence_bert_config.json").read_text())["max_seq_length"])
-    tokenizer.enable_truncation(max_length=max_length)
+    # at the model's max_seq_length (256 for MiniLM), and a batch is padded here, to its longest text
+    tokenizer.enable_truncation(max_length=max_length(model_path))
     tokenizer.no_padding()
     return tokenizer
 
@@ -209,21 +235,22 @@ def encoder_fingerprint(backend: str, model_path: Path) -> str:
     return f"{backend}-{hashlib.sha256(' '.join(made_with).encode()).hexdigest()[:16]}"
 
 
-def exported_file(backend: str, model_path: Path) -> Path:
-    """Where the backend's exported model is kept in the user's cache (made on first use)."""
-    return cache_folder("models", MODEL_NAME) / f"{encoder_fingerprint(backend, model_path)}.onnx"
+def exported_file(backend: str, model_path: Path, name: str = MODEL_NAME) -> Path:
+    """Where the backend's exported model is kept in the user's cache (made on first use),
+    in the folder of the model `name`."""
+    return cache_folder("models", name) / f"{encoder_fingerprint(backend, model_path)}.onnx"
 
 
 def _reason(exc: BaseException, limit: int = 160) -> str:
     return " ".join(f"{type(exc).__name__}: {exc}".split())[:limit]
 
 
-def _cannot(backend: str, exc: BaseException) -> GardenError:
-    return GardenError(f"dense:backend={backend}: cannot export or load {MODEL_NAME} as ONNX "
+def _cannot(backend: str, exc: BaseException, name: str = MODEL_NAME) -> GardenError:
+    return GardenError(f"dense:backend={backend}: cannot export or load {name} as ONNX "
                        f"({_reason(exc)}); {EXPORT_HINT}")
 
 
-def _session(file: Path, threads: int, spinning: bool):
+def _session(file: Path, threads: int, spinning: bool, name: str = MODEL_NAME):
     import onnxruntime as ort
 
     options = ort.SessionOptions()
@@ -236,38 +263,39 @@ def _session(file: Path, threads: int, spinning: bool):
     names, outputs = {i.name for i in session.get_inputs()}, {o.name for o in session.get_outputs()}
     # a file that loads but is not our export is as unusable as a truncated one
     if not {"input_ids", "attention_mask"} <= names <= set(INPUTS) or OUTPUT not in outputs:
-        raise ValueError(f"not an exported {MODEL_NAME} (inputs {sorted(names)})")
+        raise ValueError(f"not an exported {name} (inputs {sorted(names)})")
     return session
 
 
-def _ready_session(backend: str, model_path: Path, threads: int = 1, spinning: bool = False):
+def _ready_session(backend: str, model_path: Path, threads: int = 1, spinning: bool = False,
+                   name: str = MODEL_NAME):
     """The backend's exported file and an onnxruntime session on it, exporting it first if it
     is missing or damaged."""
-    file = exported_file(backend, model_path)
+    file = exported_file(backend, model_path, name)
     refuse_link(file)
     # a file another user owns or may write could be any model: not loaded, exported anew
     file = private_path(file, "exported model")
     if file.exists():
         try:
-            return file, _session(file, threads, spinning)
+            return file, _session(file, threads, spinning, name)
         except Exception as exc:  # onnxruntime fails in its own types: InvalidProtobuf, Fail, ...
             with contextlib.suppress(OSError):  # gone already: another process found it damaged
                 file.unlink()
             warn(f"{file}: damaged exported model ({_reason(exc, 120)}); removed, it is exported again")
-    _export(backend, model_path, file)
+    _export(backend, model_path, file, name)
     try:
-        return file, _session(file, threads, spinning)
+        return file, _session(file, threads, spinning, name)
     except Exception as exc:
-        raise _cannot(backend, exc) from None
+        raise _cannot(backend, exc, name) from None
 
 
-def _export(backend: str, model_path: Path, file: Path) -> None:
+def _export(backend: str, model_path: Path, file: Path, name: str = MODEL_NAME) -> None:
     remove_orphans(file.parent, PART)
     try:
         if backend == "onnx":
             _write_whole(file, lambda tmp: _torch_export(model_path, tmp))
         else:
-            source, _ = _ready_session("onnx", model_path)
+            source, _ = _ready_session("onnx", model_path, name=name)
             _write_whole(file, lambda tmp: quantize_per_token(source, tmp))
     except GardenError:
         raise
@@ -277,7 +305,7 @@ def _export(backend: str, model_path: Path, file: Path) -> None:
             raise GardenError(f"dense:backend={backend}: cannot write the exported model in {file.parent} "
                               f"({cause.strerror or cause}); make the folder writable or point GARDEN_CACHE "
                               "at one that is, or use dense:backend=torch") from None
-        raise _cannot(backend, exc) from None
+        raise _cannot(backend, exc, name) from None
 
 
 def _os_error(exc: BaseException | None) -> OSError | None:
@@ -322,32 +350,37 @@ def _torch_export(model_path: Path, target: Path) -> None:
     import torch
     from transformers import AutoModel
 
-    model = AutoModel.from_pretrained(str(model_path), local_files_only=True, attn_implementation=ATTENTION).eval()
+    model = AutoModel.from_pretrained(str(model_path), attn_implementation=ATTENTION, use_safetensors=True,
+                                      **SAFE_LOADING).eval()
+    # a model whose forward takes no token types (RoBERTa-like ones do, MPNet's does not) is
+    # exported without them; the encoder feeds what the session declares
+    inputs = [name for name in INPUTS if name in inspect.signature(model.forward).parameters]
 
     class LastHidden(torch.nn.Module):
         def __init__(self, inner):
             super().__init__()
             self.inner = inner
 
-        def forward(self, input_ids, attention_mask, token_type_ids):
-            return self.inner(input_ids=input_ids, attention_mask=attention_mask,
-                              token_type_ids=token_type_ids).last_hidden_state
+        def forward(self, *tensors):
+            return self.inner(**dict(zip(inputs, tensors))).last_hidden_state
 
     # the example batch has padding: traced with an all-ones mask, the mask could be dropped
-    ids = torch.tensor([[101, 7592, 2088, 102], [101, 7592, 102, 0]], dtype=torch.int64)
+    ids = torch.tensor([[101, 7592, 2088, 102], [101, 7592, 102, 0]], dtype=torch.int64) % model.config.vocab_size
     mask = (ids != 0).to(torch.int64)
+    example = {"input_ids": ids, "attention_mask": mask, "token_type_ids": torch.zeros_like(ids)}
     axes = {0: "batch", 1: "sequence"}
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # tracer notes on stderr are not the user's concern
-        torch.onnx.export(LastHidden(model), (ids, mask, torch.zeros_like(ids)), str(target),
-                          input_names=list(INPUTS), output_names=[OUTPUT],
-                          dynamic_axes={name: axes for name in (*INPUTS, OUTPUT)},
+        torch.onnx.export(LastHidden(model), tuple(example[name] for name in inputs), str(target),
+                          input_names=inputs, output_names=[OUTPUT],
+                          dynamic_axes={name: axes for name in (*inputs, OUTPUT)},
                           opset_version=OPSET, dynamo=False)
 
 
 # --- loading ---------------------------------------------------------------------------------------
 
-ENCODERS: ProcessCache[Encoder] = ProcessCache(limit=len(BACKENDS))  # loading one takes seconds
+# loading one takes seconds: the packaged model and one of the user's, under each backend
+ENCODERS: ProcessCache[Encoder] = ProcessCache(limit=2 * len(BACKENDS))
 
 
 def _check_backend(backend: str) -> None:
@@ -355,11 +388,14 @@ def _check_backend(backend: str) -> None:
         raise ValueError(f"unknown encoder backend {backend!r}; valid backends: {', '.join(BACKENDS)}")
 
 
-def load_encoder(backend: str, model_path: Path) -> Encoder:
-    """The backend's encoder for the model at `model_path`, loaded once per process."""
+def load_encoder(backend: str, model_path: Path, name: str = MODEL_NAME, pooling: str = "mean",
+                 content: str = "") -> Encoder:
+    """The backend's encoder for the model at `model_path`, loaded once per process. `name`
+    is its folder among the exports, `pooling` how the ONNX backends pool its tokens, and
+    `content` what its files hash to (a folder changed on disk is a new encoder)."""
     _check_backend(backend)
     if backend == "torch":
-        return ENCODERS.get((backend, str(model_path)), lambda: TorchEncoder(Path(model_path)))
+        return ENCODERS.get((backend, str(model_path), content), lambda: TorchEncoder(Path(model_path)))
     # keyed by the cache folder too: a process that moves GARDEN_CACHE reads its own exports
-    key = (backend, str(model_path), str(cache_folder("models", MODEL_NAME, create=False)))
-    return ENCODERS.get(key, lambda: OnnxEncoder(backend, Path(model_path)))
+    key = (backend, str(model_path), content, str(cache_folder("models", name, create=False)))
+    return ENCODERS.get(key, lambda: OnnxEncoder(backend, Path(model_path), name=name, pooling=pooling))

