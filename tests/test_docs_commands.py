@@ -47,6 +47,8 @@ SKIPPED = {
                         "`garden query`, which writes the same trace line)",
     r"--pipeline milvus-|milvus-dense:uri=": "needs Milvus (a server for the uri); tests/test_milvus.py runs the "
                                              "Milvus retrievers embedded and against the server .ci/run starts",
+    r"model=/tmp/models/": "needs the tiny models tests/tiny_models.py writes there; tests/test_own_models.py "
+                           "writes them to a folder of its own and runs these commands from the pages",
     r"^garden ablate regression$": "27 cases under default and its eleven one-stage-removed variants, about "
                                    "15 s; `garden ablate regression/named-phrase.yaml --stages phrase` runs the "
                                    "same code here",

@@ -318,3 +318,21 @@ def test_a_server_serves_only_the_folders_its_operator_named(tmp_path, models, m
     assert not (tmp_path / "cache" / "models" / f"bi-encoder@sha256-{'0' * 16}").exists()
     exports = sorted(p.name for p in (tmp_path / "cache" / "models").iterdir())
     assert len(exports) == 1 and exports[0].startswith("bi-encoder@sha256-")   # no other folder was loaded
+
+
+# --- the commands the docs show ---------------------------------------------------------------
+
+
+def test_the_commands_the_docs_show_run(project, models, exported_model, tmp_path, monkeypatch, capsys):
+    from garden.cli import main
+    from model_cache import empty_cache
+    from test_docs_commands import PAGES, shown_commands
+
+    monkeypatch.setenv("GARDEN_CACHE", str(empty_cache(tmp_path / "cache", exported_model)))
+    shown = [s for page in PAGES for s in shown_commands(page)
+             if "model=/tmp/models/" in s.text and "../shared/data/" not in s.text]
+    assert {s.page for s in shown} == {"encoding.md", "extending.md"} and len(shown) >= 4
+    for command in shown:
+        argv = [arg.replace("/tmp/models", str(models["bi"].parent)) for arg in command.argv]
+        assert main(argv) == 0, command
+    capsys.readouterr()

@@ -93,8 +93,11 @@ class TorchEncoder(Encoder):
         from sentence_transformers import SentenceTransformer
 
         torch.manual_seed(0)
-        self.model = SentenceTransformer(str(model_path), device="cpu", model_kwargs={"use_safetensors": True},
-                                         **SAFE_LOADING)
+        try:
+            self.model = SentenceTransformer(str(model_path), device="cpu", model_kwargs={"use_safetensors": True},
+                                             **SAFE_LOADING)
+        except Exception as exc:   # transformers and torch fail in types of their own
+            raise GardenError(f"dense:backend=torch: cannot load the model in {model_path} ({_reason(exc)})") from None
         width = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
         self.dim = int(width())
 

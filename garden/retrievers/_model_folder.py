@@ -284,7 +284,8 @@ def pooling(folder: ModelFolder) -> tuple[str, ...]:
 
 def onnx_blocker(folder: ModelFolder) -> str | None:
     """Why the ONNX backends cannot run this bi-encoder, or None: they run a transformer,
-    then mean or CLS pooling and L2 normalization, nothing more, with a tokenizer.json."""
+    then mean or CLS pooling and L2 normalization, nothing more, on the text as given (no
+    default prompt), tokenized by its tokenizer.json."""
     kinds = [m["type"].rsplit(".", 1)[-1] for m in folder.modules]
     if [k for k in kinds if k != "Normalize"] != ["Transformer", "Pooling"] or folder.modules[0].get("path", ""):
         return f"its modules are {' -> '.join(kinds) or 'none'}, not a transformer, pooling and normalization"
@@ -293,6 +294,10 @@ def onnx_blocker(folder: ModelFolder) -> str | None:
         return f"it pools by {'+'.join(modes) or 'nothing'}, not by {' or '.join(ONNX_POOLING)}"
     if not (folder.path / "tokenizer.json").is_file():
         return "it has no tokenizer.json"
+    settings = _read_json(folder.where, folder.path / "config_sentence_transformers.json", required=False)
+    if isinstance(settings, dict) and settings.get("default_prompt_name"):
+        # sentence-transformers puts it before every text; the exported network reads the text alone
+        return f"it puts its prompt {settings['default_prompt_name']!r} before every text"
     return None
 
 
