@@ -319,10 +319,11 @@ def run_case(case_path: PathLike, pipeline: str = "default") -> dict:
     return data
 
 
-def contrast_report(paths: Paths = None) -> dict:
-    """Every case under each bare retriever and under `default`: the report
-    `garden contrast --json` prints (pipelines, cases with each cell and the baselines that
-    fail it, retrievers that could not run here, summary).
+def contrast_report(paths: Paths = None, pipelines: str | Iterable[str] | None = None) -> dict:
+    """Every case under each bare retriever (and the bare `pipelines` named beside them:
+    `dense:model=DIR`) and under `default`: the report `garden contrast --json` prints
+    (pipelines, cases with each cell and the baselines that fail it, retrievers that could
+    not run here, summary).
 
         >>> contrast_report("regression")["summary"]["contrasts"] > 0
         True
@@ -330,10 +331,10 @@ def contrast_report(paths: Paths = None) -> dict:
     from garden.evaluation.runner import contrast as _contrast
 
     _ready()
-    return _contrast(_path_list(paths)).to_json()
+    return _contrast(_path_list(paths), _names(pipelines, "pipelines")).to_json()
 
 
-def contrast(paths: Paths = None) -> "pd.DataFrame":
+def contrast(paths: Paths = None, pipelines: str | Iterable[str] | None = None) -> "pd.DataFrame":
     """The contrast matrix: one row per case (the index), one boolean column per pipeline
     (did the case and all its controls pass under it), then ``contrast``: true when at
     least one bare baseline fails the case. A case no baseline fails proves nothing about
@@ -346,7 +347,7 @@ def contrast(paths: Paths = None) -> "pd.DataFrame":
     """
     import pandas as pd
 
-    report = contrast_report(paths)
+    report = contrast_report(paths, pipelines)
     names = list(report["pipelines"])
     rows = {c["case"]: {**{p: c["pipelines"][p]["passed"] for p in names}, "contrast": c["contrast"]}
             for c in report["cases"]}
@@ -469,13 +470,14 @@ def promote(case_path: PathLike, runs: int = 3) -> dict:
             "results": [r.to_json() for r in results]}
 
 
-def ablate(source: PathLike, stages: str | Iterable[str] | None = None, metrics: str | Iterable[str] | None = None
-           ) -> "pd.DataFrame":
-    """What each stage of `default` is worth on `source` (case files or a folder of them, a
-    trace, a collection): one row per stage removed, with the cases it decides (they pass
-    only with it), the cases it hurts, and per metric the full pipeline's figure minus the
-    figure without the stage, with the Holm-adjusted p of the paired randomization test. The
-    whole report, with which judgments it rests on, is in ``df.attrs["report"]``.
+def ablate(source: PathLike, stages: str | Iterable[str] | None = None, metrics: str | Iterable[str] | None = None,
+           pipeline: str = "default") -> "pd.DataFrame":
+    """What each stage of `pipeline` (`default`, or `default@RETRIEVER` on another base) is
+    worth on `source` (case files or a folder of them, a trace, a collection): one row per
+    stage removed, with the cases it decides (they pass only with it), the cases it hurts,
+    and per metric the full pipeline's figure minus the figure without the stage, with the
+    Holm-adjusted p of the paired randomization test. The whole report, with which
+    judgments it rests on, is in ``df.attrs["report"]``.
 
         >>> table = ablate("regression", stages="phrase")
         >>> "named-phrase" in table.loc["phrase", "decides"]
@@ -488,7 +490,7 @@ def ablate(source: PathLike, stages: str | Iterable[str] | None = None, metrics:
     _ready()
     chosen = _names(stages, "stages")
     names = _names(metrics, "metrics")
-    report = _ablate(str(source), stages=chosen, metrics=names).to_json()
+    report = _ablate(str(source), full=pipeline, stages=chosen, metrics=names).to_json()
     rows = []
     for stage, row in report["stages"].items():
         cells = {"stage": stage, "pipeline": row["pipeline"], "decides": row["decides"], "hurts": row["hurts"]}

@@ -147,7 +147,7 @@ def cmd_run(args) -> int:
 def cmd_contrast(args) -> int:
     from garden.evaluation.runner import contrast
 
-    report = contrast(args.paths)
+    report = contrast(args.paths, _csv(args.pipelines))
     if args.json:
         print_json(report.to_json())
     else:
@@ -258,8 +258,8 @@ def cmd_capture(args) -> int:
 def cmd_ablate(args) -> int:
     from garden.evaluation.ablate import ablate
 
-    result = ablate(args.source, stages=_csv(args.stages), metrics=_csv(args.metrics), negatives=args.negatives,
-                    trace_source=args.trace_source)
+    result = ablate(args.source, full=args.pipeline, stages=_csv(args.stages), metrics=_csv(args.metrics),
+                    negatives=args.negatives, trace_source=args.trace_source)
     _emit(args, result)
     return 0
 
@@ -413,6 +413,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("paths", nargs="*", help="case files or folders (default: regression/ and challenge/)")
     p.add_argument("--reasons", action="store_true", help="list every failing cell's failures below the matrix "
                    "(by default only why each case that is no contrast is not one)")
+    p.add_argument("--pipelines", metavar="A,B,...", help="more bare pipelines as columns beside the baselines, "
+                   "options included (a model of your own: dense:model=DIR)")
 
     p = _command(sub, "run", cmd_run, "run cases; exit 1 only if a regression case fails",
                  json="print JSON instead of the table")
@@ -493,6 +495,8 @@ def build_parser() -> argparse.ArgumentParser:
                  "the full pipeline and each one-stage-removed variant: what each stage decides", json="print JSON")
     p.add_argument("source", help="case files or a folder of them, a trace file, a collection folder, LoCoMo or "
                    "LongMemEval")
+    p.add_argument("--pipeline", default="default", help="the full pipeline: default, or default@RETRIEVER on "
+                   "another base (default@dense:model=DIR)")
     p.add_argument("--stages", help="comma-separated stages to remove one at a time (default: every removable one)")
     p.add_argument("--metrics", help="comma-separated ir-measures names")
     p.add_argument("--negatives", choices=NEGATIVE_KINDS,

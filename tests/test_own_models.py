@@ -336,3 +336,26 @@ def test_the_commands_the_docs_show_run(project, models, exported_model, tmp_pat
         argv = [arg.replace("/tmp/models", str(models["bi"].parent)) for arg in command.argv]
         assert main(argv) == 0, command
     capsys.readouterr()
+
+
+def test_contrast_ablate_and_the_api_take_models_of_ones_own(project, models, exported_model, tmp_path,
+                                                             monkeypatch, capsys):
+    import garden
+    from garden.cli import main
+    from model_cache import empty_cache
+
+    monkeypatch.setenv("GARDEN_CACHE", str(empty_cache(tmp_path / "cache", exported_model)))
+    own, cross = f"dense:model={models['bi']}", f"cross:model={models['cross']}:base=bm25s:depth=20"
+    table = garden.ablate("regression/named-phrase.yaml", stages="phrase", pipeline=f"default@{cross}")
+    assert table.loc["phrase", "pipeline"] == f"default-phrase@{cross}"
+    assert table.attrs["report"]["full"] == f"default@{cross}" and table.attrs["report"]["cases"] == 1
+    report = garden.compare("regression", ["bm25s", own])
+    assert sorted(report["pipelines"]) == sorted(["bm25s", own])
+    matrix = garden.contrast("regression/named-phrase.yaml", pipelines=[own, cross])
+    assert list(matrix.columns)[-4:] == [own, cross, "default", "contrast"] and bool(matrix["default"].all())
+    capsys.readouterr()
+    assert main(["contrast", "regression/named-phrase.yaml", "--pipelines", f"default@{own}"]) == 2
+    assert "is a structured pipeline" in capsys.readouterr().err
+    assert main(["ablate", "regression/named-phrase.yaml", "--stages", "phrase", "--pipeline", f"default@{own}",
+                 "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["stages"]["phrase"]["pipeline"] == f"default-phrase@{own}"

@@ -16,7 +16,7 @@ from garden.derived.traces import TraceEvent
 from garden.derived.home import check_environment, derived_dir, retention_setting
 from garden.pipelines import Outcome, Pipeline, check_pipeline, make_pipeline
 from garden.rerank.query import QuerySpec
-from garden.retrievers import registered
+from garden.retrievers import registered, spec_text
 from garden.formats.stories import load_story
 from garden.derived.traces import DEFAULT_RETENTION_DAYS, prune_traces, write_trace
 
@@ -267,10 +267,18 @@ class ContrastReport:
                                                       and not self.cells[(c.id, "default")].passed)}}
 
 
-def contrast(paths: list[str] | None) -> ContrastReport:
+def contrast(paths: list[str] | None, pipelines: list[str] | None = None) -> ContrastReport:
+    """Every case under each bare baseline, the bare `pipelines` named beside them (a
+    retriever with options, a model of one's own: `dense:model=DIR`), and `default`."""
+    from garden.pipelines import check_pipeline, split_structured
+
+    for name in pipelines or []:
+        if split_structured(check_pipeline(name)) is not None:
+            raise GardenError(f"contrast: {name} is a structured pipeline; a column beside the baselines is a bare "
+                              "one (default is always there)")
     cases = load_cases(paths)
     baselines, unavailable = available_baselines()
-    pipelines = baselines + ["default"]
+    pipelines = baselines + [p for p in dict.fromkeys(pipelines or []) if p not in baselines] + ["default"]
     bar, stories = Progress("contrast", total=len(cases) * len(pipelines), unit="cells"), {}
     cells = {(c.id, p): _contrast_cell(c, p, stories)
              for c, p in counted([(c, p) for c in cases for p in pipelines], bar)}
@@ -280,7 +288,7 @@ def contrast(paths: list[str] | None) -> ContrastReport:
 def _contrast_cell(loaded: LoadedCase, pipeline: str, stories: dict | None = None) -> CaseResult:
     """One case under one pipeline; a plugin retriever that raises fails its cell, with the
     error as the failure, instead of stopping the matrix."""
-    if pipeline == "default" or registered()[pipeline].origin == "builtin":
+    if pipeline == "default" or registered()[spec_text(pipeline)[0]].origin == "builtin":
         return run_case(loaded, pipeline, stories=stories)
     try:
         return run_case(loaded, pipeline, stories=stories)
