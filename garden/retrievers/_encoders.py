@@ -88,7 +88,7 @@ class TorchEncoder(Encoder):
     backend = "torch"
 
     def __init__(self, model_path: Path):
-        _quiet_transformers()
+        quiet_transformers()
         import torch
         from sentence_transformers import SentenceTransformer
 
@@ -337,7 +337,7 @@ def _write_whole(file: Path, make: Callable[[Path], None]) -> None:
         raise
 
 
-def _quiet_transformers() -> None:
+def quiet_transformers() -> None:
     # Set before huggingface_hub is first imported (it reads them once): no code path may try
     # the network; local_files_only says the same to each load.
     os.environ.update(OFFLINE)
@@ -349,7 +349,7 @@ def _quiet_transformers() -> None:
 
 
 def _torch_export(model_path: Path, target: Path) -> None:
-    _quiet_transformers()
+    quiet_transformers()
     import torch
     from transformers import AutoModel
 

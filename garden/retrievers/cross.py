@@ -28,11 +28,10 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from garden.errors import GardenError
-from garden.retrievers import (FUSION, SEMANTIC, Doc, RetrieverBase, State, custom, integer, make_retriever, rank,
-                               register)
-from garden.retrievers._encoders import SAFE_LOADING, _quiet_transformers
+from garden.retrievers import (FUSION, SEMANTIC, Doc, ProcessCache, RetrieverBase, State, custom, integer,
+                               make_retriever, rank, register)
+from garden.retrievers._encoders import SAFE_LOADING, quiet_transformers
 from garden.retrievers._model_folder import ModelFolder, folder_option, model_folder
-from garden.retrievers._cache import ProcessCache
 
 MODEL_WORDS = "a folder holding a sentence-transformers CrossEncoder (its config.json, safetensors weights)"
 BASE_WORDS = "a registered retriever's name (bm25s, hybrid, dense, ...), not cross itself"
@@ -85,7 +84,7 @@ def load_cross_encoder(folder: ModelFolder):
     """The CrossEncoder in a checked folder, offline, from safetensors, no code of its own;
     loaded once per process (a folder changed on disk is another model)."""
     def load():
-        _quiet_transformers()
+        quiet_transformers()
         import torch
         from sentence_transformers import CrossEncoder
 
