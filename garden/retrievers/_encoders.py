@@ -7,8 +7,8 @@ all-MiniLM-L6-v2, or a bi-encoder folder the user names (checked first by
   products, which ONNX Runtime runs faster than the fused kernel's export) and run by
   onnxruntime, then the model's own pooling: the mean of the last hidden state over attended
   tokens (or its first token's, for a model that pools by CLS), L2-normalized (Reimers &
-  Gurevych 2019). At run time it needs only onnxruntime,
-  tokenizers and numpy; torch and transformers are imported only to export.
+  Gurevych 2019). At run time it needs only onnxruntime, tokenizers and numpy; torch and
+  transformers are imported only to export.
 - ``onnx-int8``: that export with its weight products in 8-bit integers, one scale per
   token (`garden.retrievers._int8`), so a text's vector does not depend on its batch.
 

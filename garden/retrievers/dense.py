@@ -7,12 +7,12 @@ user names is checked before anything in it is loaded (`garden.retrievers._model
 safetensors only, no code of its own, nothing from outside it) and its vectors are kept
 under its content (`ModelFolder.label`), so two models never share a vector and a folder
 changed on disk is encoded again; the packaged model keeps the keys it always had.
-Embeddings are L2-normalized, so a dot product is the cosine. The `backend` option chooses how the
-model runs (`garden.retrievers._encoders`): `torch` (sentence-transformers), `onnx` (the
-same model exported once to ONNX Runtime) or `onnx-int8` (that export with its weight
-products in 8-bit integers, one scale per token: `garden.retrievers._int8`). A folder whose
-model the ONNX backends cannot run as exported (another pooling, a Dense layer, no
-tokenizer.json: `onnx_blocker`) runs on torch, said once in one line.
+Embeddings are L2-normalized, so a dot product is the cosine. The `backend` option
+chooses how the model runs (`garden.retrievers._encoders`): `torch` (sentence-transformers),
+`onnx` (the same model exported once to ONNX Runtime) or `onnx-int8` (that export with its
+weight products in 8-bit integers, one scale per token: `garden.retrievers._int8`). A
+folder whose model the ONNX backends cannot run as exported (another pooling, a Dense
+layer, no tokenizer.json: `onnx_blocker`) runs on torch, said once in one line.
 Encoding a corpus is the slow part, so document embeddings are kept in the user's cache
 (`garden.derived.embeddings`), keyed by model, backend and the sha256 of the text: a second
 run, in any checkout and any process, encodes only texts it has not seen.
