@@ -351,3 +351,23 @@ def test_contrast_ablate_and_the_api_take_models_of_ones_own(project, models, ex
     assert main(["ablate", "regression/named-phrase.yaml", "--stages", "phrase", "--pipeline", f"default@{own}",
                  "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["stages"]["phrase"]["pipeline"] == f"default-phrase@{own}"
+
+
+WAITING = """
+import os, sys
+from garden.retrievers._model_folder import model_folder
+from garden.retrievers.cross import load_cross_encoder
+assert "torch" not in sys.modules
+load_cross_encoder(model_folder(sys.argv[1], "cross:model"))
+print(os.environ.get("OMP_WAIT_POLICY"))
+"""
+
+
+@pytest.mark.parametrize("given, kept", [(None, "PASSIVE"), ("ACTIVE", "ACTIVE")])
+def test_torch_threads_sleep_while_they_wait_unless_the_user_says(models, given, kept):
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    env.update({"OMP_WAIT_POLICY": given} if given else {})
+    done = subprocess.run([sys.executable, "-c", WAITING, str(models["cross"])], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == kept

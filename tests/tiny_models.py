@@ -34,7 +34,9 @@ def _packaged_tokenizer(folder: Path) -> None:
 def _bert(folder: Path, seed: int, head: bool) -> None:
     """A random two-layer BERT (with a one-score classification head when `head`) and the
     packaged tokenizer, as a plain transformers folder."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from garden.retrievers._encoders import quiet_transformers
+
+    quiet_transformers()   # offline, and no weight-writing bars on a terminal
     import torch
     from transformers import BertConfig, BertForSequenceClassification, BertModel
 

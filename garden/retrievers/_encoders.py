@@ -341,6 +341,11 @@ def quiet_transformers() -> None:
     # Set before huggingface_hub is first imported (it reads them once): no code path may try
     # the network; local_files_only says the same to each load.
     os.environ.update(OFFLINE)
+    # and before torch is (its OpenMP reads it once): a waiting thread sleeps, as the ONNX
+    # sessions' do, rather than spin on a core another process needs; on two loaded cores
+    # spinning made a cross-encoder's reranking many times slower (experiments/torch_waiting.py).
+    # A policy the user set is kept.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     from transformers.utils import logging as hf_logging
 
     # a packet on stdout should not arrive behind a weight-loading bar on stderr
