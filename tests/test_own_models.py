@@ -118,6 +118,22 @@ def test_a_model_the_onnx_backends_cannot_run_runs_on_torch_with_one_note(cache,
     assert made[0].matrix.shape == (len(DOCS), 32)
 
 
+def test_a_model_whose_export_fails_runs_on_torch_with_one_note(models, tmp_path, monkeypatch, capsys):
+    from garden.retrievers import _encoders
+
+    def fails(model_path, target):
+        raise RuntimeError("this architecture does not export\nsecond line")
+
+    monkeypatch.setenv("GARDEN_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(_encoders, "_torch_export", fails)
+    capsys.readouterr()
+    retriever = indexed(f"dense:model={models['bi']}:backend=onnx")
+    notes = [line for line in capsys.readouterr().err.splitlines() if line]
+    assert len(notes) == 1 and "the export fails: RuntimeError: this architecture does not export" in notes[0]
+    assert retriever.backend == "torch" and retriever.cache.space.endswith("/torch")
+    assert retriever.matrix.shape == (len(DOCS), 32)
+
+
 def test_a_cls_pooled_model_runs_on_onnx_as_on_torch(cache, models, tmp_path):
     folder = copied(models["bi"], tmp_path / "cls-pooled")
     (folder / "1_Pooling" / "config.json").write_text(json.dumps({"embedding_dimension": 32, "pooling_mode": "cls"}))

@@ -248,9 +248,32 @@ def _reason(exc: BaseException, limit: int = 160) -> str:
     return " ".join(f"{type(exc).__name__}: {exc}".split())[:limit]
 
 
+class CannotExport(GardenError):
+    """The model cannot be exported to ONNX or run by ONNX Runtime (not the cache folder:
+    that is a GardenError of its own); `reason` is why, in one line."""
+
+    def __init__(self, message: str, reason: str):
+        super().__init__(message)
+        self.reason = reason
+
+
 def _cannot(backend: str, exc: BaseException, name: str = MODEL_NAME) -> GardenError:
-    return GardenError(f"dense:backend={backend}: cannot export or load {name} as ONNX "
-                       f"({_reason(exc)}); {EXPORT_HINT}")
+    reason = _reason(exc)
+    return CannotExport(f"dense:backend={backend}: cannot export or load {name} as ONNX ({reason}); {EXPORT_HINT}",
+                        reason)
+
+
+def export_blocker(backend: str, model_path: Path, name: str, pooling: str, content: str) -> str | None:
+    """Why the ONNX `backend` cannot run this model, found by exporting it now when its
+    file is not made yet (the architecture does not export, ONNX Runtime cannot run it), or
+    None. A cache that cannot be written is not such a reason: its GardenError is raised."""
+    if backend == "torch" or exported_file(backend, model_path, name).is_file():
+        return None
+    try:
+        load_encoder(backend, model_path, name, pooling, content)
+    except CannotExport as exc:
+        return f"the export fails: {exc.reason}"
+    return None
 
 
 def _session(file: Path, threads: int, spinning: bool, name: str = MODEL_NAME):

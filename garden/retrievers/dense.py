@@ -42,7 +42,7 @@ from garden.errors import GardenError
 from garden.retrievers._scores import shared_doc_ids
 from garden.retrievers import (SEMANTIC, ArrayScores, Doc, DocIds, ProcessCache, RetrieverBase, State, choice, custom,
                                integer, register)
-from garden.retrievers._encoders import BACKENDS, SPACES, load_encoder
+from garden.retrievers._encoders import BACKENDS, SPACES, export_blocker, load_encoder
 from garden.retrievers._model_folder import embedding_width, folder_option, model_folder, onnx_blocker, pooling
 
 MODEL_NAME = "all-MiniLM-L6-v2"
@@ -129,12 +129,15 @@ class DenseRetriever(RetrieverBase):
             space = cache_space(backend)   # the packaged model's keys, as they have always been
         else:
             folder = model_folder(model, f"dense:model={model}")   # refused now, in one located line
+            self.model_path, self.model_name, self.content = folder.path, folder.label, folder.digest
             blocker = None if backend == "torch" else onnx_blocker(folder)
+            self.pooling = pooling(folder)[0] if backend != "torch" and blocker is None else "mean"
+            # a model whose architecture does not export is found out on its first use, before
+            # any of its vectors is kept under the ONNX backend's name
+            blocker = blocker or export_blocker(backend, folder.path, folder.label, self.pooling, folder.digest)
             if blocker is not None:
                 _note_once(f"dense:model={model}: the ONNX backends do not apply ({blocker}); it runs on torch")
                 backend = "torch"
-            self.model_path, self.model_name, self.content = folder.path, folder.label, folder.digest
-            self.pooling = pooling(folder)[0] if backend != "torch" else "mean"
             self._width = embedding_width(folder)
             space = f"{folder.label}/{SPACES[backend]}"
         self.backend = backend
