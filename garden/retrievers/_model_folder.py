@@ -43,6 +43,7 @@ CODE_CONFIGS = ("config.json", "tokenizer_config.json")       # where transforme
 OWN_MODULES = "sentence_transformers."
 MAX_HEADER = 100 * 1024**2   # a safetensors header past this is damage, not a model (the format's own bound)
 MAX_JSON = 64 * 1024**2      # a config or tokenizer past this is not one
+MAX_FILES = 10_000           # a model's folder holds tens of files; more is a folder named by mistake (a home)
 LINK_HINT = "copy the model in with its files (cp -rL) and name the copy"
 SAFETENSORS_HINT = ("save it as safetensors first (model.save_pretrained(DIR, safe_serialization=True), "
                     "or sentence-transformers' model.save(DIR))")
@@ -107,9 +108,14 @@ def _read_json(where: str, path: Path, required: bool = True) -> dict | list | N
 
 def _files(where: str, root: Path) -> list[str]:
     """Every file under `root`, relative, sorted: regular files reached without leaving it;
-    a link that leads out, or anything that is not a file or a folder, refused."""
+    a link that leads out, or anything that is not a file or a folder, refused. Hidden
+    folders (`.git`, `.cache`) are passed over: no loader reads them. At most MAX_FILES."""
     found: list[str] = []
     for folder, dirs, names in os.walk(root, followlinks=False):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        if len(found) + len(names) > MAX_FILES:
+            raise _refusal(where, root, f"holds more than {MAX_FILES:,} files; name the folder that holds the "
+                           "model's config.json")
         for name in sorted(dirs + names):
             path = Path(folder) / name
             try:
@@ -247,8 +253,8 @@ def model_folder(text: str, where: str) -> ModelFolder:
         root = root.resolve(strict=True)
     except OSError as exc:
         raise _refusal(where, root, f"cannot be read ({exc.strerror or exc})") from None
+    config = _read_json(where, root / "config.json")   # first: a folder without one is refused before it is walked
     files = _files(where, root)
-    config = _read_json(where, root / "config.json")
     if not isinstance(config, dict):
         raise _refusal(where, root / "config.json", "damaged: not a JSON object")
     modules = _read_json(where, root / "modules.json", required=False) or []
