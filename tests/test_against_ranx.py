@@ -20,7 +20,7 @@ ranx = pytest.importorskip("ranx", reason="ranx is not installed (pip install -e
 VASWANI = Path(__file__).resolve().parents[2] / "shared" / "data" / "vaswani"
 DEPTH = 1000
 PERMUTATIONS = 20_000
-TUNED_BM25, SUBLINEAR = "bm25:k1=0.9:b=0.4", "tfidf:sublinear_tf=true"
+TUNED_BM25, SUBLINEAR = "bm25s:k1=0.9:b=0.4", "tfidf:sublinear_tf=true"
 RUNS = ("bm25s", "tfidf", TUNED_BM25, SUBLINEAR)
 PAIRS = [("AP", "bm25s", "tfidf"), ("RR", "tfidf", SUBLINEAR), ("nDCG@10", "tfidf", SUBLINEAR),
          ("AP", "bm25s", TUNED_BM25), ("AP", "tfidf", SUBLINEAR)]
