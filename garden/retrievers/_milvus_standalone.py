@@ -100,6 +100,10 @@ def _configure(base: Path) -> Path:
         config.set(f"{component}.ip", "127.0.0.1")
     config.resolve()
     milvus._initialize_data_files(str(base))
+    # it copies its files' modes and makes its engine 0755, whatever the umask: owner-only
+    from garden.retrievers._milvus import _owner_only
+
+    _owner_only(base)
     return base / "bin" / "milvus"
 
 
