@@ -17,9 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from garden.derived.indexes import documents
+import test_milvus
 from garden.errors import GardenError
-from garden.formats.stories import load_story
 from garden.retrievers import make_retriever
 from test_milvus import MISSING, QUERIES, _served, indexed, one_line
 
@@ -55,14 +54,7 @@ def standalone():
     return uri
 
 
-@pytest.fixture(scope="module")
-def story():
-    return load_story(ROOT / "fixtures" / "aurora-ridge.yaml")
-
-
-@pytest.fixture(scope="module")
-def docs(story):
-    return documents(story)
+story, docs = test_milvus.story, test_milvus.docs  # aurora-ridge and its documents, as fixtures here too
 
 
 @pytest.fixture

@@ -207,6 +207,7 @@ class _MilvusRetriever(RetrieverBase):
         self.ids: list[str] = []
         self.collection: str | None = None
         self.inserted = 0  # rows this retriever inserted (0 when it found its collection)
+        self.build_s: dict[str, float] = {}  # seconds of the last build's phases: insert, flush, index, load
         self._rows = 0
         self._client = None
         self._store: Path | None = None  # the local store's folder, when the garden home holds it
@@ -530,6 +531,7 @@ class _MilvusRetriever(RetrieverBase):
             warn(f"{self.where}: collection {name} is not the garden's or is incomplete; dropped, rebuilding")
             self._call("drop a damaged collection", "drop_collection", name)
         temporary = f"{name}_t{int(time.time())}_{os.getpid()}"
+        self.build_s = {}
         self._build(client, temporary, id_set, digest, open_docs)
         try:
             self._call("publish the collection", "rename_collection", temporary, name)
@@ -538,8 +540,18 @@ class _MilvusRetriever(RetrieverBase):
             if not self._call("list collections", "has_collection", name):
                 raise
             self._call("drop a temporary collection", "drop_collection", temporary)
-        self._call("load the collection", "load_collection", name)
+        with self._phase("load"):
+            self._call("load the collection", "load_collection", name)
         COUNTS[f"{self.name}:built"] += 1
+
+    @contextmanager
+    def _phase(self, name: str) -> Iterator[None]:
+        """Time a phase of a build into `build_s` (a figure for a report, never an input)."""
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.build_s[name] = self.build_s.get(name, 0.0) + time.perf_counter() - start
 
     def _build(self, client, name: str, id_set: str, digest: str, open_docs) -> None:
         with self._rpc("create the collection"):
@@ -569,11 +581,14 @@ class _MilvusRetriever(RetrieverBase):
             self._insert(name, batch)
         # one flush after every insert: Milvus Lite keeps BM25's statistics per segment, so
         # the whole story goes into one
-        self._call("flush the collection", "flush", name)
-        self._call("index the collection", "create_index", name, params)
+        with self._phase("flush"):
+            self._call("flush the collection", "flush", name)
+        with self._phase("index"):
+            self._call("index the collection", "create_index", name, params)
 
     def _insert(self, name: str, batch: list[dict]) -> None:
-        self._call("insert records", "insert", name, batch)
+        with self._phase("insert"):
+            self._call("insert records", "insert", name, batch)
         self.inserted += len(batch)
         COUNTS[f"{self.name}:rows inserted"] += len(batch)
 

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from garden.errors import GardenError
+from garden.retrievers._milvus_standalone import stop_process
 
 START_TIMEOUT = 60.0   # seconds for the server to accept a connection
 STANDALONE_TIMEOUT = 360.0  # seconds for a standalone to accept one (about 40 s on two idle cores)
@@ -58,11 +59,6 @@ def _start(what: str, command, timeout: float, log: Path | None, attempts: int) 
 
 
 def stop_local_server(proc: subprocess.Popen) -> None:
-    """Stop a server `start_local_server` started: SIGTERM, then SIGKILL past STOP_TIMEOUT."""
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=STOP_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    """Stop a server `start_local_server` or `start_standalone` started: SIGTERM, then
+    SIGKILL past STOP_TIMEOUT."""
+    stop_process(proc, STOP_TIMEOUT)
