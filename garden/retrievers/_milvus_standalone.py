@@ -8,7 +8,8 @@ of its own (`unshare --net`), where the only interface is its own loopback: noth
 opens is reachable from anywhere else, and every instance has the default ports to
 itself. The one way in is a socket this process binds to 127.0.0.1:PORT in the caller's
 namespace before entering the new one and hands down: inside, each connection accepted on
-it is relayed to the proxy at 127.0.0.1:19530 of the namespace. The socket starts
+it is relayed to the proxy at 127.0.0.1:19530 of the namespace. A mount namespace gives it
+a private /run, where Milvus 2.3 keeps its pid file whatever it is told. The socket starts
 listening only when Milvus reports itself healthy, so a client that connects is answered.
 
     python -m garden.retrievers._milvus_standalone --data DIR --port 19530
@@ -16,8 +17,8 @@ listening only when Milvus reports itself healthy, so a client that connects is 
 runs one in the foreground until SIGTERM or SIGINT, which stop Milvus (SIGKILL past
 STOP_TIMEOUT); if the process that started it dies, it stops too. DIR is made 0700 and
 everything in it owner-only (umask 077): the decompressed engine, its etcd, its segments
-and its logs (`DIR/logs`). Entering a network namespace needs root, or unprivileged user
-namespaces (`unshare --user --map-root-user --net`, tried when not root).
+and its logs (`DIR/logs`). Entering the namespaces needs root, or unprivileged user
+namespaces (`unshare --user --map-root-user --net --mount`, tried when not root).
 """
 from __future__ import annotations
 
@@ -55,8 +56,10 @@ def installed() -> bool:
 
 
 def unshare_command() -> list[str]:
-    """`unshare` into a new network namespace: as root directly, else inside a user namespace."""
-    return ["unshare", "--net"] if os.geteuid() == 0 else ["unshare", "--user", "--map-root-user", "--net"]
+    """`unshare` into new network and mount namespaces: as root directly, else inside a
+    user namespace."""
+    spaces = ["--net", "--mount"]
+    return ["unshare", *spaces] if os.geteuid() == 0 else ["unshare", "--user", "--map-root-user", *spaces]
 
 
 def private_folder(path: Path) -> Path:
@@ -79,6 +82,15 @@ def _die_with_parent(sig: int = signal.SIGTERM) -> None:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
     except (OSError, AttributeError):
         pass
+
+
+def _private_run() -> None:
+    """A private, empty /run in this (new) mount namespace: Milvus 2.3 writes and locks its
+    pid file at /run/milvus/standalone.pid whatever MILVUS_RUN_DIR says, which would leave a
+    file outside its data folder and make two standalones contend for one lock."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.mount(b"tmpfs", b"/run", b"tmpfs", 0, b"mode=0700") != 0:
+        raise OSError(ctypes.get_errno(), f"cannot mount a private /run: {os.strerror(ctypes.get_errno())}")
 
 
 def _loopback_up() -> None:
@@ -160,6 +172,7 @@ def inside(base: Path, fd: int) -> int:
         return 0
     os.umask(0o077)
     _loopback_up()
+    _private_run()
     outside = socket.socket(fileno=fd)
     executable = _configure(base)
     env = {**os.environ, "DEPLOY_MODE": "STANDALONE", "METRICS_PORT": "9091", "MILVUS_RUN_DIR": str(base / "run"),
