@@ -91,7 +91,7 @@ def builds_indexes(version: str) -> bool:
 
 def has_bm25(version: str) -> bool:
     """Whether the engine has a BM25 Function and sparse vectors: Milvus Lite, and Milvus
-    servers from 2.5 (2.3 and 2.4 refuse neither schema, and search nothing)."""
+    servers from 2.5 (2.3 accepts a schema with a BM25 Function and searches nothing)."""
     found = release(version)
     return version.startswith(LITE) or (found is not None and found[:2] >= BM25_SINCE)
 

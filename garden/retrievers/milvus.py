@@ -16,9 +16,12 @@ metric BM25 (k1 = 1.5, b = 0.75 and Lucene's idf log(1 + (N - n + 0.5) / (n + 0.
 numbers of `bm25`; the analyzer is Milvus's `standard` one: words of letters and digits,
 lower-cased, with `bm25`'s stopword list; Milvus Lite has no stemmer). `milvus-dense` holds
 the garden's own all-MiniLM-L6-v2 embeddings (from the embedding cache and encoder,
-exactly as `dense` makes them) in a FLOAT_VECTOR field searched exactly (index FLAT,
-metric IP), and encodes queries as `dense` does, so it ranks as `dense` does. `milvus-hybrid`
-is `hybrid` (reciprocal-rank fusion, k = 60) of the two.
+exactly as `dense` makes them) in a FLOAT_VECTOR field, metric IP, and encodes queries as
+`dense` does: on Milvus Lite searched exactly (FLAT), so it ranks as `dense` does; on a
+server that builds indexes through HNSW (M 16, efConstruction 128, ef 512 or the hits
+asked), the operator's options. `milvus-hybrid` is `hybrid` (reciprocal-rank fusion,
+k = 60) of the two; on a server without a BM25 function (before Milvus 2.5) of `bm25` in
+the garden's process and `milvus-dense`. What the engine can do is read from its version.
 
 Each retriever indexes a story once. Its collection's name carries the retriever's family
 (kind and options), a schema version, the sha256 of the story's sorted record ids and the
@@ -48,8 +51,9 @@ the query resolved and on the route a candidate came by, so they are never pushe
 Options: `uri` (above), `timeout` (seconds, default 10: connecting and each search;
 building calls wait at least BUILD_TIMEOUT), `limit` (the most records one search
 returns, default and at most 16384), `pushdown` (above, default false), `k1`, `b` and
-`stopwords` for `milvus-bm25`, `backend` for `milvus-dense` (as `dense`'s), and `k` and
-`depth` for `milvus-hybrid` (as `hybrid`'s).
+`stopwords` for `milvus-bm25`, `backend` for `milvus-dense` (as `dense`'s) with `index`
+(auto, flat, hnsw), `m`, `ef_construction` and `ef` (HNSW's), and `k` and `depth` for
+`milvus-hybrid` (as `hybrid`'s).
 
 Faults are one GardenError line naming the retriever and the URI, and what to do: an
 engine that cannot be reached, a Milvus Lite store another process holds, a call that
@@ -367,7 +371,7 @@ class MilvusHybrid(HybridRetriever):
     def settle(self) -> str:
         """The member that serves the lexical part, chosen from the engine: `milvus-bm25`
         where Milvus has a BM25 function (Milvus Lite, servers from 2.5), else `bm25` in the
-        garden's process (Milvus 2.3 and 2.4 have neither BM25 nor sparse vectors), fused
+        garden's process (no Milvus server before 2.5 has a BM25 function), fused
         with `milvus-dense` as before; a candidate's `why` then names `bm25`. A local store
         is Milvus Lite without asking; a server is asked its version once per process."""
         lexical = self._members.get("milvus-bm25")
