@@ -13,6 +13,14 @@
    `milvus-bm25` indexes the garden's own terms, so it is held to `bm25`.
 
     .venv/bin/python experiments/milvus_figures.py [--docs N] [--uri http://127.0.0.1:19530] [--json]
+    .venv/bin/python experiments/milvus_figures.py --standalone [URI] [--json]
+
+`--standalone` measures a Milvus standalone instead (the one URI names, else one started
+here and stopped at the end): `milvus-dense` with its HNSW index at the default parameters
+against `dense` (exact): the share of `dense`'s top 100 it finds (recall@100), AP and
+nDCG@10; and `default@milvus-hybrid` (its lexical member `bm25` in the garden's process:
+Milvus 2.3 has no BM25 function) against `default`; with the build's phases and each
+query's `top(query, 1000)` time.
 
 `--docs N` keeps the first N documents (and the judgments of those): a subset for a quick
 look. The garden home is a fresh temporary folder, removed at the end (`--home` to choose
@@ -122,20 +130,24 @@ def latencies(collection, options: dict, warm_up: int) -> dict[str, dict]:
     """Each pipeline's per-query `top(query, DEPTH)` time, p50 and p95 in milliseconds."""
     from garden.retrievers import make_retriever
 
-    queries = list(collection.queries.values())
     out = {}
     for name in PIPELINES:
         retriever = make_retriever(name, **(options if name in MILVUS else {}))
         retriever.index(collection.docs)
-        for query in queries[:warm_up]:
-            retriever.top(query, DEPTH)
-        times = []
-        for query in queries:
-            start = time.perf_counter()
-            retriever.top(query, DEPTH)
-            times.append((time.perf_counter() - start) * 1000)
-        out[name] = {"p50_ms": statistics.median(times), "p95_ms": percentile(times, 0.95)}
+        out[name] = timed_tops(retriever, list(collection.queries.values()), warm_up)
     return out
+
+
+def timed_tops(retriever, queries: list[str], warm_up: int) -> dict[str, float]:
+    """`top(query, DEPTH)` of each query alone after `warm_up` untimed ones: p50 and p95, ms."""
+    for query in queries[:warm_up]:
+        retriever.top(query, DEPTH)
+    times = []
+    for query in queries:
+        start = time.perf_counter()
+        retriever.top(query, DEPTH)
+        times.append((time.perf_counter() - start) * 1000)
+    return {"p50_ms": statistics.median(times), "p95_ms": percentile(times, 0.95)}
 
 
 def figures(path: Path, uri: str | None) -> dict[str, dict[str, float]]:
@@ -144,6 +156,66 @@ def figures(path: Path, uri: str | None) -> dict[str, dict[str, float]]:
     pipelines = [f"{p}:uri={uri}" if uri and p in MILVUS else p for p in PIPELINES]
     report = compare_collection(path, pipelines, measures=MEASURES, depth=DEPTH)
     return {p: dict(report.evaluation.aggregates[spec]) for p, spec in zip(PIPELINES, pipelines)}
+
+
+RECALL_AT = 100
+
+
+def recall(exact: dict, approximate: dict, at: int = RECALL_AT) -> float:
+    """The share of each query's exact top `at` that the approximate ranking's top `at`
+    holds, over every query (recall@at against exact search)."""
+    found = sum(len({r for r, _ in exact[q][:at]} & {r for r, _ in approximate.get(q, [])[:at]}) for q in exact)
+    return found / max(1, sum(min(at, len(exact[q])) for q in exact))
+
+
+def on_standalone(uri: str | None, warm_up: int) -> dict:
+    """`dense` and `default` beside `milvus-dense` and `default@milvus-hybrid` on a Milvus
+    standalone (`uri`, else one started here): figures, recall@100, build phases, latency."""
+    from garden.evaluation.compare import evaluate, run_collection
+    from garden.formats.corpora import load_collection
+    from garden.retrievers import make_retriever
+    from garden.retrievers._milvus_server import start_standalone, stop_local_server
+
+    scratch = Path(tempfile.mkdtemp(prefix="milvus-standalone-"))
+    os.environ["GARDEN_HOME"] = str(scratch / ".garden")
+    proc = None
+    try:
+        if not uri:
+            proc, uri = start_standalone(scratch / "standalone", scratch / "standalone.log")
+        collection = load_collection(VASWANI)
+        built = make_retriever(f"milvus-dense:uri={uri}")
+        start = time.perf_counter()
+        built.index(collection.docs)
+        ingest = {"s": time.perf_counter() - start, "rows": built.inserted, "phases": built.build_s,
+                  "index": built.index_type, "engine": built.engine()}
+        names = ("dense", f"milvus-dense:uri={uri}", "default", f"default@milvus-hybrid:uri={uri}")
+        runs = run_collection(collection, names, depth=DEPTH)
+        aggregates = evaluate(collection.qrels, runs.rankings, MEASURES).aggregates
+        dense = make_retriever("dense")
+        dense.index(collection.docs)
+        queries = list(collection.queries.values())
+        latency = {name: timed_tops(retriever, queries, warm_up) for name, retriever in (("dense", dense),
+                                                                                       ("milvus-dense", built))}
+        return {"uri": uri, "ingest": ingest, "latency": latency,
+                "figures": {name: dict(aggregates[name]) for name in names},
+                f"recall@{RECALL_AT}": recall(runs.rankings["dense"], runs.rankings[names[1]])}
+    finally:
+        if proc is not None:
+            stop_local_server(proc)
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def standalone_table(result: dict) -> str:
+    rows = ["| pipeline | AP | nDCG@10 |", "|---|---|---|"]
+    shown = {name: name.replace(f":uri={result['uri']}", " (standalone)") for name in result["figures"]}
+    rows += [f"| {shown[name]} | {fig['AP']:.4f} | {fig['nDCG@10']:.4f} |" for name, fig in result["figures"].items()]
+    built = result["ingest"]
+    return "\n".join(rows + [
+        f"milvus-dense on {built['engine']}: index {built['index']}, recall@{RECALL_AT} against exact "
+        f"{result[f'recall@{RECALL_AT}']:.4f}; built in {built['s']:.1f} s ({built['rows']} rows; "
+        + ", ".join(f"{k} {v:.1f} s" for k, v in built["phases"].items()) + ")",
+        "top(query, 1000), ms p50 / p95: " + "; ".join(f"{k} {v['p50_ms']:.1f} / {v['p95_ms']:.1f}"
+                                                      for k, v in result["latency"].items())])
 
 
 def table(result: dict) -> str:
@@ -193,7 +265,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warm-up", type=int, default=3, help="untimed queries before timing (default 3)")
     parser.add_argument("--home", type=Path, default=None, help="the garden home (default: a fresh temporary one)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON as well")
+    parser.add_argument("--standalone", nargs="?", const="", default=None, metavar="URI",
+                        help="measure a Milvus standalone (this URI, else one started here) instead")
     args = parser.parse_args(argv)
+    if args.standalone is not None:
+        result = on_standalone(args.standalone or None, args.warm_up)
+        print(standalone_table(result))
+        if args.json:
+            print(json.dumps(result, indent=2))
+        return 0
     result = run(args.docs, args.uri, args.warm_up, args.home)
     print(f"Vaswani: {result['documents']} documents, {result['queries']} queries; Milvus: {result['store']}")
     print(table(result))

@@ -26,20 +26,33 @@ shared, `--stores`, so neither script generates a store the other made):
   `default` in another process that never reads the story's file (opening the stored
   story, one untimed pass, `--rounds` rounds): that process's peak memory is the garden's
   side of a store in Milvus;
+- `standalone`: the same on a Milvus standalone (PyPI `milvus`, Milvus 2.3's C++ engine,
+  garden/retrievers/_milvus_standalone.py) started for the size on a fresh data folder (or
+  the one `GARDEN_MILVUS_STANDALONE` names): `milvus-dense` builds an HNSW index there, and
+  the lexical member is `bm25` in the garden's process (Milvus 2.3 has no BM25 function);
+  Milvus's part is timed by phase (insert, flush, index build, load);
+- `--random-vectors-above N`: a size past N takes random unit vectors (one per text, seeded
+  by its sha256) for every record in every process instead of the model's, for latency
+  alone: nothing is encoded and the embedding cache is neither read nor written. Every row
+  and note of such a size says so; its agreement and cases passed compare pipelines on the
+  same random vectors, not rankings;
 - `--retriever milvus-bm25` stands everything on `bm25` and `milvus-bm25` instead, with no
   encoding (a million records);
-- the server's peak resident set (VmHWM) is read from /proc when this script started it.
+- the server's peak resident set (VmHWM) is read from /proc when this script started it
+  (a standalone's: its engine's, the largest process it runs).
 
 Each size's homes, Milvus Lite store and server data are made under `--work` and removed
 when the size is done; the figures are kept in `--work`/milvus_scale.json (`--again` shows
 its table).
 
-    .venv/bin/python experiments/milvus_scale.py [--sizes 10000,100000] [--rounds 3] [--json]
-        [--retriever milvus-bm25] [--configurations "in process,embedded,server,stored"]
+    .venv/bin/python experiments/milvus_scale.py [--sizes 10000,100000] [--rounds 3] [--json] [--work DIR]
+        [--retriever milvus-bm25] [--configurations "in process,embedded,server,standalone,stored"]
+        [--random-vectors-above 10000]
 """
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import re
@@ -51,28 +64,39 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
+
 PROJECT = Path(__file__).resolve().parents[1]
 if str(PROJECT) not in sys.path:  # run as a script: the project's packages by name
     sys.path.insert(0, str(PROJECT))
 
 from experiments.scale import SEED, WORK as SCALE_WORK, _spread, _timed, case_queries, story_at  # noqa: E402
-from garden.retrievers._milvus_server import start_local_server, stop_local_server  # noqa: E402
+from garden.retrievers._milvus_server import start_local_server, start_standalone, stop_local_server  # noqa: E402
 
 WORK = PROJECT / "experiments" / "out" / "milvus_scale"
-CONFIGURATIONS = ("in process", "embedded", "server")
+CONFIGURATIONS = ("in process", "embedded", "server", "standalone")
+DEFAULT_CONFIGURATIONS = ("in process", "embedded", "server")
+STANDALONE = "standalone"  # a Milvus standalone: real indexes (HNSW), the lexical member bm25 in process
 STORED = "stored"  # the story itself in Milvus (garden.store.milvus), on the server
+RANDOM = "random unit vectors, for latency only"  # the label of a size whose vectors are not the model's
 IN_PROCESS = {"milvus-hybrid": "hybrid", "milvus-bm25": "bm25"}  # the in-process twin of each Milvus base
 FIRST_ENCODING = "dense-first-encoding.json"  # scale.py's marker beside the story: the one-time encoding
 TOP = 5  # the candidates compared between pipelines
+RECALL_AT = 100  # HNSW's recall against exact search is read at this depth
+RECORD_QUERIES = 200  # record texts asked as queries beside the cases' for recall
+TIE = 1e-5  # a hit this close to the exact RECALL_AT-th score is tied with it
 
 
-def base_retriever(configuration: str, uri: str | None, timeout: float | None, retriever: str = "milvus-hybrid") -> str:
+def base_retriever(configuration: str, uri: str | None, timeout: float | None, retriever: str = "milvus-hybrid",
+                   standalone: str | None = None) -> str:
     """The base retriever's spec under `default` for a configuration."""
     if configuration == "in process":
         return IN_PROCESS[retriever]
     spec = retriever
     if configuration in ("server", STORED):
         spec += f":uri={uri}"
+    elif configuration == STANDALONE:
+        spec += f":uri={standalone}"
     return spec + (f":timeout={timeout:g}" if timeout else "")
 
 
@@ -84,6 +108,26 @@ def _use_home(home: Path) -> None:
     """This process's garden home; no trace written: the runs are measurements, not queries to keep."""
     os.environ["GARDEN_HOME"] = str(home)
     os.environ["GARDEN_TRACE"] = "0"
+
+
+def random_vector(text: str, width: int) -> np.ndarray:
+    """A unit vector of `width` drawn from a generator seeded by the text's sha256: the same
+    text gets the same vector in every process, and no model is run."""
+    seed = int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "little")
+    vector = np.random.default_rng(seed).standard_normal(width).astype(np.float32)
+    return vector / np.linalg.norm(vector)
+
+
+def use_random_vectors() -> None:
+    """Every document embedding of this process a `random_vector` (queries keep the model's):
+    for latency past the largest size encoded. The embedding cache is not touched."""
+    from garden.retrievers.dense import DenseRetriever, model_width
+
+    def embeddings(self, texts):
+        width = model_width(self.model_path)
+        return np.stack([random_vector(t, width) for t in texts]) if texts else np.zeros((0, 0), np.float32)
+
+    DenseRetriever.embeddings = embeddings
 
 
 def _peak_mb() -> float:
@@ -124,7 +168,7 @@ def _prebuilt(base: str, retriever):
 
 
 def ingest(size: int, configuration: str, uri: str | None, timeout: float | None, stores: Path, home: Path,
-           retriever: str = "milvus-hybrid") -> dict:
+           retriever: str = "milvus-hybrid", standalone: str | None = None) -> dict:
     """One configuration alone: its members indexed (each timed), then every case's query
     once through the structured pipeline on it; the process's peak memory."""
     _use_home(home)
@@ -136,13 +180,16 @@ def ingest(size: int, configuration: str, uri: str | None, timeout: float | None
     story_path, cases_dir = story_at(size, stores)
     story = load_story(story_path)
     docs = documents(story)
-    base = base_retriever(configuration, uri, timeout, retriever)
+    base = base_retriever(configuration, uri, timeout, retriever, standalone)
     retriever = make_retriever(base)
+    if hasattr(retriever, "settle"):  # the lexical member the engine allows (bm25 in process on Milvus 2.3)
+        retriever.settle()
     members = {}
     for name, member in retriever.members().items():
         seconds, _ = _timed(lambda: member.index(docs))
         members[name] = {"seconds": seconds, "rows": getattr(member, "inserted", None),
-                         "encoded": getattr(member, "encoded", None)}
+                         "encoded": getattr(member, "encoded", None), "phases": getattr(member, "build_s", None),
+                         "index": getattr(member, "index_type", None)}
     pipeline = structured_pipeline(pipeline_name(base), indexes=_prebuilt(base, retriever))
     specs, _ = case_queries(cases_dir, story)
     answering, _ = _timed(lambda: [pipeline.run(spec) for spec in specs])
@@ -164,7 +211,8 @@ def _agreement(runs: dict[str, list], reference: str) -> dict[str, dict[str, flo
 
 
 def latency(size: int, uri: str | None, timeout: float | None, rounds: int, stores: Path, home: Path,
-            retriever: str = "milvus-hybrid", configurations=CONFIGURATIONS) -> dict:
+            retriever: str = "milvus-hybrid", configurations=DEFAULT_CONFIGURATIONS,
+            standalone: str | None = None) -> dict:
     """The three pipelines in one process, by name: one untimed pass (cases passed,
     agreement), then `rounds` rounds interleaved query by query."""
     _use_home(home)  # the embedded configuration's home: its store holds the collections
@@ -175,7 +223,7 @@ def latency(size: int, uri: str | None, timeout: float | None, rounds: int, stor
     story_path, cases_dir = story_at(size, stores)
     story = load_story(story_path)
     specs, expects = case_queries(cases_dir, story)
-    names = {c: pipeline_name(base_retriever(c, uri, timeout, retriever)) for c in configurations}
+    names = {c: pipeline_name(base_retriever(c, uri, timeout, retriever, standalone)) for c in configurations}
     pipelines = {c: make_pipeline(name) for c, name in names.items()}
     runs = {c: [p.run(spec) for spec in specs] for c, p in pipelines.items()}  # untimed: warm
     cases = {case for case, _ in expects}
@@ -202,7 +250,37 @@ def latency(size: int, uri: str | None, timeout: float | None, rounds: int, stor
             else None,
             "packets": {c: [o.packet.ids() for o in outcomes] for c, outcomes in runs.items()},
             "top": {c: [sorted(_top(o)) for o in outcomes] for c, outcomes in runs.items()},
-            "peak_mb": _peak_mb()}
+            "peak_mb": _peak_mb(),
+            **({f"recall@{RECALL_AT}": hnsw_recall(story, [spec.query for spec in specs], standalone)}
+               if STANDALONE in configurations and retriever == "milvus-hybrid" else {})}
+
+
+def hnsw_recall(story, queries: list[str], standalone: str) -> dict:
+    """`milvus-dense`'s top RECALL_AT on the standalone (its HNSW index) against exact
+    search of the same vectors in process (`dense`), over the cases' queries and over
+    RECORD_QUERIES record texts spread through the story: the share of each exact top it
+    finds (`set`), and the share of its hits scoring at least the exact RECALL_AT-th score
+    less TIE (`ties`: a record tied with one the exact search kept counts, as in
+    ann-benchmarks' recall). After the timed rounds, so it times nothing."""
+    from garden.derived.indexes import documents
+    from garden.retrievers import make_retriever
+
+    docs = documents(story)
+    exact, approximate = make_retriever("dense"), make_retriever(f"milvus-dense:uri={standalone}")
+    exact.index(docs)
+    approximate.index(docs)  # finds the collection the ingest built
+    spread = [d.text for d in docs[::max(1, len(docs) // RECORD_QUERIES)]][:RECORD_QUERIES]
+    out = {"index": approximate.index_type, "ef": approximate.ef}
+    for label, asked in (("cases", queries), ("records", spread)):
+        found = tied = total = 0
+        for query in asked:
+            wanted = exact.top(query, RECALL_AT)
+            hits = approximate.top(query, RECALL_AT)
+            found += len({rid for rid, _ in wanted} & {rid for rid, _ in hits})
+            tied += min(len(wanted), sum(score >= wanted[-1][1] - TIE for _, score in hits)) if wanted else 0
+            total += len(wanted)
+        out[label] = {"queries": len(asked), "set": found / max(1, total), "ties": tied / max(1, total)}
+    return out
 
 
 def stored_ingest(size: int, retriever: str, uri: str, stores: Path, home: Path) -> dict:
@@ -251,10 +329,36 @@ def stored_latency(size: int, retriever: str, uri: str, rounds: int, stores: Pat
 
 # --- the server ------------------------------------------------------------------------------
 
+def _descendants(pid: int) -> list[int]:
+    """`pid` and the processes descended from it, from /proc."""
+    parents = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+    found = [pid]
+    for one in found:
+        found += [child for child, parent in parents.items() if parent == one]
+    return found
+
+
+def engine_memory_mb(pid: int) -> dict[str, float]:
+    """The peak and current resident set of the largest process `pid` runs (a standalone's
+    engine, under its relay), from /proc."""
+    figures = [server_memory_mb(one) for one in _descendants(pid)]
+    return max(figures, key=lambda f: f.get("peak_mb") or 0.0, default={})
+
+
 def server_memory_mb(pid: int) -> dict[str, float]:
     """The server's peak and current resident set, from /proc (kB there)."""
     fields = {}
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return {}
+    for line in status.splitlines():
         key, _, value = line.partition(":")
         if key in ("VmHWM", "VmRSS"):
             fields[key] = int(value.split()[0]) / 1024
@@ -277,39 +381,49 @@ def _say(text: str) -> None:
 
 
 def one_size(size: int, rounds: int, work: Path, stores: Path, timeout: float | None,
-             retriever: str = "milvus-hybrid", configurations=CONFIGURATIONS) -> dict:
-    """Every figure of one size: encode, the three ingests, latency, the server's memory.
-    A part that fails is kept as its error; the rest are still measured."""
+             retriever: str = "milvus-hybrid", configurations=DEFAULT_CONFIGURATIONS,
+             random_above: int | None = None) -> dict:
+    """Every figure of one size: encode, each configuration's ingest, latency, the servers'
+    memory. A part that fails is kept as its error; the rest are still measured."""
     started = time.perf_counter()
     story_at(size, stores)
     work.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix=f"r{size}-", dir=work))
+    random = random_above is not None and size > random_above
     common = ["--size", str(size), "--stores", str(stores), "--retriever", retriever] + (
-        ["--timeout", str(timeout)] if timeout else [])
-    out: dict = {"records": size, "retriever": retriever, "configurations": list(configurations)}
+        ["--timeout", str(timeout)] if timeout else []) + (["--random-vectors"] if random else [])
+    out: dict = {"records": size, "retriever": retriever, "configurations": list(configurations),
+                 "vectors": RANDOM if random else "all-MiniLM-L6-v2"}
     timed = [c for c in configurations if c != STORED]
-    given = os.environ.get("GARDEN_MILVUS_SERVER")
-    proc = None
+    proc = standalone_proc = None
+    uri = standalone = None
     try:
-        if retriever == "milvus-hybrid":
+        if retriever == "milvus-hybrid" and not random:
             _say(f"{size:,}: encode")
             out["encode"] = _child("--part", "encode", "--home", str(scratch / "home-encode"), *common)
-        if given:
-            uri = given
-        else:
-            proc, uri = start_local_server(scratch / "server-data", work / f"server-{size}.log")  # kept after the run
-        out["server"] = {"uri": uri, "started_here": proc is not None}
+        if {"server", STORED} & set(configurations):
+            uri = os.environ.get("GARDEN_MILVUS_SERVER")
+            if not uri:  # its log is kept after the run
+                proc, uri = start_local_server(scratch / "server-data", work / f"server-{size}.log")
+            out["server"] = {"uri": uri, "started_here": proc is not None}
+        if STANDALONE in configurations:
+            standalone = os.environ.get("GARDEN_MILVUS_STANDALONE")
+            if not standalone:
+                _say(f"{size:,}: starting a Milvus standalone")
+                standalone_proc, standalone = start_standalone(scratch / "standalone-data",
+                                                               work / f"standalone-{size}.log")
+            out["standalone"] = {"uri": standalone, "started_here": standalone_proc is not None}
+        where = (["--uri", uri] if uri else []) + (["--standalone", standalone] if standalone else [])
         out["ingest"] = {}
         for configuration in timed:
             _say(f"{size:,}: ingest, {configuration}")
             home = scratch / f"home-{configuration.replace(' ', '-')}"  # home-embedded: the latency part's too
             out["ingest"][configuration] = _child("--part", "ingest", "--configuration", configuration,
-                                                  "--uri", uri, "--home", str(home), *common)
+                                                  "--home", str(home), *where, *common)
         if timed:
             _say(f"{size:,}: latency, {rounds} rounds")
-            out["latency"] = _child("--part", "latency", "--uri", uri, "--rounds", str(rounds),
-                                    "--configurations", ",".join(timed), "--home", str(scratch / "home-embedded"),
-                                    *common)
+            out["latency"] = _child("--part", "latency", "--rounds", str(rounds), "--configurations", ",".join(timed),
+                                    "--home", str(scratch / "home-embedded"), *where, *common)
         if STORED in configurations:
             home = scratch / "home-stored"
             _say(f"{size:,}: the story into Milvus (stored)")
@@ -319,10 +433,13 @@ def one_size(size: int, rounds: int, work: Path, stores: Path, timeout: float | 
                                    "--home", str(home), *common)
         if proc is not None:
             out["server"].update(server_memory_mb(proc.pid))
+        if standalone_proc is not None:
+            out["standalone"].update(engine_memory_mb(standalone_proc.pid))
     finally:
-        if proc is not None:
-            stop_local_server(proc)
-        shutil.rmtree(scratch, ignore_errors=True)  # the temporary homes, the store and the server's data
+        for started_here in (proc, standalone_proc):
+            if started_here is not None:
+                stop_local_server(started_here)
+        shutil.rmtree(scratch, ignore_errors=True)  # the temporary homes, the store and the servers' data
     out["wall_s"] = time.perf_counter() - started
     _say(f"{size:,}: done in {out['wall_s']:.0f} s")
     return out
@@ -372,6 +489,11 @@ def _stored_row(result: dict) -> str:
         _cell(mine["peak_mb"], "{:,.0f}"), _cell(server, "{:,.0f}") + " |"])
 
 
+def _records(result: dict) -> str:
+    """The size as a row shows it, with the label of random vectors where they stood in."""
+    return f"{result['records']:,}" + (" (random vectors)" if result.get("vectors") == RANDOM else "")
+
+
 def _row(result: dict, configuration: str) -> str:
     if configuration == STORED:
         return _stored_row(result)
@@ -379,16 +501,16 @@ def _row(result: dict, configuration: str) -> str:
     where = "" if configuration == "in process" else f" ({configuration})"
     name = f"`{_shown(lat.get('pipelines', {}).get(configuration, configuration))}`{where}"
     if "error" in made:
-        return f"| {result['records']:,} | {name} | failed: {made['error'].splitlines()[-1][:160]} |"
+        return f"| {_records(result)} | {name} | failed: {made['error'].splitlines()[-1][:160]} |"
     lexical, dense = (list(made["members"].values()) + [{"seconds": None}])[:2]
     ms = lat.get("query_ms", {})
     mine, ref = ms.get(configuration), ms.get("in process")
     agree = lat.get("agreement", {}).get(configuration, {})
     passed = lat.get("cases_passed", {}).get(configuration)
-    server = result.get("server", {}).get("peak_mb") if configuration == "server" else None
+    server = result.get(configuration, {}).get("peak_mb") if configuration in ("server", STANDALONE) else None
     rows = f" ({lexical['rows']:,} rows)" if lexical.get("rows") is not None else ""
     return " | ".join([
-        f"| {result['records']:,}", name, _cell(lexical["seconds"]) + rows, _cell(dense["seconds"]),
+        f"| {_records(result)}", name, _cell(lexical["seconds"]) + rows, _cell(dense["seconds"]),
         _cell(mine and mine["p50"]), _cell(mine and mine["p95"]),
         _cell(mine and ref and mine["p50"] / ref["p50"], "{:.1f}"),
         _cell(agree.get(f"same_top{TOP}"), "{:.0%}"),
@@ -400,7 +522,7 @@ def _row(result: dict, configuration: str) -> str:
 def table(report: dict) -> str:
     rows = [HEADER, "|" + "---|" * (HEADER.count("|") - 1)]
     for result in report["results"]:
-        rows += [_row(result, c) for c in result.get("configurations", CONFIGURATIONS)]
+        rows += [_row(result, c) for c in result.get("configurations", DEFAULT_CONFIGURATIONS)]
     return "\n".join(rows)
 
 
@@ -409,6 +531,14 @@ def notes(report: dict) -> list[str]:
     lines = []
     for result in report["results"]:
         size, enc, lat = result["records"], result.get("encode", {}), result.get("latency", {})
+        if result.get("vectors") == RANDOM:
+            lines.append(f"{size:,}: {RANDOM}: every record's vector random (seeded by its text), in every "
+                         "configuration; agreement and cases passed compare pipelines on those vectors")
+        for configuration, made in result.get("ingest", {}).items():
+            for member, figures in (made.get("members") or {}).items():
+                if figures.get("phases"):
+                    phases = ", ".join(f"{k} {v:.1f} s" for k, v in figures["phases"].items())
+                    lines.append(f"{size:,}: {configuration}: {member} ({figures.get('index')}): {phases}")
         if "error" in enc:
             lines.append(f"{size:,}: encode failed: {enc['error'].splitlines()[-1]}")
         elif enc:
@@ -425,6 +555,12 @@ def notes(report: dict) -> list[str]:
                              f"and the same top-{TOP} on {same[f'same_top{TOP}']:.0%} of the queries")
             lines.append(f"{size:,}: {lat['queries']} queries x {lat['rounds']} rounds; "
                          f"the latency process peaked at {lat['peak_mb']:,.0f} MB")
+            found = lat.get(f"recall@{RECALL_AT}")
+            if found:
+                lines.append(f"{size:,}: standalone: milvus-dense ({found['index']}, ef {found['ef']}) recall@"
+                             f"{RECALL_AT} against exact search: " + "; ".join(
+                                 f"{found[k]['queries']} {k} queries {found[k]['set']:.4f} ({found[k]['ties']:.4f} "
+                                 "counting ties)" for k in ("cases", "records")))
         stored, made = result.get("stored", {}), result.get("ingest", {}).get(STORED, {})
         if stored and "error" not in stored and "error" not in made:
             server = (lat.get("packets") or {}).get("server")
@@ -447,8 +583,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true", help="print the result as JSON as well")
     ap.add_argument("--retriever", choices=tuple(IN_PROCESS), default="milvus-hybrid",
                     help="the Milvus base retriever (milvus-bm25 needs no encoding: a million records)")
-    ap.add_argument("--configurations", default=",".join(CONFIGURATIONS),
+    ap.add_argument("--configurations", default=",".join(DEFAULT_CONFIGURATIONS),
                     help=f"comma-separated, of: {', '.join(CONFIGURATIONS + (STORED,))}")
+    ap.add_argument("--random-vectors-above", type=int, metavar="N",
+                    help="a size past N takes random unit vectors instead of the model's (latency only)")
     ap.add_argument("--again", type=Path, metavar="JSON", help="show a saved run's table instead of measuring")
     # one part of one size, in this process (see one_size)
     ap.add_argument("--part", choices=("encode", "ingest", "latency", "stored-ingest", "stored-latency"),
@@ -456,9 +594,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--size", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--configuration", choices=CONFIGURATIONS, help=argparse.SUPPRESS)
     ap.add_argument("--uri", help=argparse.SUPPRESS)
+    ap.add_argument("--standalone", help=argparse.SUPPRESS)
+    ap.add_argument("--random-vectors", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--home", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.part:
+        if args.random_vectors:
+            use_random_vectors()
         print(json.dumps(run_part(args)))
         return 0
     if args.again:
@@ -470,8 +612,8 @@ def main(argv: list[str] | None = None) -> int:
         if unknown or not chosen:
             ap.error(f"--configurations: not one of {', '.join(CONFIGURATIONS + (STORED,))}: {', '.join(unknown)}")
         report = {"seed": SEED, "rounds": args.rounds,
-                  "results": [one_size(s, args.rounds, args.work, args.stores, args.timeout, args.retriever, chosen)
-                              for s in sizes]}
+                  "results": [one_size(s, args.rounds, args.work, args.stores, args.timeout, args.retriever, chosen,
+                                       args.random_vectors_above) for s in sizes]}
         args.work.mkdir(parents=True, exist_ok=True)
         (args.work / "milvus_scale.json").write_text(json.dumps(report, indent=1))
     print(table(report))
@@ -485,13 +627,15 @@ def run_part(args) -> dict:
     if args.part == "encode":
         return encode(args.size, args.stores, args.home)
     if args.part == "ingest":
-        return ingest(args.size, args.configuration, args.uri, args.timeout, args.stores, args.home, args.retriever)
+        return ingest(args.size, args.configuration, args.uri, args.timeout, args.stores, args.home, args.retriever,
+                      args.standalone)
     if args.part == "stored-ingest":
         return stored_ingest(args.size, args.retriever, args.uri, args.stores, args.home)
     if args.part == "stored-latency":
         return stored_latency(args.size, args.retriever, args.uri, args.rounds, args.stores, args.home)
     chosen = tuple(c for c in args.configurations.split(",") if c in CONFIGURATIONS)
-    return latency(args.size, args.uri, args.timeout, args.rounds, args.stores, args.home, args.retriever, chosen)
+    return latency(args.size, args.uri, args.timeout, args.rounds, args.stores, args.home, args.retriever, chosen,
+                   args.standalone)
 
 
 if __name__ == "__main__":

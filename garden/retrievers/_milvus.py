@@ -26,6 +26,7 @@ from garden.retrievers import (Doc, Eligible, RecordFields, RetrieverBase, boole
 SCHEMA = 1  # the collections' layout: a change gives every collection another name
 INSTALL_HINT = "pip install -e '.[milvus]'"
 SERVER_HINT = "milvus-lite server --data-dir DIR --host 127.0.0.1 --port 19530"
+BM25_SINCE = (2, 5)  # the first Milvus server release with a BM25 function and sparse vectors
 DEFAULT_TIMEOUT = 10.0  # seconds: connecting and each query's round trip
 BUILD_TIMEOUT = 600.0  # seconds, at least, for each call that builds a collection (insert, flush, index, load)
 MAX_LIMIT = 16384  # Milvus's largest top-k: a search ranks at most this many records (the `limit` option's default)
@@ -69,6 +70,30 @@ RECORD_FIELDS = {name: {str: "VARCHAR", bool: "BOOL", int: "INT64"}[type(default
 
 def _is_local(uri: str | None) -> bool:
     return uri is None or "://" not in uri
+
+
+LITE = "milvus_lite"  # how Milvus Lite names itself, embedded or as `milvus-lite server` (milvus_lite-3.2.2)
+_VERSIONS: dict[str, str] = {}  # what each server URI reported, once per process
+
+
+def release(version: str) -> tuple[int, ...] | None:
+    """A Milvus server's release as numbers (`v2.3.5-lite` -> (2, 3, 5)); None for Milvus
+    Lite (`milvus_lite-3.2.2`) or a version it cannot read."""
+    found = None if version.startswith(LITE) else re.match(r"v?([0-9]+)\.([0-9]+)(?:\.([0-9]+))?", version)
+    return tuple(int(part) for part in found.groups("0")) if found else None
+
+
+def builds_indexes(version: str) -> bool:
+    """Whether the engine builds the index a collection asks for: every Milvus server does;
+    Milvus Lite walks every row on every search, whatever index it is given."""
+    return not version.startswith(LITE)
+
+
+def has_bm25(version: str) -> bool:
+    """Whether the engine has a BM25 Function and sparse vectors: Milvus Lite, and Milvus
+    servers from 2.5 (2.3 accepts a schema with a BM25 Function and searches nothing)."""
+    found = release(version)
+    return version.startswith(LITE) or (found is not None and found[:2] >= BM25_SINCE)
 
 
 def _missing_packages(uri: str | None) -> list[str]:
@@ -182,6 +207,7 @@ class _MilvusRetriever(RetrieverBase):
         self.ids: list[str] = []
         self.collection: str | None = None
         self.inserted = 0  # rows this retriever inserted (0 when it found its collection)
+        self.build_s: dict[str, float] = {}  # seconds of the last build's phases: insert, flush, index, load
         self._rows = 0
         self._client = None
         self._store: Path | None = None  # the local store's folder, when the garden home holds it
@@ -197,6 +223,17 @@ class _MilvusRetriever(RetrieverBase):
         if self.uri is not None:
             return self.uri
         return str(self._store) if self._store is not None else "the Milvus Lite store under the garden home"
+
+    def engine(self) -> str:
+        """The engine's version as it reports it (`milvus_lite-3.2.2`, `v2.3.5-lite`):
+        a local store is Milvus Lite without asking; a server is asked once per process.
+        What a collection is built as, and whether BM25 is there, follow from it."""
+        if _is_local(self.uri):
+            return LITE
+        if self.uri not in _VERSIONS:
+            self._connect()
+            _VERSIONS[self.uri] = str(self._call("connect", "get_server_version"))
+        return _VERSIONS[self.uri]
 
     def _target(self) -> str:
         if self.uri is None:
@@ -417,7 +454,11 @@ class _MilvusRetriever(RetrieverBase):
         self._text = {}
         self._index(open_docs, None)
 
+    def _check_engine(self) -> None:
+        """Refuse, in one line, an engine that cannot hold this retriever's collection."""
+
     def _index(self, open_docs: Callable[[], Iterable[Doc]], given: Sequence[Doc] | None) -> None:
+        self._check_engine()
         self._last = None
         self.inserted = 0
         self.collection = None
@@ -438,6 +479,7 @@ class _MilvusRetriever(RetrieverBase):
     def attach(self, collection: str, rows: int) -> None:
         """Search the collection `collection` of `rows` records, ingested before (a story
         in Milvus, garden.store.milvus), without its documents: checked and loaded."""
+        self._check_engine()
         self._text, self.ids, self._rows, self._last, self.inserted = {}, [], rows, None, 0
         self.collection = collection
         self._connect()
@@ -489,6 +531,7 @@ class _MilvusRetriever(RetrieverBase):
             warn(f"{self.where}: collection {name} is not the garden's or is incomplete; dropped, rebuilding")
             self._call("drop a damaged collection", "drop_collection", name)
         temporary = f"{name}_t{int(time.time())}_{os.getpid()}"
+        self.build_s = {}
         self._build(client, temporary, id_set, digest, open_docs)
         try:
             self._call("publish the collection", "rename_collection", temporary, name)
@@ -497,8 +540,18 @@ class _MilvusRetriever(RetrieverBase):
             if not self._call("list collections", "has_collection", name):
                 raise
             self._call("drop a temporary collection", "drop_collection", temporary)
-        self._call("load the collection", "load_collection", name)
+        with self._phase("load"):
+            self._call("load the collection", "load_collection", name)
         COUNTS[f"{self.name}:built"] += 1
+
+    @contextmanager
+    def _phase(self, name: str) -> Iterator[None]:
+        """Time a phase of a build into `build_s` (a figure for a report, never an input)."""
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.build_s[name] = self.build_s.get(name, 0.0) + time.perf_counter() - start
 
     def _build(self, client, name: str, id_set: str, digest: str, open_docs) -> None:
         with self._rpc("create the collection"):
@@ -528,11 +581,14 @@ class _MilvusRetriever(RetrieverBase):
             self._insert(name, batch)
         # one flush after every insert: Milvus Lite keeps BM25's statistics per segment, so
         # the whole story goes into one
-        self._call("flush the collection", "flush", name)
-        self._call("index the collection", "create_index", name, params)
+        with self._phase("flush"):
+            self._call("flush the collection", "flush", name)
+        with self._phase("index"):
+            self._call("index the collection", "create_index", name, params)
 
     def _insert(self, name: str, batch: list[dict]) -> None:
-        self._call("insert records", "insert", name, batch)
+        with self._phase("insert"):
+            self._call("insert records", "insert", name, batch)
         self.inserted += len(batch)
         COUNTS[f"{self.name}:rows inserted"] += len(batch)
 
@@ -545,6 +601,10 @@ class _MilvusRetriever(RetrieverBase):
     def _score(self, distance: float) -> float:
         return float(distance)
 
+    def search_params(self, limit: int) -> dict:
+        """What a search of `limit` hits asks of the collection's index."""
+        return {"metric_type": self.metric}
+
     def _search(self, data: list, limit: int, where: str = "") -> list[list[tuple[str, float]]]:
         """One round trip per QUERIES_PER_SEARCH queries: each query's hits, as Milvus gives
         them, of the records the filter `where` admits (every record when empty)."""
@@ -552,7 +612,7 @@ class _MilvusRetriever(RetrieverBase):
         for start in range(0, len(data), QUERIES_PER_SEARCH):
             chunk = data[start:start + QUERIES_PER_SEARCH]
             result = self._call("search", "search", self.collection, data=chunk, anns_field=self.field,
-                                limit=limit, output_fields=["id"], search_params={"metric_type": self.metric},
+                                limit=limit, output_fields=["id"], search_params=self.search_params(limit),
                                 **({"filter": where} if where else {}))
             for hits in result:
                 out.append([(str(hit["id"]), self._score(hit["distance"])) for hit in hits])
