@@ -233,6 +233,38 @@ class Story(Strict):
     def project_of(self, record: Record) -> str:
         return record.project or self.project
 
+    @property
+    def people(self) -> list[list[str]]:
+        """The store's speakers in the order they first speak, each as the names it goes by
+        (its entity's name first, then its aliases; a speaker with no entity, its id)."""
+        return self.remembered("people", _people)
+
+    @property
+    def latest(self) -> dt.date | None:
+        """The latest date the story mentions, or None when it mentions none."""
+        return self.remembered("latest_date", _latest) or None
+
+
+def _people(story: Story) -> list[list[str]]:
+    out: list[list[str]] = []
+    seen: set[str] = set()
+    for record in story.records:
+        who = record.speaker
+        if who and who not in seen:
+            seen.add(who)
+            entity = story.entities.get(who)
+            names = [entity.name, *entity.aliases] if entity is not None else [who]
+            out.append(list(dict.fromkeys(n for n in names if n)))
+    return out
+
+
+def _latest(story: Story):
+    """The latest date, or False when the story has none (remembered: None is not kept)."""
+    dates = [story.reviewed_at] if story.reviewed_at else []
+    for r in story.records:
+        dates += [d for d in (r.at, r.observed_at, r.decided_at, r.valid_from, r.last_confirmed_at) if d]
+    return max(dates) if dates else False
+
 
 # --- what a query carries ----------------------------------------------------
 
@@ -342,6 +374,22 @@ class Budget(BaseModel):
     used: int
 
 
+class Gate(BaseModel):
+    """What the decide stage weighed (garden/rerank/decide.py): the query's support, the
+    store's level and the threshold it answers at, and where the support falls among the
+    store's own reference queries (garden/pipelines/store_reference.py)."""
+
+    model_config = ConfigDict(allow_inf_nan=False)
+
+    support: float
+    level: float                      # the store's level (its own, or the global level without a reference)
+    threshold: float                  # level + answer_at: the least support this store answers
+    answers: bool                     # the support reaches the threshold (a decisive lane answers either way)
+    reference: bool                   # the level is the store's own
+    known_above: float | None = None  # the share of the store's known-item queries whose support is higher
+    foreign_below: float | None = None  # the share of its foreign questions whose support is lower
+
+
 class Packet(BaseModel):
     model_config = ConfigDict(allow_inf_nan=False)  # as PacketItem: JSON has no NaN
 
@@ -352,6 +400,7 @@ class Packet(BaseModel):
     rejected: list[Rejection] = []
     budget: Budget
     fallback: bool = False
+    gate: Gate | None = None          # set by a pipeline with a decide stage that reached it
 
     def ids(self) -> list[str]:
         return [item.id for item in self.items]

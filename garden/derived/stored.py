@@ -116,7 +116,7 @@ def story_state(story: Story) -> State:
     """What a validated story keeps in its save."""
     from garden.derived.saves import story_key
     from garden.retrievers import documents
-    from garden.formats.stories import _latest
+    from garden.models import _latest
 
     records = story.records
     latest = _latest(story)

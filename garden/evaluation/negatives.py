@@ -38,17 +38,8 @@ NEGATIVES_NEED_STORES = ("--negatives builds unanswerable questions from a set o
 
 def people(story) -> list[list[str]]:
     """The store's speakers in the order they first speak, each as the names it goes by
-    (its entity's name first, then its aliases; a speaker with no entity, its id)."""
-    out: list[list[str]] = []
-    seen: set[str] = set()
-    for record in story.records:
-        who = record.speaker
-        if who and who not in seen:
-            seen.add(who)
-            entity = story.entities.get(who)
-            names = [entity.name, *entity.aliases] if entity is not None else [who]
-            out.append(list(dict.fromkeys(n for n in names if n)))
-    return out
+    (`Story.people`)."""
+    return story.people
 
 
 def swap_people(text: str, source: Sequence[Sequence[str]], target: Sequence[Sequence[str]]) -> str:

@@ -298,15 +298,7 @@ def find_story_files(root: Path | None = None) -> list[Path]:
 
 def latest_date(story: Story):
     """The latest date the story mentions: a deterministic default for `as_of`."""
-    latest = story.remembered("latest_date", _latest)
-    if not latest:
+    latest = story.latest
+    if latest is None:
         raise GardenError(f"story {story.story} has no dates; pass `as_of`")
     return latest
-
-
-def _latest(story: Story):
-    """The latest date, or False when the story has none (remembered: None is not kept)."""
-    dates = [story.reviewed_at] if story.reviewed_at else []
-    for r in story.records:
-        dates += [d for d in (r.at, r.observed_at, r.decided_at, r.valid_from, r.last_confirmed_at) if d]
-    return max(dates) if dates else False
