@@ -170,17 +170,18 @@ def fit_gate(rows: list[dict], rule: str = "answer-first") -> tuple[list[float],
     return weights, bias, threshold_rule(by_bench, rule)
 
 
-def threshold_rule(by_bench: dict[str, tuple[list[float], list[float]]], rule: str = "answer-first") -> float:
+def threshold_rule(by_bench: dict[str, tuple[list[float], list[float]]], rule: str = "answer-first",
+                   answer_target: float = ANSWER_TARGET, negative_cap: float = NEGATIVE_CAP) -> float:
     """`answer_at` from each benchmark's (answerable core supports, negatives' supports), by
-    the rule of the module docstring."""
+    the rule of the module docstring (ANSWER_TARGET and NEGATIVE_CAP unless given)."""
     answering, refusing = [], []
     for core, negative in by_bench.values():
         support = sorted(core, reverse=True)
         if support:   # the highest threshold answering at least ANSWER_TARGET of the answerable core questions
-            answering.append(support[max(0, math.ceil(ANSWER_TARGET * len(support)) - 1)])
+            answering.append(support[max(0, math.ceil(answer_target * len(support)) - 1)])
         # the lowest answering at most NEGATIVE_CAP of the negatives: just above the first one left out
         negatives = sorted(negative, reverse=True)
-        left_out = math.floor(NEGATIVE_CAP * len(negatives))
+        left_out = math.floor(negative_cap * len(negatives))
         refusing.append(math.nextafter(negatives[left_out], math.inf) if left_out < len(negatives) else -math.inf)
     if rule == "refuse-first":
         return max(refusing)

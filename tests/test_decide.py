@@ -7,6 +7,7 @@ import math
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from garden.formats.stories import load_story
@@ -14,8 +15,8 @@ from garden.models import Hints, Record
 from garden.rerank.stages import Settings
 from garden.pipelines import make_pipeline
 from garden.rerank.candidates import Candidate
-from garden.rerank.decide import (HELD_DEPTH, W_BIAS, W_HELD, W_KNOWN, W_TOP, Vocabulary, gate_score, query_support,
-                                  support, vocabulary)
+from garden.rerank.decide import (GLOBAL_LEVEL, HELD_DEPTH, W_BIAS, W_HELD, W_KNOWN, W_SECOND, W_TOP, Vocabulary,
+                                  gate_score, query_support, support, supports, vocabulary)
 from garden.rerank.pack import pack
 from garden.rerank.query import QuerySpec
 
@@ -31,8 +32,14 @@ def run(query: str, pipeline: str = "default", **settings):
 
 
 def test_the_support_is_the_documented_formula():
-    assert support(1.0, 0.5, 0.25) == pytest.approx(W_HELD * 0.5 + W_KNOWN * 0.25 + W_BIAS)
-    assert support(0.0, 0.0, 0.0) == pytest.approx(W_TOP * math.log(1e-3) + W_BIAS)  # nothing scored: floored, finite
+    assert support(1.0, 0.5, 0.25, 1.0) == pytest.approx(W_HELD * 0.5 + W_KNOWN * 0.25 + W_BIAS)
+    assert support(1.0, 0.5, 0.25, 0.5) == pytest.approx(W_HELD * 0.5 + W_KNOWN * 0.25 + W_SECOND * math.log(0.5)
+                                                         + W_BIAS)
+    # nothing scored: floored, finite
+    assert support(0.0, 0.0, 0.0, 0.0) == pytest.approx((W_TOP + W_SECOND) * math.log(1e-3) + W_BIAS)
+    # the vectorized form the reference's level reads agrees with it
+    parts = np.array([[1.0, 0.5, 0.25, 0.5], [0.2, 0.1, 1.0, 0.0]])
+    assert supports(parts) == pytest.approx([support(*row) for row in parts.tolist()])
 
 
 def test_a_term_the_store_lacks_weighs_most_and_counts_nothing_known():
@@ -68,9 +75,14 @@ def test_the_vocabulary_is_built_once_per_story():
 def test_the_trace_carries_the_support_and_the_gate_score_reads_it():
     outcome = run("Why have I not felt like gaming recently?")
     decided = outcome.stages["decide"]
-    assert {"top", "held", "known", "support", "answer_at", "decisive", "answers"} <= set(decided)
+    assert {"top", "held", "known", "second", "support", "level", "calibrated", "threshold", "answer_at",
+            "decisive", "answers"} <= set(decided)
     assert decided["answers"] and outcome.packet.items
-    assert gate_score(outcome.stages) == decided["support"]
+    # what the gate thresholds: the support less the store's level
+    assert gate_score(outcome.stages) == decided["calibrated"]
+    assert decided["calibrated"] == pytest.approx(decided["support"] - decided["level"], abs=1e-5)
+    assert decided["threshold"] == pytest.approx(decided["level"] + decided["answer_at"], abs=1e-5)
+    assert outcome.packet.gate is not None and outcome.packet.gate.threshold == decided["threshold"]
     assert gate_score(run("Why have I not felt like gaming recently?", "default-decide").stages) is None
 
 
@@ -82,7 +94,8 @@ def test_a_support_under_the_threshold_silences_and_says_why():
     reasons = {r.reason for r in silent.packet.rejected}
     assert "below_standout" in reasons
     detail = next(r.detail for r in silent.packet.rejected if r.reason == "below_standout")
-    assert "support" in detail and "below 50" in detail
+    # a store this small keeps the global level: its threshold is that level plus answer_at
+    assert f"below this store's threshold {GLOBAL_LEVEL + 50:.2f}" in detail and "the global level" in detail
 
 
 def test_a_decisive_lane_answers_whatever_the_support():

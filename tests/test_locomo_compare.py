@@ -156,7 +156,8 @@ def test_compare_cli_prints_every_block_as_json(home, capsys):
     assert main(["compare", str(source), "--pipelines", "bm25s,default", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["baseline"] == "bm25s" and "LoCoMo evidence turns" in report["judgments"]
-    assert set(report["packet"]) == {"groups", "by_category", "auroc", "operating_point", "premise_flagged"}
+    assert set(report["packet"]) == {"groups", "by_category", "auroc", "operating_point", "premise_flagged",
+                                     "thresholds"}
     answerable = report["packet"]["groups"]["default"]["answerable"]
     assert {"answered", "asked", "silent", "evidence_covered", "evidence_covered_answered", "evidence_shown",
             "precision", "chars", "items", "questions"} <= set(answerable)
@@ -282,18 +283,25 @@ def test_default_leads_bm25s_and_the_five_list_fusion_significantly(tmp_path, mo
     groups = report["packet"]["groups"]
     default, bm25s = groups["default"], groups["bm25s"]
     assert default["negatives"]["answered"] < 0.5 * default["answerable"]["answered"]
-    assert default["answerable"]["answered"] == pytest.approx(0.917, abs=TOLERANCE)
-    assert default["negatives"]["answered"] == pytest.approx(0.245, abs=TOLERANCE)
+    # the gate read against each store's own scale (garden/rerank/calibration.py); every
+    # answerable question counts here, LoCoMo's adversarial category too (categories 1-4: 0.926)
+    assert default["answerable"]["answered"] == pytest.approx(0.904, abs=TOLERANCE)
+    assert default["negatives"]["answered"] == pytest.approx(0.222, abs=TOLERANCE)
     assert bm25s["negatives"]["answered"] == 1.0
     assert default["answerable"]["precision"] > bm25s["answerable"]["precision"]
     # its packet holds more of the evidence than bm25s's always-full one, its silences counting 0
-    # (0.769 against 0.721; 0.838 when it answers)
+    # (0.758 against 0.721; 0.838 when it answers)
     assert default["answerable"]["evidence_covered"] > bm25s["answerable"]["evidence_covered"]
     # and counting only what the packet shows, not a session summary's citation of its whole
-    # session (0.715 against 0.666)
+    # session (0.705 against 0.666)
     assert default["answerable"]["evidence_shown"] > bm25s["answerable"]["evidence_shown"]
     auroc = report["packet"]["auroc"]["default"]
     assert auroc["gate"] >= 0.90 and auroc["gate"] > max(v for k, v in auroc.items() if k != "gate")
+    # each conversation answers at a threshold of its own (its level: its own known-item queries and
+    # foreign questions); the bare retrievers have no gate and so no threshold
+    thresholds = report["packet"]["thresholds"]
+    assert set(thresholds) == {"default"} and len(thresholds["default"]) == 7
+    assert max(thresholds["default"].values()) - min(thresholds["default"].values()) > 0.5
     assert (tmp_path / "risk-coverage.png").read_bytes()[:4] == b"\x89PNG"
 
 

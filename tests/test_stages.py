@@ -32,12 +32,14 @@ def run_cli(args, capsys):
 def test_the_pipeline_is_the_list_of_stages_in_order():
     assert [s.name for s in STAGES] == ["triage", "window", "addressee", "retrieve", "structure", "cited", "neighbours",
                                         "phrase", "sessions",
-                                        "update", "supersession", "session", "standout", "decide", "fill", "lanes",
+                                        "update", "supersession", "session", "standout", "calibration", "decide",
+                                        "fill", "lanes",
                                         "provenance", "restated", "passage", "pack", "premise"]
     assert {s.name for s in STAGES if s.essential} == {"retrieve", "lanes", "pack"}
     assert [s.name for s in make_pipeline("default-phrase-session").stages] == [
         "triage", "window", "addressee", "retrieve", "structure", "cited", "neighbours", "sessions", "update",
-        "supersession", "standout", "decide", "fill", "lanes", "provenance", "restated", "passage", "pack", "premise"]
+        "supersession", "standout", "calibration", "decide", "fill", "lanes", "provenance", "restated", "passage",
+        "pack", "premise"]
 
 
 def test_every_setting_has_one_default_and_one_stage_that_uses_it():
@@ -175,8 +177,8 @@ def test_a_stage_twice_or_a_need_unmet_is_refused():
 def test_what_a_ranking_reads_is_the_stages_declared_modes():
     from garden.pipelines.ranking import MOVED_BY, PACKET_STAGES
 
-    assert PACKET_STAGES == {"standout", "decide", "fill", "lanes", "provenance", "restated", "passage", "pack",
-                             "premise"}
+    assert PACKET_STAGES == {"standout", "calibration", "decide", "fill", "lanes", "provenance", "restated", "passage",
+                             "pack", "premise"}
     assert MOVED_BY == ("structure",)
     first_selecting = next(i for i, s in enumerate(STAGES) if s.mode == "selects")
     assert all(s.mode != "selects" for s in STAGES[:first_selecting])

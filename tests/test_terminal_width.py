@@ -82,7 +82,7 @@ def test_the_packet_shows_text_lane_labels_and_why(project, capsys, monkeypatch,
 
 @pytest.mark.parametrize("query, why", [
     ("What is the capital of France?", "silent: no record matched the query closely enough"),
-    ("我们的营地日志里写过无人机吗？", "silent: nothing stood out as an answer: the query's support"),
+    ("我们的营地日志里写过无人机吗？", "silent: nothing stood out as an answer: support"),
 ])
 def test_a_silent_query_says_it_stayed_silent_and_why(project, capsys, monkeypatch, query, why):
     code, out = shown(capsys, monkeypatch, 80, "query", "aurora-ridge", query, "--as-of", "2030-01-12")

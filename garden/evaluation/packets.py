@@ -55,6 +55,8 @@ class PacketRow:
     gate: float | None = None    # the score the pipeline's gate thresholds; None: no gate
     predictors: dict[str, float] = field(default_factory=dict)
     shown: float | None = None   # share of evidence turns shown, not only pointed at by a view
+    store: str = ""              # the store asked
+    threshold: float | None = None   # the least support the store answers at (its level + answer_at); None: no gate
 
 
 def packet_row(question, packet, story, gate: float | None = None, ranking: Sequence[float] = (),
@@ -74,7 +76,8 @@ def packet_row(question, packet, story, gate: float | None = None, ranking: Sequ
     precision = useful / len(packet.items) if packet.items and evidence else None
     return PacketRow(question.qid, question.category, not evidence, outcome, _share(evidence, covered), precision,
                      packet.budget.used, len(packet.items), flagged, gate,
-                     {name: f(ranking, query_terms) for name, f in PREDICTORS.items()}, _share(evidence, shown))
+                     {name: f(ranking, query_terms) for name, f in PREDICTORS.items()}, _share(evidence, shown),
+                     story.story, packet.gate.threshold if packet.gate is not None else None)
 
 
 def _share(evidence: set[str], found: set[str]) -> float | None:
@@ -120,16 +123,24 @@ class DecisionReport:
     operating: dict[str, tuple[float, float]]          # pipeline -> (coverage, risk)
     curves: dict[str, list]                            # "pipeline gate" -> risk-coverage points
     premise_flagged: dict[str, dict[str, float]]       # pipeline -> category -> share flagged
+    thresholds: dict[str, dict[str, float]] = field(default_factory=dict)   # pipeline -> store -> its threshold
 
     def to_json(self) -> dict:
         return {"groups": self.groups, "by_category": self.by_category, "auroc": self.auroc,
                 "operating_point": {p: {"coverage": c, "risk": r} for p, (c, r) in self.operating.items()},
-                "premise_flagged": self.premise_flagged}
+                "premise_flagged": self.premise_flagged, "thresholds": self.thresholds}
 
 
 def decision_report(rows: Mapping[str, Sequence[PacketRow]]) -> DecisionReport:
-    groups, by_category, aurocs, operating, curves, flagged = {}, {}, {}, {}, {}, {}
+    groups, by_category, aurocs, operating, curves, flagged, thresholds = {}, {}, {}, {}, {}, {}, {}
     for name, pipeline_rows in rows.items():
+        # a store answers at one threshold (a question's own settings aside): the first seen stands for it
+        stores = {}
+        for r in pipeline_rows:
+            if r.threshold is not None:
+                stores.setdefault(r.store, r.threshold)
+        if stores:
+            thresholds[name] = dict(sorted(stores.items()))
         split = {ANSWERABLE: [r for r in pipeline_rows if not r.negative],
                  NEGATIVE: [r for r in pipeline_rows if r.negative]}
         groups[name] = {g: summarize(rs) for g, rs in split.items() if rs}
@@ -148,7 +159,7 @@ def decision_report(rows: Mapping[str, Sequence[PacketRow]]) -> DecisionReport:
             curves[f"{name} top score"] = risk_coverage([r.predictors["top"] for r in pipeline_rows], loss)
         flagged[name] = {cat: float(np.mean([r.flagged for r in pos if r.category == cat]))
                          for cat in sorted({r.category for r in pos})}
-    return DecisionReport(groups, by_category, aurocs, operating, curves, flagged)
+    return DecisionReport(groups, by_category, aurocs, operating, curves, flagged, thresholds)
 
 
 def _cell(value, digits: int = 3) -> str:
@@ -197,14 +208,24 @@ def packet_tables(report: DecisionReport, budget: int, ms_per_query: Mapping[str
         names = list(PREDICTORS)
         table = Table(title="Answer or stay silent: AUROC, answerable against negatives (the gate's score, "
                             "and predictors from the same ranking); operating point (coverage, risk)")
-        for col in ("pipeline", "gate", *names, "coverage", "risk"):
+        for col in ("pipeline", "gate", *names, "coverage", "risk", "threshold per store"):
             table.add_column(col, justify="left" if col == "pipeline" else "right")
         for name, values in report.auroc.items():
             coverage, risk = report.operating[name]
             table.add_row(name, _cell(values["gate"]) or "no gate", *(_cell(values[p]) for p in names),
-                          f"{coverage:.3f}", f"{risk:.3f}")
+                          f"{coverage:.3f}", f"{risk:.3f}", _thresholds(report.thresholds.get(name)))
         out.append(table)
     return out
+
+
+def _thresholds(stores: Mapping[str, float] | None) -> str:
+    """The support each store answers at: one store's, or the median and range over several."""
+    if not stores:
+        return ""
+    values = sorted(stores.values())
+    if len(values) == 1:
+        return f"{values[0]:.2f}"
+    return f"{float(np.median(values)):.2f} ({values[0]:.2f} to {values[-1]:.2f}, {len(values)} stores)"
 
 
 def plot_decisions(report: DecisionReport, path, title: str = "") -> str:

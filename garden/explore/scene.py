@@ -26,6 +26,7 @@ from garden.store.layout import SUITES
 from garden.errors import GardenError
 from garden.models import DEFAULT_BUDGET, Story
 from garden.formats.cases import Expect
+from garden.rerank.lanes import standing
 from garden.rerank.stages import titles
 
 MAX_NODES = 150          # nodes drawn: records, topics, people and the query
@@ -492,7 +493,7 @@ def _listed(changes: list[dict]) -> tuple[list[dict], dict[str, int]]:
 
 STAGE_TITLES = titles()  # each stage's declared title (garden/rerank/stages.py)
 # stages drawn with the step that acts on them
-FOLDED = {"standout": "lanes", "decide": "lanes", "fill": "lanes", "provenance": "pack"}
+FOLDED = {"standout": "lanes", "calibration": "lanes", "decide": "lanes", "fill": "lanes", "provenance": "pack"}
 
 
 def build_steps(st: Story, spec, trace: dict, packet, snaps: list[Snapshot], base_ranking: list[dict],
@@ -592,8 +593,12 @@ def stage_step(st: Story, spec, trace: dict, snap: Snapshot, previous: Snapshot 
         decided = trace.get("decide")
         if decided:
             summary.append(f"The decide stage: the query's support is {decided['support']:.3f} (top "
-                           f"{decided['top']:.3f}, held {decided['held']:.2f}, known {decided['known']:.2f}), "
-                           + ("at or above" if decided["answers"] else "below") + f" {decided['answer_at']:g}: "
+                           f"{decided['top']:.3f}, held {decided['held']:.2f}, known {decided['known']:.2f}, "
+                           f"second {decided['second']:.3f}), "
+                           + ("at or above" if decided["answers"] else "below")
+                           + f" this store's threshold {decided['threshold']:.3f} (its level "
+                           f"{decided['level']:.3f}, answer_at {decided['answer_at']:g})"
+                           f"{standing(decided['standing'])}: "
                            + ("the store holds an answer." if decided["answers"]
                               else f"silent, unless a lane's ratio reaches {decided['decisive']:g}."))
         if any(s.stage == "fill" for s in folded):

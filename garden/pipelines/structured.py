@@ -25,8 +25,9 @@ from typing import Sequence
 
 from garden._deadline import check_deadline
 from garden.derived.indexes import PROCESS_INDEXES, IndexCache
-from garden.models import Budget, Packet
+from garden.models import Budget, Gate, Packet
 from garden.pipelines.scoring import Outcome
+from garden.pipelines.store_reference import reference_of
 from garden.rerank.candidates import by_score
 from garden.rerank.context import QueryContext, Stage
 from garden.rerank.query import QuerySpec
@@ -58,22 +59,27 @@ class StructuredPipeline:
         # (topics one hop out) reads related_decay before the stages run
         self.uses = frozenset(u for s in self.stages for u in s.uses)
 
-    def context(self, spec: QuerySpec, resolution: Resolution | None = None) -> QueryContext:
+    def context(self, spec: QuerySpec, resolution: Resolution | None = None, reference: bool = True) -> QueryContext:
         """A fresh context for `spec`: its settings resolved, its topics and entities
         resolved against the story (or `resolution`, when the caller resolved them), the
-        base retriever indexed."""
+        base retriever indexed, and the store's reference to hand when the calibration stage
+        asks (none with `reference` False: the reference's own queries)."""
         settings = spec.settings.resolved()
         res = resolution or resolve(spec.story, spec.query, spec.hints, settings.related_decay)
-        return QueryContext(spec=spec, settings=settings, resolution=res,
-                            retriever=as_retriever(self.indexes.retriever(spec.story, self.retriever_name)),
-                            rerun=self.run, indexes=self.indexes)
+        retriever = as_retriever(self.indexes.retriever(spec.story, self.retriever_name))
+        ctx = QueryContext(spec=spec, settings=settings, resolution=res, retriever=retriever, rerun=self.run,
+                           indexes=self.indexes)
+        if reference:
+            ctx.reference = lambda: reference_of(self, spec.story, retriever.members().values())
+        return ctx
 
     def run_stages(self, ctx: QueryContext, ranking: bool = False, after=None,
-                   clock: float | None = None) -> dict[str, float]:
+                   clock: float | None = None, until: str | None = None) -> dict[str, float]:
         """The one runner: each stage in order on `ctx`, timed (ms, each stage's own; the
         first also holds what ran since `clock`), `after(stage, ctx)` called after each,
-        until a stage stops the query (ASK or SKIP: `ctx.stopped`). A ranking (`ranking`)
-        is the same run stopped before the first stage that selects a packet."""
+        until a stage stops the query (ASK or SKIP: `ctx.stopped`) or the stage named
+        `until` has run. A ranking (`ranking`) is the same run stopped before the first
+        stage that selects a packet."""
         stop_at = packet_stages(self.stages) if ranking else frozenset()
         timings: dict[str, float] = {}
         clock = time.perf_counter() if clock is None else clock
@@ -87,7 +93,7 @@ class StructuredPipeline:
             clock = now
             if after is not None:
                 after(stage, ctx)
-            if ctx.stopped:
+            if ctx.stopped or stage.name == until:
                 break
         return timings
 
@@ -130,8 +136,13 @@ class StructuredPipeline:
                 c.reject("predecessor_without_successor", f"its successor {c.successor.id} is not in the packet")
             else:
                 c.reject("rank_cut", "not selected in its lane")
+        decided = ctx.trace.get("decide")
+        gate = None if decided is None else Gate(
+            support=decided["support"], level=decided["level"], threshold=decided["threshold"],
+            answers=decided["answers"], reference=decided["standing"] is not None,
+            **(decided["standing"] or {}))
         return Packet(decision="retrieve", reason=ctx.reason, warnings=ctx.resolution.warnings,
-                      items=[c.item() for c in ctx.packed],
+                      items=[c.item() for c in ctx.packed], gate=gate,
                       # dicts, validated by the packet in one pass: hundreds a query
                       rejected=[{"id": c.id, "reason": c.reason, "detail": c.detail}
                                 for c in sorted(cands.values(), key=lambda c: c.id) if c.id not in packed_ids],

@@ -51,7 +51,7 @@ MODES = {
     "selects": "chooses the packet from the ranking; a ranking stops before the first one",
 }
 # what every stage finds in the context before any stage runs
-GIVEN = frozenset({"spec", "settings", "resolution", "retriever", "rerun", "indexes", "trace"})
+GIVEN = frozenset({"spec", "settings", "resolution", "retriever", "rerun", "indexes", "reference", "trace"})
 
 
 class StageBase:
@@ -127,6 +127,9 @@ class QueryContext:
     retriever: Any                                   # the pipeline's indexed base retriever
     rerun: Callable[[QuerySpec], Any]                # the same pipeline on another query (the session)
     indexes: Any                                     # the IndexCache the pipeline was given
+    # the store's reference for the decide stage (garden/pipelines/store_reference.py): made or read
+    # when first called; None where the pipeline gives none (a reference's own queries)
+    reference: Callable[[], Any] | None = None
     candidates: dict[str, Candidate] = field(default_factory=dict)
     trace: dict[str, Any] = field(default_factory=dict)
     stopped: tuple[str, str, bool, str | None] | None = None   # (decision, reason, fallback, question)
@@ -135,6 +138,7 @@ class QueryContext:
     cutoff: float = 1.0                              # the standout ratio; 1 until the standout stage arms it
     answers: bool | None = None                      # the decide stage's verdict; None: the lanes' ratio decides
     decisive: float = math.inf                       # with a verdict, a lane whose ratio reaches this answers anyway
+    calibrated: Any = None                           # armed by the calibration stage: the store's reference
     fill: bool = False                               # armed by the fill stage: the scores, not a count, say what rides
     floor: dict[str, float] = field(default_factory=lambda: {"curated": 0.0, "evidence": 0.0})
     curated: list[Candidate] = field(default_factory=list)

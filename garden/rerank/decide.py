@@ -2,39 +2,50 @@
 
 Whether a query is answered, and how much rides once it is, are two decisions; this
 stage makes the first, once per query, before the lanes choose what rides. Its score, the
-query's *support*, is calibrated against the store itself rather than one constant:
+query's *support*, reads the ranking and the store's vocabulary:
 
 - `top`: the best live candidate's score, on the reranker's scale (each lexical member's
   relevance as a share of its saturation ceiling, the cosine above its floor, the
-  structure and phrase bonuses), which is the same scale in every store;
+  structure and phrase bonuses);
 - `held`: the largest share of the query the store holds in one place: over the best
   `HELD_DEPTH` live candidates, the idf-weighted share of the query's terms a record
   holds (scattered single-word matches hold little each);
 - `known`: the idf-weighted share of the query's terms the store holds anywhere: a question
-  about what this store never held asks with words it does not have.
+  about what this store never held asks with words it does not have;
+- `second`: the second-best live candidate's score: a store that holds an answer often
+  holds it, or what surrounds it, in more than one place, where a question it cannot
+  answer meets one stray match at best.
 
 The weights w(t) = ln(1 + N / (df(t) + 0.5)) are the store's own (N its documents, df(t)
 those holding the term, a term the store lacks weighing most), so the same question asks
-more of a store where its words are common. Query-performance prediction reads the first
-two from a ranking (Cronen-Townsend, Zhou & Croft 2002, "Predicting query performance";
-Zhou & Croft 2007 on WIG); `known` is a pre-retrieval predictor in the spirit of
-He & Ounis 2004 ("Inferring query performance using pre-retrieval predictors").
+more of a store where its words are common. Query-performance prediction reads `top`,
+`held` and `second` from a ranking (Cronen-Townsend, Zhou & Croft 2002, "Predicting query
+performance"; Zhou & Croft 2007 on WIG, which reads the top k rather than the top one);
+`known` is a pre-retrieval predictor in the spirit of He & Ounis 2004 ("Inferring query
+performance using pre-retrieval predictors").
 
-    support = W_TOP * ln(top) + W_HELD * held + W_KNOWN * known + W_BIAS
+    support = W_TOP ln(top) + W_HELD held + W_KNOWN known + W_SECOND ln(second) + W_BIAS
 
-answered when support >= `answer_at`; and a lane whose best stands out decisively, its
-standout ratio at least `decisive` (an order of magnitude; infinite when nothing in the
-store contests the query), answers whatever the support. A small curated store, whose
-eligibility gate leaves a query two or three candidates, answers that way; in a
-conversation of a thousand turns no question of LoCoMo's seven conversations, answerable
-or not, reached a ratio of 6.9, and there the support decides. The weights are a logistic regression of
-answerable against foreign negatives on LoCoMo's seven conversations, chosen and checked
-by leave-one-conversation-out (experiments/locomo_gate.py; docs/packet.md gives every fold).
-Fitted on LongMemEval's sample as well, no threshold of this support answers 0.90 of its
-questions and at most a quarter of LoCoMo's negatives: LongMemEval's answerable questions
-sit lower (long records, no notes), so the weights stay LoCoMo's and the cost is reported
-(docs/longmemeval.md, "The decision on both benchmarks"). Each candidate is read by its
-own match, its score over its `prior`: a rank prior (its session's rank, an unasked voice)
+What a support is worth still depends on the store (long records hold more of any
+question's words by chance; notes written in a question's own register match questions
+better than a raw chat log), so it is read against the store's *level*: the mean
+support of the store's own known-item queries and the 90th percentile of its foreign
+questions' (`Reference`; built by garden/pipelines/store_reference.py, armed by the
+calibration stage), or GLOBAL_LEVEL for a store without a reference:
+
+    level = KNOWN_WEIGHT mean(known-item supports) + FOREIGN_WEIGHT q90(foreign supports)
+
+A query is answered when support - level reaches `answer_at`; and a lane whose best stands
+out decisively, its standout ratio at least `decisive` (an order of magnitude; infinite
+when nothing in the store contests the query), answers whatever the support. A small
+curated store, whose eligibility gate leaves a query two or three candidates, answers that
+way; in a conversation of a thousand turns no question of LoCoMo's seven conversations,
+answerable or not, reached a ratio of 6.9, and there the support decides. The support's
+weights, the level's and the threshold were chosen together by the two-benchmark protocol
+(experiments/store_gate.py: fourteen folds over LoCoMo's conversations, as released and as
+raw chat logs, and LongMemEval's question groups; docs/packet.md, "The gate calibrated on
+each store", gives every fold and every variant tried). Each candidate is read by its own
+match, its score over its `prior`: a rank prior (its session's rank, an unasked voice)
 orders what matched and says nothing of whether the store holds an answer.
 Silence needs the cutoff armed: with `standout` 1 (the cutoff off) every query answers.
 Items reached by a certain route (an id the query names) ride either way (lanes.py).
@@ -53,12 +64,16 @@ from garden.derived.tables import Codec, remembered
 from garden.rerank.context import Setting, QueryContext, StageBase
 from garden.retrievers import documents
 
-ANSWER_AT = Setting("answer_at", float, -0.1, "a query whose support reaches this is answered "
-                    "(experiments/locomo_gate.py)")
+ANSWER_AT = Setting("answer_at", float, -5.61, "a query whose support less its store's level reaches this is "
+                    "answered (experiments/store_gate.py)")
 DECISIVE = Setting("decisive", float, 10.0, "a lane whose standout ratio reaches this answers whatever the support",
                    ge=1)
 
-W_TOP, W_HELD, W_KNOWN, W_BIAS = 2.9, 3.45, 2.32, -1.67
+W_TOP, W_HELD, W_KNOWN, W_SECOND, W_BIAS = 0.49, 3.64, 2.25, 1.39, -1.98
+KNOWN_WEIGHT, FOREIGN_WEIGHT = 2.0, 1.0
+FOREIGN_LEVEL = 0.9                     # the foreign questions' 90th percentile
+GLOBAL_LEVEL = 4.34                     # the level of a store without a reference: the development stores' median
+PARTS = ("top", "held", "known", "second")
 HELD_DEPTH = 5
 TOP_FLOOR = 1e-3   # ln(top) for a best score of 0 (nothing scored): silence, not a math error
 
@@ -102,9 +117,41 @@ def _load_vocabulary(state: State) -> Vocabulary:
 VOCABULARY = Codec(_save_vocabulary, _load_vocabulary)
 
 
-def support(top: float, held: float, known: float) -> float:
+def support(top: float, held: float, known: float, second: float) -> float:
     """The formula in the module docstring."""
-    return W_TOP * math.log(max(top, TOP_FLOOR)) + W_HELD * held + W_KNOWN * known + W_BIAS
+    return (W_TOP * math.log(max(top, TOP_FLOOR)) + W_HELD * held + W_KNOWN * known
+            + W_SECOND * math.log(max(second, TOP_FLOOR)) + W_BIAS)
+
+
+def supports(parts: np.ndarray) -> np.ndarray:
+    """`support` of each row of `parts` (columns in PARTS order), at once."""
+    if not len(parts):
+        return np.zeros(0)
+    logs = np.log(np.maximum(parts[:, [0, 3]], TOP_FLOOR))
+    return (W_TOP * logs[:, 0] + W_HELD * parts[:, 1] + W_KNOWN * parts[:, 2] + W_SECOND * logs[:, 1]
+            + W_BIAS)
+
+
+@dataclass(frozen=True)
+class Reference:
+    """A store's reference (garden/pipelines/store_reference.py): the support's parts
+    (columns in PARTS order) of each of its known-item queries and of each foreign question,
+    as they rank in this store."""
+
+    known: np.ndarray
+    foreign: np.ndarray
+
+    def level(self) -> float:
+        """The store's level (see the module docstring)."""
+        return float(KNOWN_WEIGHT * np.mean(supports(self.known))
+                     + FOREIGN_WEIGHT * np.quantile(supports(self.foreign), FOREIGN_LEVEL))
+
+    def standing(self, value: float) -> dict[str, float]:
+        """Where a support of `value` falls in this store: the share of its known-item
+        queries whose support is higher, and the share of its foreign questions' that is
+        lower."""
+        return {"known_above": round(float(np.mean(supports(self.known) > value)), 4),
+                "foreign_below": round(float(np.mean(supports(self.foreign) < value)), 4)}
 
 
 def query_support(query: str, vocab: Vocabulary, ranked_texts: list[tuple[float, str]]) -> dict:
@@ -114,24 +161,27 @@ def query_support(query: str, vocab: Vocabulary, ranked_texts: list[tuple[float,
     weights = {t: vocab.weight(t) for t in terms}
     total = sum(weights.values())
     top = ranked_texts[0][0] if ranked_texts else 0.0
+    second = ranked_texts[1][0] if len(ranked_texts) > 1 else 0.0
     if total <= 0:
         known = held = 0.0
     else:
         known = sum(w for t, w in weights.items() if vocab.df.get(t, 0) > 0) / total
         held = max((sum(weights[t] for t in set(analyze(text)) if t in weights) / total
                     for _, text in ranked_texts[:HELD_DEPTH]), default=0.0)
-    return {"top": top, "held": held, "known": known, "support": support(top, held, known)}
+    return {"top": top, "held": held, "known": known, "second": second,
+            "support": support(top, held, known, second)}
 
 
 def gate_score(stages: dict) -> float | None:
-    """The score a structured pipeline's gate thresholds, from its trace (None: no gate ran)."""
+    """The score a structured pipeline's gate thresholds (the support less the store's
+    level), from its trace (None: no gate ran)."""
     decided = stages.get("decide") if isinstance(stages, dict) else None
-    return None if not decided else decided["support"]
+    return None if not decided else decided["calibrated"]
 
 
 class Decide(StageBase, name="decide", settings=(ANSWER_AT, DECISIVE), mode="selects", needs=("candidates",),
-             reads=("window",), writes=("answers", "decisive"), title="Decide: answer, or stay silent"):
-    """Answers the query or keeps it silent, by the store-calibrated support above."""
+             reads=("window", "calibrated"), writes=("answers", "decisive"), title="Decide: answer, or stay silent"):
+    """Answers the query or keeps it silent, by its support against the store's level."""
 
     def run(self, ctx: QueryContext) -> None:
         # each candidate's own match: a rank prior (its session's rank, an unasked voice) orders
@@ -142,7 +192,13 @@ class Decide(StageBase, name="decide", settings=(ANSWER_AT, DECISIVE), mode="sel
         query = ctx.spec.query.replace(ctx.window.said, " ") if ctx.window is not None else ctx.spec.query
         parts = query_support(query, vocabulary(ctx.spec.story),
                               [(score, c.record.searchable) for score, _, c in own[:HELD_DEPTH]])
+        reference = ctx.calibrated
+        level = reference.level() if reference is not None else GLOBAL_LEVEL
+        calibrated = parts["support"] - level
         threshold = ctx.settings.answer_at
-        ctx.answers, ctx.decisive = parts["support"] >= threshold, ctx.settings.decisive
-        ctx.trace["decide"] = {**{k: round(v, 6) for k, v in parts.items()}, "answer_at": threshold,
-                               "decisive": ctx.decisive, "answers": ctx.answers}
+        ctx.answers, ctx.decisive = calibrated >= threshold, ctx.settings.decisive
+        ctx.trace["decide"] = {**{k: round(v, 6) for k, v in parts.items()}, "level": round(level, 6),
+                               "calibrated": round(calibrated, 6), "answer_at": threshold,
+                               "threshold": round(level + threshold, 6), "decisive": ctx.decisive,
+                               "answers": ctx.answers,
+                               "standing": reference.standing(parts["support"]) if reference is not None else None}

@@ -18,10 +18,20 @@ def _silent(ctx: QueryContext, lane: dict, standout: float) -> str:
     """Why a lane answered nothing: the query's support (decide stage) or the lane's ratio."""
     if lane["decided_by"] == "decide":
         d = ctx.trace["decide"]
-        return (f"the query's support {d['support']:.3f} is below {d['answer_at']:g} and the lane's ratio "
-                f"{lane['ratio']} is short of {d['decisive']:g}: nothing in the store stands out as an answer "
-                f"(top {d['top']:.3f}, held {d['held']:.2f}, known {d['known']:.2f})")
+        return (f"support {d['support']:.2f}, below this store's threshold {d['threshold']:.2f}"
+                f"{standing(d['standing'])}; the lane's ratio {lane['ratio']} is short of {d['decisive']:g}: "
+                f"nothing in the store stands out as an answer (top {d['top']:.3f}, held {d['held']:.2f}, "
+                f"known {d['known']:.2f}, second {d['second']:.3f}; level {d['level']:.2f}, answer_at "
+                f"{d['answer_at']:g})")
     return f"the lane's ratio {lane['ratio']} is below standout {standout:g}"
+
+
+def standing(found: dict | None) -> str:
+    """Where a support falls in its store, in words: '' for a store without a reference."""
+    if not found:
+        return " (the global level: no reference of the store's own)"
+    return (f": below {found['known_above']:.0%} of this store's known-item queries (questions it can "
+            f"answer), above {found['foreign_below']:.0%} of its foreign questions")
 
 
 class Lanes(StageBase, name="lanes", settings=(LANE_CAP, MIN_SHARE), essential=True, mode="selects",

@@ -67,6 +67,7 @@ STAGES: list[Stage] = stages_named(
     "supersession",
     "session",
     "standout",
+    "calibration",
     "decide",
     "fill",
     "lanes",
