@@ -106,15 +106,21 @@ def chat_story(rng: random.Random) -> dict:
                 who, line = PLANTED
             else:
                 line = f"{rng.choice(CHAT_LINES)}, {rng.choice(COMMENTS)}"
-            name = who.capitalize()
-            records.append({"id": f"chat.s{s + 1:02d}.t{t + 1:02d}", "kind": "source", "at": day.isoformat(),
-                            "title": f"Evening chat {s + 1}", "speaker": who, "text": f"{name}: {line[0].upper()}"
-                            f"{line[1:]}."})
-    return {"story": "tern-quay", "title": "Tern Quay chats",
-            "about": "Two friends chatting over twelve evenings in a harbour town: a store of short chat lines, "
-                     "nothing written in a question's own register (experiments/gate_contrast_stories.py).",
-            "project": "tern-quay",
-            "entities": {p: {"name": p.capitalize(), "aliases": [p.capitalize()]} for p in people},
+            records.append(turn(f"chat.s{s + 1:02d}.t{t + 1:02d}", day, f"Evening chat {s + 1}", who, line))
+    return story("tern-quay", "Tern Quay chats", "Two friends chatting over twelve evenings in a harbour town: a "
+                 "store of short chat lines, nothing written in a question's own register", people, records)
+
+
+def turn(rid: str, day: dt.date, title: str, who: str, line: str) -> dict:
+    """One chat line of a sitting, said by `who`."""
+    return {"id": rid, "kind": "source", "at": day.isoformat(), "title": title, "speaker": who,
+            "text": f"{who.capitalize()}: {line[0].upper()}{line[1:]}."}
+
+
+def story(name: str, title: str, about: str, people, records: list[dict]) -> dict:
+    """A story of `records` whose speakers are `people`, each an entity named as it is written."""
+    return {"story": name, "title": title, "about": f"{about} (experiments/gate_contrast_stories.py).",
+            "project": name, "entities": {p: {"name": p.capitalize(), "aliases": [p.capitalize()]} for p in people},
             "records": records}
 
 
@@ -129,19 +135,14 @@ def noted_chat_story(rng: random.Random) -> dict:
             said, noted = rng.choice(STATEMENTS)
             values = {k: rng.choice(v) for k, v in NOTE_SLOTS.items()}
             rid = f"chat.s{s + 1:02d}.t{t + 1:02d}"
-            text = said.format(**values)
-            records.append({"id": rid, "kind": "source", "at": day.isoformat(), "title": f"Sitting {s + 1}",
-                            "speaker": who, "text": f"{who.capitalize()}: {text[0].upper()}{text[1:]}."})
+            records.append(turn(rid, day, f"Sitting {s + 1}", who, said.format(**values)))
             turns.append((rid, noted.format(a=who.capitalize(), **values)))
         for n, (rid, noted) in enumerate(turns, 1):   # the notes drawn from the sitting, after it
             records.append({"id": f"note.s{s + 1:02d}.{n}", "kind": "note", "fidelity": "summary",
                             "at": day.isoformat(), "sources": [rid], "text": f"{noted}."})
-    return {"story": "linden-row", "title": "Linden Row chats and notes",
-            "about": "Two neighbours chatting over twelve sittings, each turn with the note drawn from it in "
-                     "the third person, the register questions are asked in (experiments/gate_contrast_stories.py).",
-            "project": "linden-row",
-            "entities": {p: {"name": p.capitalize(), "aliases": [p.capitalize()]} for p in NEIGHBOURS},
-            "records": records}
+    return story("linden-row", "Linden Row chats and notes", "Two neighbours chatting over twelve sittings, each "
+                 "turn with the note drawn from it in the third person, the register questions are asked in",
+                 NEIGHBOURS, records)
 
 
 def main(argv=None) -> int:
@@ -149,10 +150,10 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=str(PROJECT / "fixtures"))
     args = ap.parse_args(argv)
     rng = random.Random(SEED)
-    for story in (chat_story(rng), noted_chat_story(rng)):
-        path = Path(args.out) / f"{story['story']}.yaml"
-        path.write_text(yaml.safe_dump(story, sort_keys=False, allow_unicode=True, width=100), encoding="utf-8")
-        print(f"wrote {path}: {len(story['records'])} records")
+    for made in (chat_story(rng), noted_chat_story(rng)):
+        path = Path(args.out) / f"{made['story']}.yaml"
+        path.write_text(yaml.safe_dump(made, sort_keys=False, allow_unicode=True, width=100), encoding="utf-8")
+        print(f"wrote {path}: {len(made['records'])} records")
     return 0
 
 

@@ -64,7 +64,7 @@ if str(PROJECT) not in sys.path:
     sys.path.insert(0, str(PROJECT))
 
 from experiments.locomo_gate import FORCED, LONGMEMEVAL_FOREIGN, threshold_rule  # noqa: E402
-from garden.analyzer import analyze  # noqa: E402
+from garden.pipelines.store_reference import content_words as _content_words, draw_queries  # noqa: E402
 from garden.cli import _at_least_one  # noqa: E402
 from garden.rerank.decide import ANSWER_AT, vocabulary  # noqa: E402
 from garden.retrievers import documents  # noqa: E402
@@ -76,19 +76,7 @@ FOREIGN = {"subset": 3, "full": LONGMEMEVAL_FOREIGN}   # foreign negatives a Lon
 GROUPS = 7   # LongMemEval's folds (experiments/chat_protocol.py): haystacks dealt by type, then id
 KEEP = 0.5
 SENTENCE = re.compile(r"(?<=[.!?])\s+")
-WORD = re.compile(r"\w+(?:['’]\w+)*", re.UNICODE)
 SEED = 0
-
-
-def _content_words(text: str, vocab) -> list[tuple[str, float]]:
-    """Each word of `text` that is one content term, first use only, with its term's weight."""
-    words, seen = [], set()
-    for word in WORD.findall(text):
-        terms = analyze(word)
-        if len(terms) == 1 and terms[0] not in seen:
-            seen.add(terms[0])
-            words.append((word, vocab.weight(terms[0])))
-    return words
 
 
 def known_item_queries(story, count: int, seed: int = SEED,
@@ -98,17 +86,7 @@ def known_item_queries(story, count: int, seed: int = SEED,
     vocab = vocabulary(story)
     pool = [(d.id, words) for d in sorted(documents(story), key=lambda d: d.id)
             if len(words := _content_words(d.text, vocab)) >= MIN_WORDS]
-    rng = random.Random(f"{seed}/{story.story}")
-    out = []
-    for _ in range(count if pool else 0):
-        rid, words = pool[rng.randrange(len(pool))]
-        length = min(rng.randint(*lengths), len(words))
-        chosen: set[int] = set()
-        while len(chosen) < length:   # weighted draws without replacement
-            left = [i for i in range(len(words)) if i not in chosen]
-            chosen.add(rng.choices(left, weights=[words[i][1] for i in left])[0])
-        out.append((rid, " ".join(words[i][0] for i in sorted(chosen))))
-    return out
+    return draw_queries(pool, count if pool else 0, random.Random(f"{seed}/{story.story}"), lengths)
 
 
 def sentence_queries(story, count: int, seed: int = SEED, keep: float = KEEP) -> list[tuple[str, str]]:

@@ -231,3 +231,54 @@ def test_the_development_subset_is_every_eighth_by_type_then_id(tmp_path):
     ordered = sorted(questions, key=lambda q: (q["question_type"], q["question_id"]))
     assert kept == ordered[::8] and len(kept) == 3
     assert json.loads(write_development_subset(source, tmp_path / "all.json", every=1).read_text()) == ordered
+
+
+def test_raw_chat_logs_keep_the_turns_and_leave_out_what_was_generated_from_them(tmp_path):
+    import json
+
+    from experiments.store_gate import raw_chat_logs
+
+    source, dest = tmp_path / "in", tmp_path / "out"
+    source.mkdir()
+    dest.mkdir()
+    fictional = {"speaker_a": "Ilse", "speaker_b": "Tomas", "session_1_date_time": "9:10 am on 3 March, 2024",
+                 "session_1": [{"speaker": "Ilse", "dia_id": "D1:1", "text": "The lamp cracked."}],
+                 "session_1_observation": {"Ilse": [["Ilse's lamp cracked.", "D1:1"]]},
+                 "session_1_summary": "Ilse's lamp cracked.", "qa": []}
+    (source / "conv-1.json").write_text(json.dumps({"conversation": fictional, "observation": {}, "qa": []}))
+    (source / "conv-2.json").write_text(json.dumps(fictional))
+    raw_chat_logs(source, dest)
+    nested, flat = (json.loads((dest / f"conv-{n}.json").read_text()) for n in (1, 2))
+    for kept in (nested["conversation"], flat):
+        assert kept["session_1"] == fictional["session_1"] and kept["session_1_date_time"]
+        assert not any(k.endswith(("_observation", "_summary")) for k in kept)
+    assert "observation" not in nested and "qa" in nested
+
+
+def test_the_store_gate_protocol_reads_each_store_against_its_own_level():
+    """Three kinds of store whose supports sit on scales 2 apart, each store's reference on
+    its own scale: one threshold cannot serve the three, a level read off the reference can."""
+    from experiments.store_gate import BOTH, Table, held_out
+
+    rng = np.random.default_rng(0)
+
+    def parts(held):   # a support that moves with `held` alone
+        return [[1.0, float(h), 1.0, 1.0] for h in held]
+
+    rows = []
+    for kind, shift in (("locomo", 0.0), ("locomo-raw", -2.0), ("longmemeval", -1.0)):
+        for n in range(4):
+            questions = [{"qid": f"{kind}{n}/{i}", "fold": f"fold-{n}", "answerable": i < 40, "core": i < 40,
+                          "negative": None if i < 40 else "foreign", "x": p, "ratio": 1.0, "covered": 1.0,
+                          "precision": 1.0, "bm25s_covered": 0.5, "bm25s_precision": 0.5}
+                         for i, p in enumerate(parts(np.r_[rng.normal(2 + shift, 0.5, 40),
+                                                           rng.normal(shift, 0.5, 40)]))]
+            rows.append({"kind": kind, "store": f"{kind}-{n}", "questions": questions, "seconds": 0.0,
+                         "known": parts(rng.normal(2 + shift, 0.5, 100)),
+                         "foreign": parts(rng.normal(shift, 0.5, 200))})
+    t = Table(rows)
+    one = held_out(t, {"weights": "fit", "grid": [(0.0, 0.0)], "fit_on": BOTH["fit_on"]})["figures"]
+    own = held_out(t, BOTH)["figures"]
+    worst = {name: min(f["answered"] - f["negatives answered"] for f in got.values())
+             for name, got in (("one", one), ("own", own))}
+    assert worst["one"] < 0.2 and worst["own"] > 0.7

@@ -11,7 +11,6 @@ tests/test_locomo_compare.py and tests/test_longmemeval_dev.py.
 from __future__ import annotations
 
 import json
-import os
 import stat
 from pathlib import Path
 
@@ -36,14 +35,6 @@ CHAT = PROJECT / "fixtures" / "tern-quay.yaml"
 NOTED = PROJECT / "fixtures" / "linden-row.yaml"
 ANSWERABLE = "What colour did Oskar paint the dinghy?"       # tern-quay's chat.s08.t06 answers it
 FOREIGN = "What did Ines cook at the harvest supper?"         # nothing in linden-row answers it
-
-
-@pytest.fixture
-def home(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("GARDEN_HOME", str(tmp_path / ".garden"))
-    monkeypatch.setenv("GARDEN_TRACE", "0")
-    return tmp_path
 
 
 def decided(pipeline: str, path: Path, query: str) -> dict:
@@ -169,4 +160,3 @@ def test_a_silent_query_says_where_its_support_fell_in_its_store(home, capsys):
     gate = packet["gate"]
     assert packet["items"] == [] and gate["reference"] and not gate["answers"]
     assert gate["support"] < gate["threshold"] and 0 <= gate["known_above"] <= 1
-    assert os.environ["GARDEN_TRACE"] == "0"

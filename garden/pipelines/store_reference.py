@@ -96,13 +96,20 @@ def known_item_queries(story: Story, count: int = KNOWN_ITEMS, seed: int = SEED,
     pool = [(d.id, words) for d in documents(story) if len(words := content_words(d.text, vocab)) >= MIN_WORDS]
     if len(pool) < MIN_RECORDS:
         return []
-    rng = random.Random(seed)
+    return draw_queries(pool, count, random.Random(seed), lengths)
+
+
+def draw_queries(pool: list[tuple[str, list[tuple[str, float]]]], count: int, rng: random.Random,
+                 lengths: tuple[int, int]) -> list[tuple[str, str]]:
+    """`count` (record id, query) pairs from `pool` ((record id, its weighted content words)):
+    a record picked uniformly, then `lengths` of its words drawn without replacement, each in
+    proportion to its weight, kept in the record's order."""
     out = []
     for _ in range(count):
         rid, words = pool[rng.randrange(len(pool))]
         length = min(rng.randint(*lengths), len(words))
         chosen: set[int] = set()
-        while len(chosen) < length:   # weighted draws without replacement
+        while len(chosen) < length:
             left = [i for i in range(len(words)) if i not in chosen]
             chosen.add(rng.choices(left, weights=[words[i][1] for i in left])[0])
         out.append((rid, " ".join(words[i][0] for i in sorted(chosen))))
