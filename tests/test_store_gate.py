@@ -160,3 +160,30 @@ def test_a_silent_query_says_where_its_support_fell_in_its_store(home, capsys):
     gate = packet["gate"]
     assert packet["items"] == [] and gate["reference"] and not gate["answers"]
     assert gate["support"] < gate["threshold"] and 0 <= gate["known_above"] <= 1
+
+
+def test_a_request_s_time_limit_never_stops_a_reference_halfway(home):
+    from garden._deadline import DeadlineExceeded, deadline
+
+    story = load_story(CHAT)
+    pipeline = make_pipeline("default")
+    PROCESS_REFERENCES.clear()
+    with deadline(0.001):
+        # the reference's own 300 queries run their stages with no limit: made whole, and saved
+        assert pipeline.reference(story) is not None
+        # while the request's own stages are checked as before
+        with pytest.raises(DeadlineExceeded):
+            pipeline.run(QuerySpec(story, ANSWERABLE, story.latest))
+    assert list((home / ".garden" / "index").glob("tern-quay.table_reference*"))
+    PROCESS_REFERENCES.clear()
+    with deadline(30):
+        assert pipeline.run(QuerySpec(load_story(CHAT), ANSWERABLE, story.latest)).packet.items
+
+
+def test_a_server_warms_each_store_s_reference(home):
+    from garden.pipelines import warm_up
+
+    story = load_story(NOTED)
+    PROCESS_REFERENCES.clear()
+    warm_up(make_pipeline("default"), QuerySpec(story, "warm", story.latest))
+    assert list((home / ".garden" / "index").glob("linden-row.table_reference*"))

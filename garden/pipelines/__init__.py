@@ -149,12 +149,15 @@ def check_settings(pipeline: "str | Pipeline", settings: Settings, where: str = 
 
 
 def warm_up(pipeline: Pipeline, spec: QuerySpec, queries: list[str] | None = None) -> None:
-    """One untimed run of `spec`, and every model the pipeline's retriever loads on demand
-    loaded (given the `queries` a timing will ask, only a model one of them needs): a timing
-    that follows measures the queries alone."""
+    """One untimed run of `spec`, the store's reference made (a structured pipeline's), and
+    every model the pipeline's retriever loads on demand loaded (given the `queries` a timing
+    will ask, only a model one of them needs): a timing that follows measures the queries
+    alone, and a server's first request builds nothing."""
     from garden.retrievers import load_models
 
     pipeline.run(spec)
+    if hasattr(pipeline, "reference"):   # the store's reference, made now even when triage stopped `spec`
+        pipeline.reference(spec.story)
     indexes = getattr(pipeline, "indexes", None)
     name = getattr(pipeline, "retriever_name", None) or getattr(pipeline, "name", None)
     if indexes is not None and isinstance(name, str):

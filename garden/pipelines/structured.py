@@ -23,7 +23,7 @@ from __future__ import annotations
 import time
 from typing import Sequence
 
-from garden._deadline import check_deadline
+from garden._deadline import check_deadline, deadline
 from garden.derived.indexes import PROCESS_INDEXES, IndexCache
 from garden.models import Budget, Gate, Packet
 from garden.pipelines.scoring import Outcome
@@ -70,8 +70,16 @@ class StructuredPipeline:
         ctx = QueryContext(spec=spec, settings=settings, resolution=res, retriever=retriever, rerun=self.run,
                            indexes=self.indexes)
         if reference:
-            ctx.reference = lambda: reference_of(self, spec.story, retriever.members().values())
+            ctx.reference = lambda: self.reference(spec.story)
         return ctx
+
+    def reference(self, story):
+        """The store's reference for the decide stage (garden/pipelines/store_reference.py),
+        made or read once: a derived file like an index, so a request's time limit does not
+        stop it halfway (it is checked again between the request's own stages)."""
+        retriever = as_retriever(self.indexes.retriever(story, self.retriever_name))
+        with deadline(None):
+            return reference_of(self, story, retriever.members().values())
 
     def run_stages(self, ctx: QueryContext, ranking: bool = False, after=None,
                    clock: float | None = None, until: str | None = None) -> dict[str, float]:
