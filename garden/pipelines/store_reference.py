@@ -38,6 +38,7 @@ import hashlib
 import json
 import random
 import re
+from functools import lru_cache
 from importlib import resources
 
 import numpy as np
@@ -76,11 +77,17 @@ def foreign_questions(story: Story) -> list[str]:
     return [line.strip().replace("{A}", a).replace("{B}", b) for line in text.splitlines() if line.strip()]
 
 
+@lru_cache(maxsize=1 << 18)
+def _terms(word: str) -> tuple[str, ...]:
+    # a store's words repeat from record to record: each is analyzed once, not once a use
+    return tuple(analyze(word))
+
+
 def content_words(text: str, vocab) -> list[tuple[str, float]]:
     """Each word of `text` that is one content term, first use only, with its term's weight."""
     words, seen = [], set()
     for word in WORD.findall(text):
-        terms = analyze(word)
+        terms = _terms(word)
         if len(terms) == 1 and terms[0] not in seen:
             seen.add(terms[0])
             words.append((word, vocab.weight(terms[0])))
