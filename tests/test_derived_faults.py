@@ -13,6 +13,7 @@ import os
 import shutil
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -32,6 +33,22 @@ from garden.pipelines.structured import StructuredPipeline
 from garden.derived.traces import read_trace, read_trace_lines, trace_file, write_trace
 
 TODAY = dt.date.today()
+
+
+class _CollectionDay(dt.date):
+    """Today is the day the module was collected, whatever the clock says by the time a test
+    runs: a run that crosses midnight writes its traces where its tests look for them."""
+
+    @classmethod
+    def today(cls):
+        return TODAY
+
+
+@pytest.fixture(autouse=True)
+def _one_day(monkeypatch):
+    clock = SimpleNamespace(date=_CollectionDay, timedelta=dt.timedelta, datetime=dt.datetime)
+    monkeypatch.setattr(traces_mod, "dt", clock)
+    monkeypatch.setattr(garden.evaluation.runner, "dt", clock)
 QUERY = ["query", "aurora-ridge", "Why have I not felt like gaming recently?", "--pipeline", "bm25"]
 DEAD_PID = 99999999  # above any kernel's pid_max: no process has it
 
