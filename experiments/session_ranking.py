@@ -298,14 +298,17 @@ def measure_variant(rows: dict, v: dict) -> dict[str, dict[str, float]]:
     return {m: ev.per_query["p"][m] for m in MEASURES}
 
 
-def choose(scores: list, folds: dict[str, dict[str, str]], names: list[str]) -> tuple[list, dict]:
-    """The fourteen folds. On each fold's training questions (the other thirteen folds) a
-    variant is eligible when it lowers neither benchmark's session nDCG@10 nor its
-    Success@5 against REFERENCE (today's rule, always eligible: a choice that helps one
-    benchmark and costs the other is not made); of the eligible, the one with the best mean
-    over the two benchmarks (each weighing the same) of the training questions' session
-    nDCG@10 is chosen, ties to the variant listed first (the simpler), and the fold is
-    scored with it."""
+def choose(scores: list, folds: dict[str, dict[str, str]], names: list[str], among: list[int] | None = None,
+           rule: str = "eligible") -> tuple[list, dict]:
+    """The fourteen folds, choosing among the variants `among` (every one when None; index
+    0, REFERENCE, is always a candidate). On each fold's training questions (the other
+    thirteen folds), with `rule` "eligible" a variant is eligible when it lowers neither
+    benchmark's session nDCG@10 nor its Success@5 against REFERENCE (today's rule: a choice
+    that helps one benchmark and costs the other is not made); with "best" every variant
+    is. Of those, the one with the best mean over the two benchmarks (each weighing the
+    same) of the training questions' session nDCG@10 is chosen, ties to the variant listed
+    first (the simpler), and the fold is scored with it."""
+    among = sorted({0, *(range(len(names)) if among is None else among)})
     every = sorted({f for per in folds.values() for f in per.values()})
     chosen, held = [], {b: {} for b in folds}
     for fold in every:
@@ -315,51 +318,100 @@ def choose(scores: list, folds: dict[str, dict[str, str]], names: list[str]) -> 
             return float(np.mean([scores[n][b][m][q] for q in train[b]]))
 
         def eligible(n):
-            return all(mean(n, b, m) >= mean(0, b, m) - 1e-12 for b in train if train[b] for m in MEASURES)
+            return rule == "best" or all(mean(n, b, m) >= mean(0, b, m) - 1e-12
+                                         for b in train if train[b] for m in MEASURES)
 
         def objective(n):
             return float(np.mean([mean(n, b, "nDCG@10") for b in train if train[b]]))
-        best = max((n for n in range(len(names)) if eligible(n)), key=lambda n: (objective(n), -n))
+        best = max((n for n in among if eligible(n)), key=lambda n: (objective(n), -n))
         chosen.append({"held_out": fold, "chosen": names[best]})
         for b, per in folds.items():
             held[b].update({q: best for q, f in per.items() if f == fold})
     return chosen, held
 
 
-def report(rows: dict[str, dict], out: Path) -> dict:
-    from collections import Counter
+def family(v: dict) -> str:
+    """A variant's family: its name without the whole-sitting weight (`w`) and the date
+    lift, the parameters the folds choose within it."""
+    if v.get("rule") == "first-turn":
+        return variant_name(v)
+    name = variant_name({k: x for k, x in v.items() if k not in ("whole", "date")})
+    return name + (f" + w x {v['of']}" if v.get("whole") else "")
 
+
+def held_out(scores: list, held: dict) -> dict:
     from garden.evaluation.measures import randomization_p
 
-    vs = variants()
-    names = [variant_name(v) for v in vs]
-    scores = [{b: measure_variant(r, v) for b, r in rows.items()} for v in vs]
-    folds = {b: r["folds"] for b, r in rows.items()}
-    chosen, held = choose(scores, folds, names)
-    result = {"variants": [], "folds": chosen, "held_out": {}}
-    for n, name in enumerate(names):
-        result["variants"].append({"variant": name, **{f"{b} {m}": float(np.mean(list(scores[n][b][m].values())))
-                                                        for b in rows for m in MEASURES}})
+    out = {}
     for b, per in held.items():
         qids = sorted(per)
-        result["held_out"][b] = {}
+        out[b] = {}
         for m in MEASURES:
             got = np.array([scores[per[q]][b][m][q] for q in qids])
             ref = np.array([scores[0][b][m][q] for q in qids])
-            result["held_out"][b][m] = {"held_out": float(got.mean()), "reference": float(ref.mean()),
-                                        "p": randomization_p(got, ref)}
+            out[b][m] = {"held_out": float(got.mean()), "reference": float(ref.mean()),
+                         "p": randomization_p(got, ref)}
+    return out
+
+
+def measured(rows: dict[str, dict], out: Path, names: list[str], vs: list[dict]) -> list:
+    """Every variant's per-question figures, read from the last run when it scored the same
+    variants (so `--reuse` chooses again in seconds), else scored now and saved."""
+    saved = out / "session_variant_scores.json"
+    if saved.is_file():
+        data = json.loads(saved.read_text())
+        if data["names"] == names and data["questions"] == {b: len(r["questions"]) for b, r in rows.items()}:
+            return data["scores"]
+    scores = [{b: measure_variant(r, v) for b, r in rows.items()} for v in vs]
+    saved.write_text(json.dumps({"names": names, "questions": {b: len(r["questions"]) for b, r in rows.items()},
+                                 "scores": scores}))
+    return scores
+
+
+def report(rows: dict[str, dict], out: Path) -> dict:
+    from collections import Counter
+
+    vs = variants()
+    names = [variant_name(v) for v in vs]
+    scores = measured(rows, out, names, vs)
+    folds = {b: r["folds"] for b, r in rows.items()}
+    chosen, held = choose(scores, folds, names)
+    result = {"variants": [], "folds": chosen, "held_out": held_out(scores, held), "families": [], "best_rule": {}}
+    for n, name in enumerate(names):
+        result["variants"].append({"variant": name, "family": family(vs[n]),
+                                   **{f"{b} {m}": float(np.mean(list(scores[n][b][m].values())))
+                                      for b in rows for m in MEASURES}})
     result["chosen"] = Counter(c["chosen"] for c in chosen).most_common()
+    best_chosen, best_held = choose(scores, folds, names, rule="best")
+    result["best_rule"] = {"chosen": Counter(c["chosen"] for c in best_chosen).most_common(),
+                           "held_out": held_out(scores, best_held)}
+    for fam in dict.fromkeys(family(v) for v in vs):
+        members = [n for n, v in enumerate(vs) if family(v) == fam]
+        fam_chosen, fam_held = choose(scores, folds, names, members)
+        free_chosen, free_held = choose(scores, folds, names, members, rule="best")
+        result["families"].append({"family": fam, "variants": len(members),
+                                   "chosen": Counter(c["chosen"] for c in fam_chosen).most_common(),
+                                   "held_out": held_out(scores, fam_held),
+                                   "chosen_free": Counter(c["chosen"] for c in free_chosen).most_common(),
+                                   "held_out_free": held_out(scores, free_held)})
     print(f"{'variant':<58} " + " ".join(f"{b[:6]} {m:<9}" for b in rows for m in MEASURES))
     for row in result["variants"]:
         print(f"{row['variant']:<58} " + " ".join(f"{row[f'{b} {m}']:16.3f}" for b in rows for m in MEASURES))
+    print("\nfamilies, held out (each chooses its own weight and date lift on the training folds; the eligible "
+          "rule, then every variant eligible):")
+    for fam in result["families"]:
+        print(f"{fam['family']:<58} " + " ".join(f"{fam[key][b][m]['held_out']:7.3f}" for key in
+                                                  ("held_out", "held_out_free") for b in rows for m in MEASURES))
     print("\nfolds:")
     for c in chosen:
         print(f"  {c['held_out']}: {c['chosen']}")
-    for b, row in result["held_out"].items():
-        print(f"\n{b} held out:")
-        for m, v in row.items():
-            print(f"  {m:<10} {v['held_out']:.4f}  reference {v['reference']:.4f}  p {v['p']:.3f}")
+    for label, block in (("", result["held_out"]), (" (every variant eligible)", result["best_rule"]["held_out"])):
+        for b, row in block.items():
+            print(f"\n{b} held out{label}:")
+            for m, v in row.items():
+                print(f"  {m:<10} {v['held_out']:.4f}  reference {v['reference']:.4f}  p {v['p']:.3f}")
     print(f"\nchosen: {result['chosen']}")
+    print(f"chosen, every variant eligible: {result['best_rule']['chosen']}")
     print("\nbare retrievers (in sample; their rule is `max`, the same for all):")
     result["bare"] = []
     for name in BARE:
@@ -371,7 +423,32 @@ def report(rows: dict[str, dict], out: Path) -> dict:
             result["bare"].append(row)
             print(f"{row['variant']:<58} " + " ".join(f"{row[f'{b} {m}']:16.3f}" for b in rows for m in MEASURES))
     (out / "session_ranking.json").write_text(json.dumps(result, indent=2))
+    (out / "session_ranking.md").write_text(markdown(result))
     return result
+
+
+def markdown(result: dict) -> str:
+    """The tables docs/longmemeval.md shows: each family held out, and every variant in sample."""
+    cell = "{:.3f}".format
+    lines = ["| family (w and the date lift chosen by the folds) | variants | LoCoMo nDCG@10 | LoCoMo Success@5 "
+             "| LongMemEval nDCG@10 | LongMemEval Success@5 | chosen most often |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
+    for fam in result["families"]:
+        if fam["variants"] < 2:
+            continue   # nothing to choose: its figures are the same in sample and held out (the table below)
+        cells = []
+        for b in ("locomo", "longmemeval"):
+            for m in MEASURES:
+                eligible, free = fam["held_out"][b][m]["held_out"], fam["held_out_free"][b][m]["held_out"]
+                cells.append(f"{cell(eligible)} ({cell(free)})")
+        top = fam["chosen_free"][0]
+        lines.append(f"| {fam['family']} | {fam['variants']} | " + " | ".join(cells) + f" | {top[0]} ({top[1]}) |")
+    lines += ["", "| variant | LoCoMo nDCG@10 | LoCoMo Success@5 | LongMemEval nDCG@10 | LongMemEval Success@5 |",
+              "| --- | --- | --- | --- | --- |"]
+    for row in result["variants"]:
+        lines.append(f"| {row['variant']} | " + " | ".join(cell(row[f"{b} {m}"]) for b in ("locomo", "longmemeval")
+                                                            for m in MEASURES) + " |")
+    return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
