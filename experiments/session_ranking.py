@@ -1,11 +1,19 @@
-"""How a sitting's score is made, chosen on both development benchmarks.
+"""How a sitting's score is made, chosen on both development benchmarks
+(garden/rerank/sittings.py; docs/longmemeval.md, "Sittings as results").
 
 Rows first: for every judged question of LoCoMo and of LongMemEval's sample, what each
 pipeline gave every record of its store (`default`, `default` without its sessions stage,
-and the bare retrievers), every turn's cosine to the question, and each store's sessions,
-voices and dates; saved under --out as arrays and JSON, so `--reuse` chooses again in
-seconds. Then every variant of VARIANTS is scored at session level, and the fourteen folds
-of experiments/chat_protocol.py choose among them.
+and the bare retrievers), every turn's cosine to the question, each session's mean vector
+and its text embedded whole, and each store's sessions, voices and dates; saved under
+--out as JSON (`session_rows_<benchmark>.json`). Then every variant of `variants()` is
+scored at session level by ir-measures (each question judged by the sessions holding its
+evidence turns; kept in `session_variant_scores.json`), and the fourteen folds of
+experiments/chat_protocol.py choose among them (`choose`: a variant is eligible on a
+fold's training questions when it lowers neither benchmark's figures against today's
+rule, a session ranked where its first turn is). Printed, and written as
+`session_ranking.json` and the tables of `session_ranking.md`: every variant in sample,
+each family held out, the folds' choices and the held-out figures. `--reuse` reads the
+rows (and the scores, when the variants are the same) and chooses again.
 
     .venv/bin/python experiments/session_ranking.py [--locomo PATH] [--longmemeval FILE] [--out DIR] [--reuse]
 """
