@@ -19,7 +19,6 @@ rows (and the scores, when the variants are the same) and chooses again.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import sys
@@ -31,7 +30,7 @@ PROJECT = Path(__file__).resolve().parents[1]
 if str(PROJECT) not in sys.path:
     sys.path.insert(0, str(PROJECT))
 
-from experiments.chat_protocol import DEPTH, MEASURES, folds_of, load  # noqa: E402
+from experiments.chat_protocol import DEPTH, MEASURES, benchmark_arguments, folds_of, load  # noqa: E402
 from garden.evaluation.measures import evaluate  # noqa: E402
 from garden.pipelines import make_pipeline  # noqa: E402
 from garden.rerank.query import QuerySpec  # noqa: E402
@@ -460,13 +459,7 @@ def markdown(result: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--locomo", default=str(PROJECT.parent / "shared" / "data" / "locomo"))
-    ap.add_argument("--longmemeval", default=str(PROJECT.parent / "shared" / "data" / "longmemeval" /
-                                                 "longmemeval_s_dev.json.gz"))
-    ap.add_argument("--out", default="experiments/out")
-    ap.add_argument("--reuse", action="store_true", help="choose again from the rows saved by the last run")
-    args = ap.parse_args(argv)
+    args = benchmark_arguments(__doc__.splitlines()[0], "choose again from the rows saved by the last run", argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     if not args.reuse:
