@@ -122,7 +122,7 @@ def ranked(story: Story, evidence: Standing, pool: Callable, said: Callable[[Seq
             score += added
             why.append(reason)
         factor, reason = factors.get(number, (1.0, ""))
-        if factor != 1.0:
+        if factor != 1.0 and score > 0:   # a factor lifts what matched; it never deepens a negative score
             score *= factor
             why.append(reason)
         scores[number], made[number] = score, (carried, why)
