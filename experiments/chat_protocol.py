@@ -122,17 +122,25 @@ def objective(scores: dict, train: dict[str, list[str]]) -> float:
     return float(np.mean(values))
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def benchmark_arguments(description: str, reuse: str, argv: list[str] | None = None) -> argparse.Namespace:
+    """The options of an experiment on both development benchmarks: where each is read
+    (../shared/data by default, refused in one line when missing), where its rows go, and
+    `--reuse` (`reuse` says what it reads again)."""
+    ap = argparse.ArgumentParser(description=description)
     ap.add_argument("--locomo", default=str(PROJECT.parent / "shared" / "data" / "locomo"))
     ap.add_argument("--longmemeval", default=str(PROJECT.parent / "shared" / "data" / "longmemeval" /
                                                  "longmemeval_s_dev.json.gz"))
     ap.add_argument("--out", default="experiments/out")
-    ap.add_argument("--reuse", action="store_true", help="choose again from the measures saved by the last run")
+    ap.add_argument("--reuse", action="store_true", help=reuse)
     args = ap.parse_args(argv)
     for path in (args.locomo, args.longmemeval):
-        if not Path(path).exists():
+        if not args.reuse and not Path(path).exists():
             ap.error(f"no data at {path}")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = benchmark_arguments(__doc__.splitlines()[0], "choose again from the measures saved by the last run", argv)
     points = [dict(zip(GRID, values)) for values in itertools.product(*GRID.values())]
     out = Path(args.out)
     saved = out / "chat_protocol_rows.json"

@@ -164,7 +164,8 @@ def query(story: "PathLike | Story", text: str, *, pipeline: "str | Pipeline" = 
           include_private: bool = False, trace: bool = False, session: Sequence[str] = (),
           story_path: PathLike | None = None) -> dict:
     """One query: the packet as a JSON-able dict, exactly what `garden query --json` prints
-    (decision, reason, warnings, items with labels and why, rejected, budget).
+    (decision, reason, warnings, items with labels and why, rejected, budget, and the best
+    sittings, each with its score, rank and the records that carried it).
 
     `story` is a name, a path or a story already loaded with `load_story` (edit one in
     memory and query it without writing a file). `as_of` defaults, as on the command line,

@@ -22,6 +22,7 @@ from garden.derived.home import check_environment
 EPILOG = ("Exit codes: 0 success; 1 a check or a regression case failed; 2 bad input or usage, "
           "with one located line per problem.")
 MESSAGE_LIMIT = 1000  # characters of one printed problem line
+LEVELS = ("turn", "session")   # what `garden query` shows: the packet's items, or the sittings ranked
 
 
 def _date(text: str) -> dt.date:
@@ -176,7 +177,7 @@ def cmd_query(args) -> int:
         from garden.models import Packet
         from garden.report import show_packet
 
-        show_packet(Packet.model_validate(packet), args.pipeline)
+        show_packet(Packet.model_validate(packet), args.pipeline, args.level)
     return 0
 
 
@@ -432,6 +433,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pipeline", default="default", help="pipeline name (default: default)")
     p.add_argument("--standout", type=_standout, help="standout ratio, at least 1 (1 turns the cutoff off)")
     p.add_argument("--include-private", action="store_true", help="allow private records into the packet")
+    p.add_argument("--level", choices=LEVELS, default="turn",
+                   help="what the table shows: turn, the packet's items (default), or session, the sittings ranked, "
+                        "each with its score and the records that carried it; --json holds both")
 
     p = _command(sub, "check", cmd_check, "validate stories and build their indexes; exit 1 with located errors")
     p.add_argument("stories", nargs="*", help="story names or paths (default: every fixtures/*.yaml)")

@@ -363,6 +363,22 @@ class PacketItem(BaseModel):
     passage: Passage | None = None  # set when the item is a passage of its record (garden/rerank/passage.py)
 
 
+class Sitting(BaseModel):
+    """A sitting the query was answered from, as a result of its own: the records of one
+    session (garden/rerank/sittings.py), its place among the store's sittings for this
+    query, its score, and the records whose scores made it (`carried_by`, best first)."""
+
+    model_config = ConfigDict(allow_inf_nan=False)  # as PacketItem: JSON has no NaN
+
+    sitting: int = Field(ge=1)   # its number in the story, counted from 1 in the story's order
+    rank: int = Field(ge=1)
+    score: float
+    title: str | None = None
+    at: dt.date | None = None
+    carried_by: list[str]
+    why: list[str]
+
+
 class Rejection(BaseModel):
     id: str
     reason: str
@@ -401,6 +417,7 @@ class Packet(BaseModel):
     budget: Budget
     fallback: bool = False
     gate: Gate | None = None          # set by a pipeline with a decide stage that reached it
+    sittings: list[Sitting] = []   # the best sittings, best first (empty when nothing is served)
 
     def ids(self) -> list[str]:
         return [item.id for item in self.items]

@@ -85,11 +85,35 @@ def packet_lines(packet: Packet, pipeline: str, structured: bool, columns: int) 
     return lines
 
 
-def show_packet(packet: Packet, pipeline: str) -> None:
+def sitting_lines(packet: Packet, pipeline: str, columns: int) -> list[str]:
+    """The sittings a packet lists, as lines of at most `columns` cells: each one's rank,
+    number, date and title, its score, the records that carried it and why."""
+    lines = wrap(f"{packet.decision.upper()}  {visible(packet.reason)}", columns)
+    lines += [part for w in packet.warnings for part in wrap(f"warning: {visible(w)}", columns)]
+    head = f"sittings under {pipeline}: {plural(len(packet.sittings), 'sitting')}"
+    lines += wrap(head + (", best first" if packet.sittings else ""), columns)
+    for s in packet.sittings:
+        lines += wrap(f"{s.rank:>2}. sitting {s.sitting}  score {s.score:.3f}", columns, indent="    ")
+        lines += wrap("    " + " · ".join([str(s.at or "undated"), visible(s.title or "untitled")]), columns,
+                      indent="      ")
+        lines += wrap(f"    carried by: {', '.join(visible(rid) for rid in s.carried_by)}", columns, indent="      ")
+        for why in s.why:
+            lines += wrap(f"    why: {visible(why)}", columns, indent="      ")
+    if not packet.sittings:
+        lines += wrap(silence(packet) or "no sitting: the story keeps no turns as sittings (raw records written "
+                      "one after another with the same date and title)", columns)
+    lines += wrap(f"{plural(len(packet.sittings), 'sitting')} listed, {plural(len(packet.items), 'item')} in "
+                  f"the packet", columns)
+    return lines
+
+
+def show_packet(packet: Packet, pipeline: str, level: str = "turn") -> None:
     from garden.pipelines import split_structured
 
     structured = split_structured(pipeline) is not None
-    for line in packet_lines(packet, pipeline, structured, width()):
+    lines = (sitting_lines(packet, pipeline, width()) if level == "session"
+             else packet_lines(packet, pipeline, structured, width()))
+    for line in lines:
         print(line)
 
 

@@ -103,3 +103,42 @@ def write(path: Path, data, gz: bool = False) -> Path:
     raw = json.dumps(data).encode("utf-8")
     path.write_bytes(gzip.compress(raw, mtime=0) if gz else raw)
     return path
+
+
+def renamed_import(folder: Path, out: Path, seed: int = 48) -> dict[str, str]:
+    """A copy of `garden import longmemeval`'s output with every session renamed: each
+    session's id (the part of a record id before its last dot) becomes a random name, the
+    same in every haystack, in the stories and in the cases' evidence; the cases' `about`,
+    which names the evidence sessions, says nothing. The records' texts and titles are kept,
+    so nothing but the names changes. Returns old session -> new."""
+    import random
+
+    import yaml
+
+    rng = random.Random(seed)
+    names: dict[str, str] = {}
+
+    def renamed(rid: str) -> str:
+        session, _, n = rid.rpartition(".")
+        if session not in names:
+            names[session] = f"{rng.getrandbits(48):012x}"
+        return f"{names[session]}.{n}"
+
+    for story in sorted((folder / "fixtures").glob("longmemeval-*.jsonl")):
+        lines = story.read_text(encoding="utf-8").splitlines()
+        records = [json.loads(line) for line in lines[1:]]
+        for record in records:
+            record["id"] = renamed(record["id"])
+        target = out / "fixtures" / story.name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text("\n".join([lines[0], *(json.dumps(r, ensure_ascii=False) for r in records)]) + "\n",
+                          encoding="utf-8")
+    for case in sorted((folder / "cases").glob("longmemeval-*/*.yaml")):
+        data = yaml.safe_load(case.read_text(encoding="utf-8"))
+        data["about"] = "a LongMemEval question, its sessions renamed"
+        if "include" in data.get("expect", {}):
+            data["expect"]["include"] = [renamed(rid) for rid in data["expect"]["include"]]
+        target = out / "cases" / case.parent.name / case.name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True), encoding="utf-8")
+    return names

@@ -52,7 +52,7 @@ def test_the_copy_is_the_one_that_runs(garden_with_recent):
 def test_the_new_stage_is_in_pipelines_and_schemas(garden_with_recent):
     code, out, err = garden(garden_with_recent, "pipelines", "--json")
     assert code == 0, err
-    assert "session -> recent -> standout" in json.loads(out)["default"]
+    assert "session -> recent -> sittings -> standout" in json.loads(out)["default"]
     code, _, err = garden(garden_with_recent, "schemas", "--out", "out")
     assert code == 0, err
     case_schema = json.loads((garden_with_recent / "out" / "case.schema.json").read_text(encoding="utf-8"))

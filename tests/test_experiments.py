@@ -282,3 +282,23 @@ def test_the_store_gate_protocol_reads_each_store_against_its_own_level():
     worst = {name: min(f["answered"] - f["negatives answered"] for f in got.values())
              for name, got in (("one", one), ("own", own))}
     assert worst["one"] < 0.2 and worst["own"] > 0.7
+
+
+def test_the_sitting_experiment_chooses_only_what_costs_neither_benchmark():
+    """experiments/session_ranking.py's rule: a variant that helps one benchmark and costs
+    the other is not chosen (it is, with every variant eligible); one that helps both is."""
+    from experiments.session_ranking import choose, pooled
+
+    folds = {"a": {"a1": "fa", "a2": "fa", "a3": "fb"}, "b": {"b1": "fc", "b2": "fc", "b3": "fd"}}
+
+    def figures(a: float, b: float) -> dict:
+        return {"a": {m: {q: a for q in folds["a"]} for m in ("nDCG@10", "Success@5")},
+                "b": {m: {q: b for q in folds["b"]} for m in ("nDCG@10", "Success@5")}}
+    today, lopsided, both = figures(0.5, 0.5), figures(0.9, 0.45), figures(0.55, 0.55)
+    names = ["today", "lopsided", "both"]
+    chosen, held = choose([today, lopsided, both], folds, names)
+    assert {c["chosen"] for c in chosen} == {"both"} and set(held["a"].values()) == {2}
+    assert {c["chosen"] for c in choose([today, lopsided, both], folds, names, rule="best")[0]} == {"lopsided"}
+    assert {c["chosen"] for c in choose([today, lopsided], folds, names[:2])[0]} == {"today"}
+    assert pooled([3.0, 2.0, 1.0, 0.5], "sum3") == 6.0 and pooled([3.0, 1.0], "mean3") == 2.0
+    assert pooled([3.0, 2.0], "max") == 3.0 and 3.0 < pooled([3.0, 2.0], "lse0.05") < 3.0 + 1e-6

@@ -270,6 +270,12 @@ def test_default_leads_bm25s_and_the_five_list_fusion_significantly(tmp_path, mo
     assert turn["default"]["Success@5"] == pytest.approx(EXPECTED["Success@5"], abs=TOLERANCE)
     assert turn["default"]["nDCG@10"] == pytest.approx(EXPECTED["nDCG@10"], abs=TOLERANCE)
     assert turn["default"]["Success@1"] == pytest.approx(EXPECTED["Success@1"], abs=TOLERANCE)
+    # the session level is each pipeline's ranking of sittings: default's sittings stage
+    session = report["session"]["pipelines"]
+    assert session["default"]["Success@5"] == pytest.approx(EXPECTED["session Success@5"], abs=TOLERANCE)
+    assert session["default"]["nDCG@10"] == pytest.approx(EXPECTED["session nDCG@10"], abs=TOLERANCE)
+    assert report["session"]["tests"]["vs_baseline"]["default"]["nDCG@10"]["significant"]
+    assert session["default"]["nDCG@10"] > session["locomo-fusion"]["nDCG@10"]
     tests = report["turn"]["tests"]["vs_baseline"]
     assert tests["default"]["Success@5"]["significant"] and tests["default"]["nDCG@10"]["significant"]
     assert tests["default"]["Success@5"]["delta"] > 0 and tests["default"]["nDCG@10"]["delta"] > 0
@@ -305,7 +311,8 @@ def test_default_leads_bm25s_and_the_five_list_fusion_significantly(tmp_path, mo
     assert (tmp_path / "risk-coverage.png").read_bytes()[:4] == b"\x89PNG"
 
 
-EXPECTED = {"Success@1": 0.457, "Success@5": 0.793, "nDCG@10": 0.629}
+EXPECTED = {"Success@1": 0.457, "Success@5": 0.793, "nDCG@10": 0.629, "session Success@5": 0.947,
+            "session nDCG@10": 0.862}
 
 
 def test_ablate_on_locomo_reports_the_evidence_measures_and_what_the_user_gets(home):

@@ -117,19 +117,20 @@ def test_the_authors_measures_of_a_hand_ranked_question(tmp_path):
     question = conv.questions[0]
     assert question.evidence == [f"{pot}.3"]
     scoring = AuthorsScoring()
-    # a ranking of every turn: the assistant's turns are skipped, leaving pot.1, shared.1, pot.3
-    scoring("p", conv, question, [s2, f"{pot}.1", f"{pot}.2", s1, f"{pot}.3"])
+    # a ranking of every turn: the assistant's turns are skipped, leaving pot.1, shared.1, pot.3;
+    # the sittings ranked shared first, then pot
+    sittings = [(s1, s2), (f"{pot}.1", f"{pot}.2", f"{pot}.3")]
+    scoring("p", conv, question, [s2, f"{pot}.1", f"{pot}.2", s1, f"{pot}.3"], sittings)
     turn = {m: v[question.qid] for m, v in scoring.values["turn"]["p"].items()}
     assert turn["recall_any@1"] == 0 and turn["recall_any@3"] == 1 and turn["recall_all@3"] == 1
     assert turn["ndcg_any@3"] == pytest.approx(1 / math.log2(3))        # gold third, ideal 1
     session = {m: v[question.qid] for m, v in scoring.values["session"]["p"].items()}
-    # k = 1: the first user turn is pot's, the gold session: all three are 1
-    assert session["recall_any@1"] == session["ndcg_any@1"] == 1
-    # k = 3: only two sessions exist; the depth grows past the corpus (4) and the sessions
-    # ranked are pot, shared, pot: DCG 1 + 0 + 1/log2(3); the ideal over the corpus's
-    # sessions (pot, pot, shared) is 1 + 1/log2(2) = 2
-    assert session["ndcg_any@3"] == pytest.approx((1 + 1 / math.log2(3)) / 2)
-    assert session["recall_all@3"] == 1
+    # the ranking of sittings, read over their corpus of two sessions: pot, the gold, second
+    assert session["recall_any@1"] == session["ndcg_any@1"] == 0
+    # their discount leaves the second place whole: DCG 0 + 1/log2(2) = 1, over an ideal of 1
+    assert session["recall_any@3"] == session["recall_all@3"] == 1 and session["ndcg_any@3"] == pytest.approx(1)
+    scoring("q", conv, question, [], sittings[::-1])
+    assert scoring.values["session"]["q"]["ndcg_any@1"][question.qid] == 1
 
 
 def test_an_assistant_or_unprefixed_evidence_turn_is_not_the_authors_gold(tmp_path):
@@ -138,7 +139,7 @@ def test_an_assistant_or_unprefixed_evidence_turn_is_not_the_authors_gold(tmp_pa
     conv = _first_store(write(tmp_path / "f.json", data))
     assert conv.questions[0].evidence and AuthorsScoring.gold(conv.story, conv.questions[0]) == []
     scoring = AuthorsScoring()
-    scoring("p", conv, conv.questions[0], conv.questions[0].evidence)
+    scoring("p", conv, conv.questions[0], conv.questions[0].evidence, [])
     assert scoring.values["turn"] == {} and scoring.category == {}
 
 

@@ -32,14 +32,14 @@ def run_cli(args, capsys):
 def test_the_pipeline_is_the_list_of_stages_in_order():
     assert [s.name for s in STAGES] == ["triage", "window", "addressee", "retrieve", "structure", "cited", "neighbours",
                                         "phrase", "sessions",
-                                        "update", "supersession", "session", "standout", "calibration", "decide",
+                                        "update", "supersession", "session", "sittings", "standout", "calibration", "decide",
                                         "fill", "lanes",
                                         "provenance", "restated", "passage", "pack", "premise"]
     assert {s.name for s in STAGES if s.essential} == {"retrieve", "lanes", "pack"}
     assert [s.name for s in make_pipeline("default-phrase-session").stages] == [
         "triage", "window", "addressee", "retrieve", "structure", "cited", "neighbours", "sessions", "update",
-        "supersession", "standout", "calibration", "decide", "fill", "lanes", "provenance", "restated", "passage",
-        "pack", "premise"]
+        "supersession", "sittings", "standout", "calibration", "decide", "fill", "lanes", "provenance", "restated",
+        "passage", "pack", "premise"]
 
 
 def test_every_setting_has_one_default_and_one_stage_that_uses_it():

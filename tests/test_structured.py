@@ -149,7 +149,7 @@ def test_trace_records_ratio_rival_decision_and_spans():
     # every stage is timed under its own name, in pipeline order
     assert list(outcome.timings_ms) == outcome.stages["stages"] == [s.name for s in STAGES] == [
         "triage", "window", "addressee", "retrieve", "structure", "cited", "neighbours", "phrase", "sessions",
-        "update", "supersession", "session", "standout", "calibration", "decide", "fill", "lanes", "provenance",
+        "update", "supersession", "session", "sittings", "standout", "calibration", "decide", "fill", "lanes", "provenance",
         "restated", "passage", "pack", "premise"]
 
 

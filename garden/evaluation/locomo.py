@@ -11,7 +11,9 @@ One rule turns every pipeline's ranking into a ranking of turns (`turn_ranking`)
 stands for itself; a record citing turns (an observation, a session summary) stands, at
 its own position, for the turns it cites that are not ranked yet, in the order of the
 pipeline's own scores for them (a turn it did not score counts 0), ties in story order;
-anything else is left out. Session level: a session is ranked where its first turn is.
+anything else is left out. Session level: each pipeline's own ranking of sittings, as
+stores.py reads it (the sittings stage's, or the bare rule's: a sitting ranked by the best
+score of a record standing in it).
 
 Bare retrievers rank the whole story (turns, observations, summaries) as one batch; a
 structured pipeline runs its stages per question with `candidates` raised to the depth and

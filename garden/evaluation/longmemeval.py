@@ -19,10 +19,12 @@ ranking into a ranking of turns, cut at `depth`, DEPTH by default):
   `has_answer` in evidence sessions whose id begins `answer_`), their corpus (the
   haystack's user turns: a pipeline's ranking is read over its user turns only, since
   only those are indexed in their evaluation), their discount and ideal, their k (1, 3, 5,
-  10, 30, 50), at turn level and at session level (k grown until k sessions are covered);
-  abstention questions and questions with no user-side evidence turn are left out. The
-  haystack's turns are ranked as the garden indexes them (both roles), so a figure here
-  is the garden's ranking scored by the authors' rules, not a rerun of their retrievers.
+  10, 30, 50), at turn level and at session level: the pipeline's own ranking of sittings
+  (garden/rerank/sittings.py) read over their session corpus, the sessions of user turns,
+  as they score a retriever that ranks sessions; abstention questions and questions with
+  no user-side evidence turn are left out. The haystack's turns are ranked as the garden
+  indexes them (both roles), so a figure here is the garden's ranking scored by the
+  authors' rules, not a rerun of their retrievers.
 
 Abstention questions (ids ending `_abs`) are negatives: nothing in the haystack answers
 them, so they are judged by the decision and the packet only (answered or silent, and the
@@ -39,7 +41,7 @@ from garden.derived.home import derived_folder
 from garden.errors import GardenError
 from garden.evaluation.compare import ALPHA, PERMUTATIONS, CompareReport, compare_values
 from garden.evaluation.locomo import check_comparison, made_pipelines
-from garden.evaluation.longmemeval_scoring import EVIDENCE_PREFIX, KS, measures, turn_ranking_at_session_level
+from garden.evaluation.longmemeval_scoring import EVIDENCE_PREFIX, KS, measures
 from garden.evaluation.packets import plot_decisions
 from garden.evaluation.stores import (TURN_KIND, Conversation, Question, StoresReport, iter_imported,
                                       summary_block,
@@ -57,8 +59,9 @@ JUDGMENTS = ("LongMemEval evidence turns (Wu et al., ICLR 2025; MIT): the turns 
              "question's evidence sessions, of either role; derived records stand for the turns they cite; "
              "abstention questions are negatives (nothing in the haystack answers them)")
 AUTHORS_JUDGMENTS = ("the authors' rules: gold turns are the user turns marked has_answer in evidence sessions "
-                     "whose id begins answer_, gold sessions the sessions holding them; the ranking is read over "
-                     "the haystack's user turns; DCG = rel_1 + sum_{i>=2} rel_i / log2(i) over the corpus's "
+                     "whose id begins answer_, gold sessions the sessions holding them; turn level reads the turn "
+                     "ranking over the haystack's user turns, session level the ranking of sittings over its "
+                     "sessions of user turns; DCG = rel_1 + sum_{i>=2} rel_i / log2(i) over the corpus's "
                      "ideal; abstention questions and those with no user-side evidence turn left out")
 
 
@@ -120,7 +123,8 @@ class AuthorsScoring:
         return [t for t in question.evidence
                 if story.by_id[t].speaker == USER and _session(t).startswith(EVIDENCE_PREFIX)]
 
-    def __call__(self, pipeline: str, conv: Conversation, question: Question, turns: list[str]) -> None:
+    def __call__(self, pipeline: str, conv: Conversation, question: Question, turns: list[str],
+                 sittings: list[tuple[str, ...]]) -> None:
         story = conv.story
         gold = self.gold(story, question)
         if not gold:
@@ -128,13 +132,16 @@ class AuthorsScoring:
         corpus = story.remembered("longmemeval user turns", lambda s: [
             r.id for r in s.records if r.kind == TURN_KIND and r.speaker == USER])
         users = set(corpus)
+        sessions = list(dict.fromkeys(_session(t) for t in corpus))   # their session corpus: sessions of user turns
+        ranked = list(dict.fromkeys(_session(held[0]) for held in sittings if any(rid in users for rid in held)))
+        gold_sessions = {_session(t) for t in gold}
         ranking = [t for t in turns if t in users]
         self.category[question.qid] = question.category
         for level in ("turn", "session"):
             table = self.values[level].setdefault(pipeline, {})
             for k in KS:
                 got = (measures(ranking, gold, corpus, k) if level == "turn"
-                       else turn_ranking_at_session_level(ranking, gold, corpus, _session, k))
+                       else measures(ranked, gold_sessions, sessions, k))
                 for name, value in got.items():
                     table.setdefault(name, {})[question.qid] = value
 

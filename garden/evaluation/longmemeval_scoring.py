@@ -10,7 +10,10 @@ They differ from the garden's own (ir-measures) in three ways that move numbers:
   haystack), sorted, cut at k; relevance is binary;
 - the session level of a turn ranking: each turn stands for its session, k grows until the
   top k turns cover k distinct sessions (or the corpus ends), and the three measures are
-  taken over the turns at that depth, each turn relevant when its session is.
+  taken over the turns at that depth, each turn relevant when its session is. A ranking of
+  sessions (a retriever that ranks sessions, as `garden compare` now scores the session
+  level, from each pipeline's ranking of sittings) is scored by `measures` directly, over
+  the corpus of sessions.
 
 `recall_any@k`: some gold document in the top k; `recall_all@k`: every one. The authors
 report k in KS, at session and turn level. Their gold (`author_gold`): turn level, the user

@@ -11,7 +11,10 @@ One rule turns every pipeline's ranking into a ranking of turns (`turn_ranking`)
 stands for itself; a record citing turns (an observation, a session summary) stands, at
 its own position, for the turns it cites that are not ranked yet, in the order of the
 pipeline's own scores for them (a turn it did not score counts 0), ties in story order;
-anything else is left out. Session level: a session is ranked where its first turn is.
+anything else is left out. Session level: each pipeline's own ranking of sittings
+(garden/rerank/sittings.py): a structured pipeline's sittings stage, and for a bare
+retriever (or a structured pipeline without that stage) one rule for all, a sitting ranked
+by the best score of a record standing in it.
 
 Bare retrievers rank the whole story as one batch; a structured pipeline runs its stages
 per question with `candidates` raised to the depth and ranks by the reranker's score
@@ -35,7 +38,7 @@ import numpy as np
 from garden.store.layout import CASES_FOLDER, STORY_FOLDER
 from garden.evaluation.compare import ALPHA, PERMUTATIONS, CompareReport, compare_runs
 from garden.evaluation.packets import PacketRow, decision_report, packet_row, packet_tables
-from garden.models import DEFAULT_BUDGET, Story
+from garden.models import DEFAULT_BUDGET, Sitting, Story
 from garden.rerank.stages import Settings
 from garden.rerank.premise import WARNING as PREMISE_WARNING
 
@@ -144,6 +147,21 @@ def sessions_run(turns: Sequence[str], session_of: Mapping[str, str]) -> list[st
     return out
 
 
+def sitting_turns(story: Story, sittings: Sequence[Sitting]) -> list[tuple[str, ...]]:
+    """The records of each sitting ranked, in the ranking's order."""
+    from garden.rerank.sittings import sitting_records
+
+    members = sitting_records(story)
+    return [members[s.sitting] for s in sittings]
+
+
+def sittings_run(sittings: Sequence[tuple[str, ...]], session_of: Mapping[str, str]) -> list[str]:
+    """A ranking of sittings (each its records) as the judged sessions, best first: a
+    sitting is the session its turns sit in."""
+    return sessions_run([next(rid for rid in held if rid in session_of) for held in sittings
+                         if any(rid in session_of for rid in held)], session_of)
+
+
 # --- running the pipelines -------------------------------------------------------------
 
 
@@ -159,19 +177,34 @@ class Reference:
 def rank_questions(pipeline, conv: Conversation, depth: int, questions: Sequence[Question] | None = None,
                    settings: Settings | None = None) -> list[list[tuple[str, float]]]:
     """Each question's ranking of records, best first, to `depth`."""
+    return [records for records, _ in rank_both(pipeline, conv, depth, questions, settings)]
+
+
+def rank_both(pipeline, conv: Conversation, depth: int, questions: Sequence[Question] | None = None,
+              settings: Settings | None = None) -> list[tuple[list[tuple[str, float]], list[Sitting]]]:
+    """Each question's ranking of records, best first, to `depth`, and its ranking of
+    sittings: a structured pipeline's sittings stage, or the bare rule on its ranking."""
     from garden.pipelines.structured import StructuredPipeline
     from garden.rerank.query import QuerySpec
+    from garden.rerank.sittings import bare_sittings
     from garden.retrievers import as_retriever
 
     questions = conv.questions if questions is None else questions
-    if isinstance(pipeline, Reference):
-        return pipeline.rank(conv, depth, questions)
+    story = conv.story
     if isinstance(pipeline, StructuredPipeline):
         settings = (settings or Settings()).merged(Settings(candidates=depth))
-        return [pipeline.ranking(QuerySpec(conv.story, q.text, q.as_of, settings=settings), depth).by_relevance(depth)
-                for q in questions]
-    retriever = as_retriever(pipeline.indexes.retriever(conv.story, pipeline.name))
-    return retriever.top_many([q.text for q in questions], depth)
+        out = []
+        for q in questions:
+            ranked = pipeline.ranking(QuerySpec(story, q.text, q.as_of, settings=settings), depth)
+            records = ranked.by_relevance(depth)
+            out.append((records, ranked.sittings or bare_sittings(story, records, pipeline.name)))
+        return out
+    if isinstance(pipeline, Reference):
+        rankings = pipeline.rank(conv, depth, questions)
+    else:
+        rankings = as_retriever(pipeline.indexes.retriever(story, pipeline.name)).top_many(
+            [q.text for q in questions], depth)
+    return [(records, bare_sittings(story, records, pipeline.name)) for records in rankings]
 
 
 def prepare(pipeline, story: Story) -> None:
@@ -220,8 +253,9 @@ class StoreRuns:
     ms: dict[str, float]                  # pipeline -> milliseconds per question asked
 
 
-# (pipeline name, store, question, turns ranked best first): for a caller's own measures
-OnTurns = Callable[[str, Conversation, Question, list[str]], None]
+# (pipeline name, store, question, turns ranked best first, sittings ranked best first, each
+# its records): for a caller's own measures
+OnTurns = Callable[[str, Conversation, Question, list[str], list[tuple[str, ...]]], None]
 
 
 def run_stores(stores: Iterable[tuple[Conversation, Sequence[Question]]], pipelines: Mapping[str, object],
@@ -257,16 +291,18 @@ def _run_store(runs: StoreRuns, elapsed: dict[str, float], conv: Conversation, m
         bar.now(f"{conv.story.story} under {name}")
         prepare(pipeline, conv.story)
         start = time.perf_counter()
-        rankings = rank_questions(pipeline, conv, depth, mine)
+        both = rank_both(pipeline, conv, depth, mine)
         elapsed[name] += time.perf_counter() - start
-        for q, ranking in zip(mine, rankings):
+        rankings = [records for records, _ in both]
+        for q, (ranking, sittings) in zip(mine, both):
             if not q.evidence:
                 continue
             turns = turn_ranking(conv.story, ranking, depth)
+            held = sitting_turns(conv.story, sittings)
             runs.turn[name][q.qid] = as_run(turns)
-            runs.session[name][q.qid] = as_run(sessions_run(turns, session_of))
+            runs.session[name][q.qid] = as_run(sittings_run(held, session_of))
             if on_turns is not None:
-                on_turns(name, conv, q, turns)
+                on_turns(name, conv, q, turns, held)
         if with_packets and not isinstance(pipeline, Reference):
             runs.rows.setdefault(name, []).extend(packets(pipeline, conv, mine, budget, rankings))
 

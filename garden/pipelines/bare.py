@@ -18,6 +18,7 @@ from garden.rerank.candidates import Candidate
 from garden.rerank.gate import hard_reason
 from garden.rerank.pack import over_budget
 from garden.rerank.query import QuerySpec
+from garden.rerank.sittings import SITTINGS_SHOWN, bare_sittings
 from garden.retrievers import as_retriever, evidence_kind, member_scores, rank
 
 
@@ -43,10 +44,12 @@ class BarePipeline:
         # runs to every record sharing a word (hundreds a query), so what is not packed stays
         # an (id, score) pair until a trace asks for its scores
         sizes, budget, used, chosen, rejected = spec.story.sizes, spec.budget, 0, [], []
+        servable = []   # what the hard rules let through: the sittings are ranked on these alone
         for rid, score in ranked:
             if self.hard_rules and (hard := hard_reason(by_id[rid], spec)) is not None:
                 rejected.append({"id": rid, "reason": hard[0], "detail": hard[1]})
                 continue
+            servable.append((rid, score))
             size = sizes[rid]
             if used + size > budget:
                 rejected.append({"id": rid, "reason": "over_budget", "detail": over_budget(size, budget - used)})
@@ -63,7 +66,8 @@ class BarePipeline:
         reason = f"bare {self.name}: always retrieves" + ("; the hard rules applied" if self.hard_rules else "")
         packet = Packet(decision="retrieve", reason=reason, warnings=[],
                         items=[c.item() for c in packed], rejected=rejected,
-                        budget=Budget(limit=spec.budget, used=used))
+                        budget=Budget(limit=spec.budget, used=used),
+                        sittings=bare_sittings(spec.story, servable, self.name)[:SITTINGS_SHOWN])
 
         def candidates() -> list[dict]:
             ids = [rid for rid, _ in ranked]

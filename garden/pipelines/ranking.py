@@ -118,6 +118,7 @@ class Ranked:
     live: set[str]                                         # candidates the gate did not reject
     triage: str | None = None                              # what triage would have answered
     candidates: dict = field(default_factory=dict, repr=False)  # record id -> Candidate (labels, why)
+    sittings: list = field(default_factory=list, repr=False)    # the sittings stage's ranking, best first
 
     def ordered(self, depth: int, moved_by: Sequence[str] = MOVED_BY) -> Ranking:
         """The rule: base order, moved only by the bonuses of the stages in `moved_by`.
@@ -184,7 +185,7 @@ def rank_query(pipeline, spec: QuerySpec, depth: int, base: Ranking | None = Non
     pipeline.run_stages(ctx, ranking=True, after=gather)
     live = {rid for rid, c in ctx.candidates.items() if c.reason is None}
     relevance = {rid: c.score for rid, c in ctx.candidates.items() if rid in live}
-    return Ranked({rid: s * scale for rid, s in top}, relevance, bonus, live, verdict, ctx.candidates)
+    return Ranked({rid: s * scale for rid, s in top}, relevance, bonus, live, verdict, ctx.candidates, ctx.sittings)
 
 
 def prepare(pipeline, story: Story) -> None:

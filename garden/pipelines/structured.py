@@ -32,6 +32,7 @@ from garden.rerank.candidates import by_score
 from garden.rerank.context import QueryContext, Stage
 from garden.rerank.query import QuerySpec
 from garden.rerank.resolve import Resolution, resolve
+from garden.rerank.sittings import SITTINGS_SHOWN
 from garden.rerank.stages import (PIPELINE_LABELS, PIPELINE_REASONS, STAGES, check_order,  # noqa: F401
                                   packet_stages, support_labels)
 from garden.retrievers import as_retriever, evidence_kind
@@ -154,7 +155,9 @@ class StructuredPipeline:
                       # dicts, validated by the packet in one pass: hundreds a query
                       rejected=[{"id": c.id, "reason": c.reason, "detail": c.detail}
                                 for c in sorted(cands.values(), key=lambda c: c.id) if c.id not in packed_ids],
-                      budget=Budget(limit=ctx.spec.budget, used=ctx.used), fallback=ctx.fallback)
+                      budget=Budget(limit=ctx.spec.budget, used=ctx.used), fallback=ctx.fallback,
+                      # a silent packet lists no sitting either: what the gate withholds is withheld whole
+                      sittings=ctx.sittings[:SITTINGS_SHOWN] if ctx.packed else [])
 
 
 def candidate_trace(cands: dict) -> list[dict]:

@@ -152,6 +152,7 @@ class QueryContext:
     addressee: str | None = None                     # whose words the query asks for (addressee.py)
     addressed_by: str = ""                           # ... and the query's words that ask it
     unasked: str | None = None                       # the store's own voice, when the query does not ask for it
+    sittings: list = field(default_factory=list)     # the sittings ranked (sittings.py), best first
 
     def stop(self, decision: str, reason: str, fallback: bool = False, question: str | None = None) -> None:
         """Answer without retrieving: ASK or SKIP."""

@@ -66,6 +66,7 @@ STAGES: list[Stage] = stages_named(
     "update",
     "supersession",
     "session",
+    "sittings",
     "standout",
     "calibration",
     "decide",

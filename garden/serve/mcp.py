@@ -27,6 +27,7 @@ INSTRUCTIONS = ("Recall what a person's stored memories say about a question. Ca
                 "chosen. decision is retrieve, ask (ambiguous: ask the user which one) or abstain (nothing "
                 "stored answers it).")
 TEXT_ITEM_LIMIT = 240   # characters of one item's text in the readable rendering (the packet holds it whole)
+SITTINGS_RENDERED = 3   # sittings named in the readable rendering (the packet lists up to ten)
 
 
 def render(packet: dict) -> str:
@@ -39,6 +40,11 @@ def render(packet: dict) -> str:
         lines.append(f"{n}. {item['id']} ({item['kind']}{when}){labels}: {one_line(item['text'], TEXT_ITEM_LIMIT)}")
     if not packet.get("items"):
         lines.append("no items")
+    sittings = packet.get("sittings", [])[:SITTINGS_RENDERED]
+    if sittings:
+        lines.append("best sittings: " + "; ".join(
+            f"{s['rank']}. {one_line(s.get('title') or 'untitled', 80)}{' ' + str(s['at']) if s.get('at') else ''} "
+            f"({', '.join(s['carried_by'])})" for s in sittings))
     budget = packet.get("budget", {})
     rejected = len(packet.get("rejected", []))
     lines.append(f"budget: {budget.get('used')} of {budget.get('limit')} characters; {rejected} "
@@ -60,7 +66,8 @@ def build_server(garden: Garden) -> MCPServer:
                pipeline: str = "default") -> CallToolResult:
         """Ask the stored memories a question. Returns the packet: decision (retrieve, ask or
         abstain), reason, and items (id, kind, labels, why, text, at), within `budget`
-        characters. `story` names the store to ask (see list_stories; optional when one is
+        characters, and the best sittings it was found in (score, rank, the records that
+        carried it). `story` names the store to ask (see list_stories; optional when one is
         served); `as_of` is the date to answer as of (YYYY-MM-DD; default: the latest the
         story mentions)."""
         body: dict[str, Any] = {"text": text, "budget": budget, "pipeline": pipeline}
