@@ -31,6 +31,10 @@ shared, `--stores`, so neither script generates a store the other made):
   the one `GARDEN_MILVUS_STANDALONE` names): `milvus-dense` builds an HNSW index there, and
   the lexical member is `bm25` in the garden's process (Milvus 2.3 has no BM25 function);
   Milvus's part is timed by phase (insert, flush, index build, load);
+- `standalone stored`: the story itself ingested into Milvus on that standalone, as `stored`
+  does on the server (its `bm25` indexed at ingest, saved, and read mapped by the query
+  process), then queried in a process of its own: the garden's side of a story in Milvus
+  when the engine builds real indexes;
 - `--random-vectors-above N`: a size past N takes random unit vectors (one per text, seeded
   by its sha256) for every record in every process instead of the model's, for latency
   alone: nothing is encoded and the embedding cache is neither read nor written. Every row
@@ -41,12 +45,15 @@ shared, `--stores`, so neither script generates a store the other made):
 - the server's peak resident set (VmHWM) is read from /proc when this script started it
   (a standalone's: its engine's, the largest process it runs).
 
+Every process reads the cases with the records they name checked against the story it
+holds (`case_queries`), not against the story's file parsed again per case file.
+
 Each size's homes, Milvus Lite store and server data are made under `--work` and removed
 when the size is done; the figures are kept in `--work`/milvus_scale.json (`--again` shows
 its table).
 
     .venv/bin/python experiments/milvus_scale.py [--sizes 10000,100000] [--rounds 3] [--json] [--work DIR]
-        [--retriever milvus-bm25] [--configurations "in process,embedded,server,standalone,stored"]
+        [--retriever milvus-bm25] [--configurations "in process,embedded,server,standalone,stored,standalone stored"]
         [--random-vectors-above 10000]
 """
 from __future__ import annotations
@@ -70,7 +77,8 @@ PROJECT = Path(__file__).resolve().parents[1]
 if str(PROJECT) not in sys.path:  # run as a script: the project's packages by name
     sys.path.insert(0, str(PROJECT))
 
-from experiments.scale import SEED, WORK as SCALE_WORK, _spread, _timed, case_queries, story_at  # noqa: E402
+from experiments.scale import SEED, WORK as SCALE_WORK, _spread, _timed, story_at  # noqa: E402
+from experiments.scale import case_queries as scale_queries  # noqa: E402
 from garden.retrievers._milvus_server import start_local_server, start_standalone, stop_local_server  # noqa: E402
 
 WORK = PROJECT / "experiments" / "out" / "milvus_scale"
@@ -78,6 +86,8 @@ CONFIGURATIONS = ("in process", "embedded", "server", "standalone")
 DEFAULT_CONFIGURATIONS = ("in process", "embedded", "server")
 STANDALONE = "standalone"  # a Milvus standalone: real indexes (HNSW), the lexical member bm25 in process
 STORED = "stored"  # the story itself in Milvus (garden.store.milvus), on the server
+STANDALONE_STORED = "standalone stored"  # the story itself in Milvus on the standalone, bm25 read mapped
+STORIES_IN_MILVUS = (STORED, STANDALONE_STORED)
 RANDOM = "random unit vectors, for latency only"  # the label of a size whose vectors are not the model's
 IN_PROCESS = {"milvus-hybrid": "hybrid", "milvus-bm25": "bm25"}  # the in-process twin of each Milvus base
 FIRST_ENCODING = "dense-first-encoding.json"  # scale.py's marker beside the story: the one-time encoding
@@ -95,7 +105,7 @@ def base_retriever(configuration: str, uri: str | None, timeout: float | None, r
     spec = retriever
     if configuration in ("server", STORED):
         spec += f":uri={uri}"
-    elif configuration == STANDALONE:
+    elif configuration in (STANDALONE, STANDALONE_STORED):
         spec += f":uri={standalone}"
     return spec + (f":timeout={timeout:g}" if timeout else "")
 
@@ -128,6 +138,22 @@ def use_random_vectors() -> None:
         return np.stack([random_vector(t, width) for t in texts]) if texts else np.zeros((0, 0), np.float32)
 
     DenseRetriever.embeddings = embeddings
+
+
+def case_queries(cases_dir: Path, story) -> tuple[list, list]:
+    """scale.py's `case_queries`, with the records each case names checked against `story`,
+    the one this process holds (read from the file, or the story in Milvus): `load_case`
+    parses the story's file again for every case file to check them (eleven times per
+    size), which at a million records cost gigabytes of this process's peak, and a
+    process serving a story in Milvus never reads its file."""
+    from garden.formats import cases
+
+    reads = cases.load_story
+    cases.load_story = lambda path: story
+    try:
+        return scale_queries(cases_dir, story)
+    finally:
+        cases.load_story = reads
 
 
 def _peak_mb() -> float:
@@ -306,7 +332,7 @@ def stored_latency(size: int, retriever: str, uri: str, rounds: int, stores: Pat
     story_path, cases_dir = story_at(size, stores)
     opened, story = _timed(lambda: stored_story(story_path.stem))
     specs, expects = case_queries(cases_dir, story)
-    name = pipeline_name(base_retriever(STORED, uri, None, retriever))
+    name = pipeline_name(base_retriever(STORED, uri, None, retriever))  # uri: the server's or the standalone's
     pipeline = make_pipeline(name)
     first, outcomes = _timed(lambda: [pipeline.run(spec) for spec in specs])
     failed = {case for spec, outcome, (case, expect) in zip(specs, outcomes, expects)
@@ -394,7 +420,7 @@ def one_size(size: int, rounds: int, work: Path, stores: Path, timeout: float | 
         ["--timeout", str(timeout)] if timeout else []) + (["--random-vectors"] if random else [])
     out: dict = {"records": size, "retriever": retriever, "configurations": list(configurations),
                  "vectors": RANDOM if random else "all-MiniLM-L6-v2"}
-    timed = [c for c in configurations if c != STORED]
+    timed = [c for c in configurations if c not in STORIES_IN_MILVUS]
     proc = standalone_proc = None
     uri = standalone = None
     try:
@@ -406,7 +432,7 @@ def one_size(size: int, rounds: int, work: Path, stores: Path, timeout: float | 
             if not uri:  # its log is kept after the run
                 proc, uri = start_local_server(scratch / "server-data", work / f"server-{size}.log")
             out["server"] = {"uri": uri, "started_here": proc is not None}
-        if STANDALONE in configurations:
+        if {STANDALONE, STANDALONE_STORED} & set(configurations):
             standalone = os.environ.get("GARDEN_MILVUS_STANDALONE")
             if not standalone:
                 _say(f"{size:,}: starting a Milvus standalone")
@@ -424,13 +450,16 @@ def one_size(size: int, rounds: int, work: Path, stores: Path, timeout: float | 
             _say(f"{size:,}: latency, {rounds} rounds")
             out["latency"] = _child("--part", "latency", "--rounds", str(rounds), "--configurations", ",".join(timed),
                                     "--home", str(scratch / "home-embedded"), *where, *common)
-        if STORED in configurations:
-            home = scratch / "home-stored"
-            _say(f"{size:,}: the story into Milvus (stored)")
-            out["ingest"][STORED] = _child("--part", "stored-ingest", "--uri", uri, "--home", str(home), *common)
-            _say(f"{size:,}: stored, {rounds} rounds")
-            out["stored"] = _child("--part", "stored-latency", "--uri", uri, "--rounds", str(rounds),
-                                   "--home", str(home), *common)
+        for configuration, on in ((STORED, uri), (STANDALONE_STORED, standalone)):
+            if configuration not in configurations:
+                continue
+            home = scratch / f"home-{configuration.replace(' ', '-')}"
+            _say(f"{size:,}: the story into Milvus ({configuration})")
+            out["ingest"][configuration] = _child("--part", "stored-ingest", "--uri", on, "--home", str(home),
+                                                  *common)
+            _say(f"{size:,}: {configuration}, {rounds} rounds")
+            out[configuration] = _child("--part", "stored-latency", "--uri", on, "--rounds", str(rounds),
+                                        "--home", str(home), *common)
         if proc is not None:
             out["server"].update(server_memory_mb(proc.pid))
         if standalone_proc is not None:
@@ -464,24 +493,25 @@ def _shown(name: str) -> str:
     return re.sub(r"(://127\.0\.0\.1):[0-9]+", r"\1:PORT", name)
 
 
-def _stored_row(result: dict) -> str:
+def _stored_row(result: dict, configuration: str = STORED) -> str:
     """The row of the story in Milvus: its ingest (the members' parts), its own latency
     process, and its packets against in-process `default`'s."""
-    made, mine, lat = result["ingest"].get(STORED, {}), result.get("stored", {}), result.get("latency", {})
-    name = f"`{_shown(mine.get('pipeline', STORED))}` (story in Milvus)"
+    made, mine, lat = result["ingest"].get(configuration, {}), result.get(configuration, {}), result.get("latency", {})
+    where = "story in Milvus" + (", standalone" if configuration == STANDALONE_STORED else "")
+    name = f"`{_shown(mine.get('pipeline', configuration))}` ({where})"
     failed = made.get("error") or mine.get("error")
     if failed:
-        return f"| {result['records']:,} | {name} | failed: {failed.splitlines()[-1][:160]} |"
+        return f"| {_records(result)} | {name} | failed: {failed.splitlines()[-1][:160]} |"
     parts = made.get("timings", {})
-    lexical, dense = parts.get("milvus-bm25_s"), parts.get("milvus-dense_s")
+    lexical, dense = parts.get("milvus-bm25_s", parts.get("bm25_s")), parts.get("milvus-dense_s")
     ref = lat.get("query_ms", {}).get("in process")
     theirs = (lat.get("packets") or {}).get("in process")
     tops = (lat.get("top") or {}).get("in process")
     rows = made.get("inserted", {}).get("records")
     ms = mine["query_ms"]
-    server = result.get("server", {}).get("peak_mb")
+    server = result.get("standalone" if configuration == STANDALONE_STORED else "server", {}).get("peak_mb")
     return " | ".join([
-        f"| {result['records']:,}", name, _cell(lexical) + (f" ({rows:,} records)" if rows is not None else ""),
+        f"| {_records(result)}", name, _cell(lexical) + (f" ({rows:,} records)" if rows is not None else ""),
         _cell(dense), _cell(ms["p50"]), _cell(ms["p95"]), _cell(ref and ms["p50"] / ref["p50"], "{:.1f}"),
         _cell(tops and sum(a == b for a, b in zip(mine["top"], tops)) / len(tops), "{:.0%}"),
         _cell(theirs and sum(a == b for a, b in zip(mine["packets"], theirs)) / len(theirs), "{:.0%}"),
@@ -495,8 +525,8 @@ def _records(result: dict) -> str:
 
 
 def _row(result: dict, configuration: str) -> str:
-    if configuration == STORED:
-        return _stored_row(result)
+    if configuration in STORIES_IN_MILVUS:
+        return _stored_row(result, configuration)
     made, lat = result["ingest"].get(configuration, {}), result.get("latency", {})
     where = "" if configuration == "in process" else f" ({configuration})"
     name = f"`{_shown(lat.get('pipelines', {}).get(configuration, configuration))}`{where}"
@@ -561,14 +591,15 @@ def notes(report: dict) -> list[str]:
                              f"{RECALL_AT} against exact search: " + "; ".join(
                                  f"{found[k]['queries']} {k} queries {found[k]['set']:.4f} ({found[k]['ties']:.4f} "
                                  "counting ties)" for k in ("cases", "records")))
-        stored, made = result.get("stored", {}), result.get("ingest", {}).get(STORED, {})
-        if stored and "error" not in stored and "error" not in made:
-            server = (lat.get("packets") or {}).get("server")
-            lines.append(f"{size:,}: story in Milvus: ingest {made['seconds']:.0f} s in all ({made['timings']}), "
-                         f"the ingest process peaked at {made['peak_mb']:,.0f} MB; opening it took "
-                         f"{stored['open_s']:.1f} s" + (f"; same packet as the server configuration on "
-                         f"{sum(a == b for a, b in zip(stored['packets'], server)) / len(server):.0%}"
-                         if server else ""))
+        for configuration, twin in ((STORED, "server"), (STANDALONE_STORED, STANDALONE)):
+            stored, made = result.get(configuration, {}), result.get("ingest", {}).get(configuration, {})
+            if stored and "error" not in stored and "error" not in made:
+                theirs = (lat.get("packets") or {}).get(twin)
+                lines.append(f"{size:,}: {configuration}: ingest {made['seconds']:.0f} s in all ({made['timings']}), "
+                             f"the ingest process peaked at {made['peak_mb']:,.0f} MB; opening it took "
+                             f"{stored['open_s']:.1f} s" + (f"; same packet as the {twin} configuration on "
+                             f"{sum(a == b for a, b in zip(stored['packets'], theirs)) / len(theirs):.0%}"
+                             if theirs else ""))
         lines.append(f"{size:,}: wall time {result['wall_s'] / 60:.1f} min")
     return lines
 
@@ -584,7 +615,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--retriever", choices=tuple(IN_PROCESS), default="milvus-hybrid",
                     help="the Milvus base retriever (milvus-bm25 needs no encoding: a million records)")
     ap.add_argument("--configurations", default=",".join(DEFAULT_CONFIGURATIONS),
-                    help=f"comma-separated, of: {', '.join(CONFIGURATIONS + (STORED,))}")
+                    help=f"comma-separated, of: {', '.join(CONFIGURATIONS + STORIES_IN_MILVUS)}")
     ap.add_argument("--random-vectors-above", type=int, metavar="N",
                     help="a size past N takes random unit vectors instead of the model's (latency only)")
     ap.add_argument("--again", type=Path, metavar="JSON", help="show a saved run's table instead of measuring")
@@ -608,9 +639,10 @@ def main(argv: list[str] | None = None) -> int:
     else:
         sizes = [int(s) for s in args.sizes.split(",")]
         chosen = tuple(c.strip() for c in args.configurations.split(",") if c.strip())
-        unknown = set(chosen) - set(CONFIGURATIONS + (STORED,))
+        unknown = set(chosen) - set(CONFIGURATIONS + STORIES_IN_MILVUS)
         if unknown or not chosen:
-            ap.error(f"--configurations: not one of {', '.join(CONFIGURATIONS + (STORED,))}: {', '.join(unknown)}")
+            ap.error(f"--configurations: not one of {', '.join(CONFIGURATIONS + STORIES_IN_MILVUS)}: "
+                     f"{', '.join(unknown)}")
         report = {"seed": SEED, "rounds": args.rounds,
                   "results": [one_size(s, args.rounds, args.work, args.stores, args.timeout, args.retriever, chosen,
                                        args.random_vectors_above) for s in sizes]}

@@ -37,7 +37,7 @@ from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Iterator, NamedTuple, Sequence
 
 import numpy as np
 
@@ -50,10 +50,22 @@ class WrongIndex(ValueError):
     """The file is a saved index, but not the one asked for (another kind, type or format)."""
 
 
+class Scan(NamedTuple):
+    """What one pass over a mapped array's bytes in the file found (`read_state(...,
+    mapped=True)`), so that checking it never reads it through its mapping: its least and
+    greatest values (integers), whether it never decreases, whether every value is finite."""
+
+    low: int | None
+    high: int | None
+    ordered: bool
+    finite: bool
+
+
 @dataclass
 class State:
     arrays: dict[str, np.ndarray] | Mapping[str, np.ndarray] = field(default_factory=dict)
     meta: dict = field(default_factory=dict)
+    scans: dict[str, Scan] = field(default_factory=dict)  # a mapped array's name -> what its scan found
 
     # -- writing ---------------------------------------------------------------------
     def put(self, name: str, array) -> None:
@@ -92,16 +104,32 @@ class State:
         array = self.arrays[name]
         if array.dtype.kind not in kinds or array.ndim != ndim or (length is not None and len(array) != length):
             raise ValueError(f"array {name!r} is {array.dtype}{list(array.shape)}, not the saved index's")
-        if array.dtype.kind == "f" and not _finite(array):
+        scan = self.scans.get(name)
+        if array.dtype.kind == "f" and not (scan.finite if scan is not None else _finite(array)):
             raise ValueError(f"array {name!r} holds a value that is not finite")
         return array
+
+    def bounds(self, name: str) -> tuple[int, int] | None:
+        """The least and greatest entry of the integer array `name`; None when it is empty."""
+        array = self.array(name, "iu")
+        scan = self.scans.get(name)
+        if not array.size:
+            return None
+        return (scan.low, scan.high) if scan is not None else (int(array.min()), int(array.max()))
 
     def positions(self, name: str, bound: int, length: int | None = None) -> np.ndarray:
         """Integer array `name` whose every entry is in [0, bound): positions into another."""
         array = self.array(name, "iu", 1, length)
-        if len(array) and (int(array.min()) < 0 or int(array.max()) >= bound):
+        found = self.bounds(name)
+        if found is not None and (found[0] < 0 or found[1] >= bound):
             raise ValueError(f"array {name!r} points outside [0, {bound})")
         return array
+
+    def ordered(self, name: str) -> bool:
+        """Whether the one-dimensional numeric array `name` never decreases."""
+        array = self.array(name, "iuf")
+        scan = self.scans.get(name)
+        return scan.ordered if scan is not None else bool((array[1:] >= array[:-1]).all())
 
     def strings(self, name: str, length: int | None = None) -> list[str]:
         data = self.array(f"{name}.utf8", "u", 1)
@@ -150,9 +178,10 @@ class State:
         if not isinstance(meta, dict):
             raise ValueError(f"no saved state of {prefix!r}")
         start = f"{prefix}."
+        scans = {n[len(start):]: scan for n, scan in self.scans.items() if n.startswith(start)}
         if isinstance(self.arrays, LazyArrays):
-            return State(self.arrays.under(start), meta)
-        return State({n[len(start):]: a for n, a in self.arrays.items() if n.startswith(start)}, meta)
+            return State(self.arrays.under(start), meta, scans)
+        return State({n[len(start):]: a for n, a in self.arrays.items() if n.startswith(start)}, meta, scans)
 
     def number(self, key: str, low: float | None = None) -> float:
         value = self.meta.get(key)
@@ -257,6 +286,46 @@ def _member(archive, name: str) -> np.ndarray:
     return array.reshape(shape)
 
 
+SCAN_BYTES = 16 << 20   # bytes of a mapped array read from the file at once to check it
+
+
+def _mapped(found: tuple, name: str) -> tuple[np.ndarray, Scan, str]:
+    """The array `_located` found, mapped from the file without bringing its pages into the
+    process (a query reads those it touches), and one pass over its bytes read from the
+    file a chunk at a time into one buffer: its sha256 (as `array_digest` hashes it) and
+    its `Scan`. Checking a mapped array through its mapping would make every page of it
+    resident in the process; read this way, they are the system's file cache, which any
+    process shares and the system may drop."""
+    fd, offset, shape, dtype, _, count = found
+    h = hashlib.sha256()
+    h.update(json.dumps([name, dtype.str, list(shape)]).encode("utf-8"))
+    per = max(1, SCAN_BYTES // dtype.itemsize)
+    buffer = np.empty(min(per, count), dtype=dtype)
+    low = high = last = None
+    ordered = finite = True
+    for start in range(0, count, per):
+        chunk = buffer[:min(per, count - start)]
+        view, at = memoryview(chunk).cast("B"), 0
+        while at < len(view):
+            got = os.preadv(fd, [view[at:]], offset + start * dtype.itemsize + at)
+            if got <= 0:
+                raise ValueError(f"array {name!r}: the file ends inside it")
+            at += got
+        h.update(view)
+        if dtype.kind in "iu":
+            least, most = int(chunk.min()), int(chunk.max())
+            low, high = (least, most) if low is None else (min(low, least), max(high, most))
+        if dtype.kind == "f":
+            finite = finite and _finite(chunk)
+        ordered = ordered and (last is None or bool(chunk[0] >= last)) and bool((chunk[1:] >= chunk[:-1]).all())
+        last = chunk[-1]
+    aligned = offset - offset % mmap.ALLOCATIONGRANULARITY
+    mapping = mmap.mmap(fd, offset - aligned + count * dtype.itemsize, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ,
+                        offset=aligned)
+    array = np.frombuffer(mapping, dtype=dtype, count=count, offset=offset - aligned).reshape(shape)
+    return array, Scan(low, high, ordered, finite), h.hexdigest()
+
+
 class LazyArrays(Mapping):
     """A save's arrays, each read from the open archive and checked against its own sha256
     the first time it is asked for (`read_state(..., lazy=True)`). A damaged array raises
@@ -340,13 +409,18 @@ def _savez_aligned(out, arrays: dict[str, np.ndarray]) -> None:
                 np.lib.format.write_array(fid, np.asanyarray(array), allow_pickle=False)
 
 
-def read_state(path: Path | io.IOBase, kind: str, type_name: str, lazy: bool = False) -> State:
+def read_state(path: Path | io.IOBase, kind: str, type_name: str, lazy: bool = False, mapped: bool = False) -> State:
     """The state saved in `path` (a path or an open binary file) for an index of `kind`
     and `type_name`. WrongIndex when it is another's; ValueError (or whatever numpy raises
     on a torn archive) when it is not a saved index at all. Nothing in it is executed.
 
     `lazy`: only the header is read now; each array is read and checked when first asked
-    for (`LazyArrays`), and the archive stays open until the state is dropped."""
+    for (`LazyArrays`), and the archive stays open until the state is dropped.
+
+    `mapped`: every large array is mapped from the file and checked from the file (`_mapped`),
+    so none of its pages is in the process until something reads it: an index of a million
+    records of which a query reads a few pages. What the checks of `State` read of such an
+    array (its bounds, its order, its finiteness) is what the scan found."""
     archive = np.load(path, allow_pickle=False)
     try:
         if HEADER not in archive.files:
@@ -368,7 +442,14 @@ def read_state(path: Path | io.IOBase, kind: str, type_name: str, lazy: bool = F
                     or not all(isinstance(v, str) for v in digests.values())):
                 raise ValueError("its arrays are not those its header lists")
             return State(LazyArrays(archive, digests), header["meta"])
-        arrays = {name: _member(archive, name) for name in archive.files if name != HEADER}
+        arrays, scans, scanned = {}, {}, {}
+        for name in archive.files:
+            found = _located(archive, name) if mapped and name != HEADER else None
+            if (found is not None and not found[4] and found[3].kind in "iuf" and found[1] % ALIGN == 0
+                    and found[5] * found[3].itemsize >= MAP_OVER):
+                arrays[name], scans[name], scanned[name] = _mapped(found, name)
+            elif name != HEADER:
+                arrays[name] = _member(archive, name)
     except BaseException:
         archive.close()
         raise
@@ -377,11 +458,12 @@ def read_state(path: Path | io.IOBase, kind: str, type_name: str, lazy: bool = F
     if isinstance(digests, dict) and set(digests) == set(arrays):
         # each array against its own sha256, on both cores: hashing (which frees the
         # interpreter) is most of loading a large index
+        rest = [n for n in arrays if n not in scanned]
         with ThreadPoolExecutor(max_workers=2) as pool:
-            found = dict(zip(arrays, pool.map(array_digest, arrays, arrays.values())))
+            found = {**scanned, **dict(zip(rest, pool.map(array_digest, rest, [arrays[n] for n in rest])))}
         bad = sorted(n for n in arrays if found[n] != digests[n])
         if bad:
             raise ValueError(f"array {bad[0]!r} is not the one it was saved with (sha256 differs)")
     elif digest(arrays) != header.get("sha256"):
         raise ValueError("its arrays are not those it was saved with (sha256 differs)")
-    return State(arrays, header["meta"])
+    return State(arrays, header["meta"], scans)

@@ -16,6 +16,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from garden.retrievers._milvus_server import start_local_server, stop_local_server
@@ -412,6 +413,38 @@ def test_milvus_hybrid_is_hybrid_of_its_two_members(garden_home, docs):
     for query in QUERIES[:3]:
         assert named.top(query, 10) == spelled.top(query, 10)
         assert named.score(query) == spelled.score(query)
+
+
+@needs_milvus
+@pytest.mark.parametrize("where", ["store", "server"])
+def test_milvus_hybrids_members_search_at_once_and_score_as_one_after_the_other(where, request, garden_home, docs):
+    """Given a candidate depth, `milvus-hybrid`'s members search in threads of their own
+    (garden.retrievers.milvus, `MilvusHybrid.components`): the scores are those of asking
+    one member after the other, and the dense member has read the vectors of the lexical
+    member's best records while it searched, which score as they do read alone."""
+    import logging
+
+    from garden.retrievers.hybrid import HybridRetriever
+
+    options = {"uri": request.getfixturevalue("server")} if where == "server" else {}
+    hybrid = indexed("milvus-hybrid", docs, **options)
+    dense = hybrid.members()["milvus-dense"]
+    levels = {name: logging.getLogger(name).level for name in ("pymilvus", "milvus_lite")}
+    umask = os.umask(0o022)
+    os.umask(umask)
+    for query in QUERIES:
+        for depth in (5, 12):
+            at_once = hybrid.components(query, depth=depth)
+            for member in hybrid.members().values():
+                member._last = None
+            assert at_once == HybridRetriever.components(hybrid, query, depth=depth), (query, depth)
+    kept = dict(dense._vectors._entries)
+    assert kept
+    fresh = indexed("milvus-dense", docs, **options)
+    assert all(np.array_equal(vector, fresh.vectors([rid])[rid]) for rid, vector in kept.items())
+    # the loggers silenced and the umask made private while a call runs are put back once
+    assert {name: logging.getLogger(name).level for name in levels} == levels
+    assert os.umask(umask) == umask
 
 
 @needs_milvus

@@ -198,6 +198,43 @@ def test_default_on_the_standalone_serves_defaults_packets(standalone, project):
     assert _served(f"default@milvus-hybrid:uri={standalone}") == expected
 
 
+@needs_milvus
+def test_a_story_in_milvus_on_the_standalone_serves_the_packets_of_its_file(standalone, tmp_path, monkeypatch):
+    """On Milvus 2.3 (no BM25, no sparse vectors) a story still lives in Milvus
+    (garden.store.milvus): its records in a collection whose one vector is a float, the dense
+    member's collection, and `bm25` indexed at ingest and saved beside the tables, owner-only,
+    then read back (its large arrays mapped) rather than built from the documents. It serves
+    the packets of its file, and a second ingest writes nothing."""
+    from garden import api
+    from garden.formats.stories import load_story
+    from garden.store.milvus import StoredStory, ingest, stored_story
+    from test_stored import QUERIES as STORED_QUERIES, as_lines
+
+    monkeypatch.setenv("GARDEN_HOME", str(tmp_path / ".garden"))
+    (tmp_path / "fixtures").mkdir()
+    lines = as_lines(ROOT / "fixtures" / "aurora-ridge.yaml", tmp_path / "fixtures")
+    done = ingest(lines, uri=standalone)
+    assert done["saved"] == {"bm25 in process": "aurora-ridge.bm25.npz"} and len(done["collections"]) == 2
+    folder = tmp_path / ".garden" / "stored"
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "aurora-ridge.bm25.npz", "aurora-ridge.json", "aurora-ridge.phrase.npz", "aurora-ridge.tables.npz"]
+    assert all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in folder.iterdir())
+    stored = stored_story("aurora-ridge")
+    assert isinstance(stored, StoredStory) and stored.records == []
+    story = load_story(ROOT / "fixtures" / "aurora-ridge.yaml")
+    pipeline = f"default@milvus-hybrid:uri={standalone}"
+    for text, as_of, private in STORED_QUERIES:
+        ours = api.query(story, text, pipeline=pipeline, as_of=as_of, include_private=private)
+        assert api.query(stored, text, pipeline=pipeline, as_of=as_of, include_private=private) == ours, text
+    from garden.derived.indexes import PROCESS_INDEXES, documents
+
+    hybrid = PROCESS_INDEXES.retriever(stored, f"milvus-hybrid:uri={standalone}")
+    lexical = hybrid.members()["bm25"]
+    assert hybrid.lexical == "bm25" and lexical.ids == stored.indexed_ids().ids
+    assert lexical.top("kerosene stove", 5) == indexed("bm25", documents(story)).top("kerosene stove", 5)
+    assert set(ingest(lines, uri=standalone)["inserted"].values()) == {0}
+
+
 def test_a_request_names_no_index_or_parameter_of_a_served_pipeline():
     from garden.serve._core import RequestError, parse_request
 

@@ -199,8 +199,8 @@ def test_a_save_on_disk_damaged_in_any_byte_is_refused(saved, tmp_path_factory, 
     assert arrays == {n: a.tobytes() for n, a in states[name][0].arrays.items()}
 
 
-@pytest.mark.parametrize("lazy", [False, True])
-def test_a_large_array_is_mapped_aligned_and_still_checked(tmp_path, lazy):
+@pytest.mark.parametrize("how", ["eager", "lazy", "mapped"])
+def test_a_large_array_is_mapped_aligned_and_still_checked(tmp_path, how):
     """An array of 8 MiB or more is mapped from the file (garden._state.MAP_OVER), its data
     on a 64-byte boundary so BLAS takes it as it is; a byte changed in it is still refused."""
     from garden._state import ALIGN, MAP_OVER
@@ -210,8 +210,9 @@ def test_a_large_array_is_mapped_aligned_and_still_checked(tmp_path, lazy):
     state.put("matrix", matrix)
     path = tmp_path / "big.npz"
     path.write_bytes(_bytes(state))
+    reading = {"lazy": how == "lazy", "mapped": how == "mapped"}
     with open(path, "rb") as fh:
-        back = read_state(fh, "k", "T", lazy=lazy).array("matrix", "f", 2, len(matrix))
+        back = read_state(fh, "k", "T", **reading).array("matrix", "f", 2, len(matrix))
         assert np.array_equal(back, matrix) and not back.flags.writeable
         assert back.ctypes.data % ALIGN == path.read_bytes().find(matrix.tobytes()[:64]) % ALIGN == 0
         query = matrix[3]
@@ -220,4 +221,52 @@ def test_a_large_array_is_mapped_aligned_and_still_checked(tmp_path, lazy):
     data[data.find(matrix.tobytes()[:64]) + 1000] ^= 1
     path.write_bytes(bytes(data))
     with open(path, "rb") as fh, pytest.raises(ValueError, match="sha256"):
-        read_state(fh, "k", "T", lazy=lazy).array("matrix", "f", 2)
+        read_state(fh, "k", "T", **reading).array("matrix", "f", 2)
+
+
+def _resident_file_kb() -> int:
+    for line in open("/proc/self/status"):
+        if line.startswith("RssFile:"):
+            return int(line.split()[1])
+    return 0
+
+
+@pytest.mark.parametrize("how", ["sorted", "unsorted", "out of bounds", "not finite"])
+def test_a_mapped_array_is_checked_from_its_file_without_its_pages_in_the_process(tmp_path, how):
+    """Read `mapped`, a large array's sha256, bounds, order and finiteness come from one pass
+    over the file (garden._state._mapped): none of its pages is mapped into the process
+    until it is read, and `positions`, `ordered` and `array` answer as they do for an array
+    read whole."""
+    from garden._state import MAP_OVER
+
+    n = 8 * MAP_OVER // 8   # 64 MiB of int64
+    values = np.arange(n, dtype=np.int64)
+    if how == "unsorted":
+        values[n // 2], values[n // 2 + 1] = values[n // 2 + 1], values[n // 2]
+    if how == "out of bounds":
+        values[-1] = n
+    state = State(meta={})
+    state.put("places", values)
+    state.put("weights", np.where(values % 7 == 0, np.inf if how == "not finite" else 1.0, 0.5))
+    path = tmp_path / "big.npz"
+    path.write_bytes(_bytes(state))
+    before = _resident_file_kb()
+    with open(path, "rb") as fh:
+        mapped = read_state(fh, "k", "T", mapped=True)
+    assert set(mapped.scans) == {"places", "weights"}
+    assert _resident_file_kb() - before < 16 * 1024   # of 128 MiB mapped
+    with open(path, "rb") as fh:
+        whole = read_state(fh, "k", "T")
+    assert mapped.ordered("places") == whole.ordered("places") == (how != "unsorted")
+    assert mapped.bounds("places") == whole.bounds("places") == (0, n if how == "out of bounds" else n - 1)
+    for state in (mapped, whole):
+        if how == "out of bounds":
+            with pytest.raises(ValueError, match="points outside"):
+                state.positions("places", n)
+        else:
+            assert np.array_equal(state.positions("places", n), values)
+        if how == "not finite":
+            with pytest.raises(ValueError, match="not finite"):
+                state.array("weights", "f")
+        else:
+            assert state.array("weights", "f")[7] == 1.0

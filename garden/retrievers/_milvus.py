@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import stat
+import threading
 import time
 from collections import Counter
 from contextlib import contextmanager
@@ -103,29 +104,66 @@ def _missing_packages(uri: str | None) -> list[str]:
     return missing
 
 
+_HELD: dict[str, list] = {}  # a process-wide setting's name -> [threads inside its blocks, what it was before]
+_HELD_LOCK = threading.Lock()
+
+
 @contextmanager
-def _quiet() -> Iterator[None]:
-    """pymilvus logs every failed call (with a traceback) and an in-process Milvus Lite logs
-    its own: while a call runs they are silenced, and the failure becomes one line."""
+def _held(name: str, change: Callable[[], Any], restore: Callable[[Any], None]) -> Iterator[None]:
+    """A process-wide setting changed for a block that threads may be inside at once (a
+    hybrid's members search in threads of their own): `change()` when the first enters,
+    `restore(what it gave)` when the last leaves, so it is put back once, as it was before
+    any of them, and never to a value another thread set."""
+    with _HELD_LOCK:
+        held = _HELD.setdefault(name, [0, None])
+        if not held[0]:
+            held[1] = change()
+        held[0] += 1
+    try:
+        yield
+    finally:
+        with _HELD_LOCK:
+            held[0] -= 1
+            if not held[0]:
+                restore(held[1])
+
+
+def _silence() -> list[int]:
     loggers = [logging.getLogger(name) for name in _QUIET]
     levels = [lg.level for lg in loggers]
     for lg in loggers:
         lg.setLevel(logging.CRITICAL + 1)
-    try:
-        yield
-    finally:
-        for lg, level in zip(loggers, levels):
-            lg.setLevel(level)
+    return levels
 
 
-@contextmanager
-def _private_umask() -> Iterator[None]:
+def _unsilence(levels: list[int]) -> None:
+    for name, level in zip(_QUIET, levels):
+        logging.getLogger(name).setLevel(level)
+
+
+def _quiet():
+    """pymilvus logs every failed call (with a traceback) and an in-process Milvus Lite logs
+    its own: while a call runs they are silenced, and the failure becomes one line."""
+    return _held("quiet", _silence, _unsilence)
+
+
+def _private_umask():
     """Files and folders made in the block are owner-only (umask 077; process-wide while it lasts)."""
-    previous = os.umask(0o077)
-    try:
-        yield
-    finally:
-        os.umask(previous)
+    return _held("umask", lambda: os.umask(0o077), os.umask)
+
+
+_POOL: list = []  # the threads a hybrid's members search in (`_searching`), made on first use
+
+
+def _searching():
+    """The process's pool of threads for Milvus searches that overlap others (two: a
+    hybrid has two members)."""
+    with _HELD_LOCK:
+        if not _POOL:
+            from concurrent.futures import ThreadPoolExecutor
+
+            _POOL.append(ThreadPoolExecutor(max_workers=2, thread_name_prefix="milvus-search"))
+    return _POOL[0]
 
 
 def _untrusted_store(path: Path) -> str | None:

@@ -61,7 +61,7 @@ class Postings:
         starts = state.positions("starts", len(state.arrays.get("docs", ())) + 1, len(terms) + 1)
         postings.docs = state.positions("docs", n_docs)
         postings.tfs = state.array("tfs", "i", 1, len(postings.docs))
-        if (np.diff(starts) < 0).any() or starts[-1] != len(postings.docs) or (postings.tfs < 1).any():
+        if not state.ordered("starts") or starts[-1] != len(postings.docs) or (state.bounds("tfs") or (1,))[0] < 1:
             raise ValueError("postings do not cut the documents into terms")
         bounds = starts.tolist()
         postings.span = {term: (a, b) for term, a, b in zip(terms, bounds, bounds[1:])}

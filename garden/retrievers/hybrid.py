@@ -139,14 +139,16 @@ class HybridRetriever(RetrieverBase):
         """Each member's raw scores for `query`; when every member pushes down, each is told
         `eligible`; a top-only member is told `depth`, and ranks its best `depth` alone."""
         told = eligible if eligible is not None and self.pushes_down else None
-        out = {}
-        for name, member in self._members.items():
-            if told is None and (depth is None or not member.top_only):
-                out[name] = member.score(query)
-            else:
-                extra = {"depth": depth} if depth is not None and member.top_only else {}
-                out[name] = member.components(query, told, **extra)[member.name]
-        return out
+        return {name: self.component(member, query, told, depth) for name, member in self._members.items()}
+
+    @staticmethod
+    def component(member: RetrieverBase, query: str, told=None, depth: int | None = None) -> dict[str, float]:
+        """One member's raw scores for `query`, as `components` asks it: told the hard
+        rules (`told`) or the candidate depth when it takes them, else every score."""
+        if told is None and (depth is None or not member.top_only):
+            return member.score(query)
+        extra = {"depth": depth} if depth is not None and member.top_only else {}
+        return member.components(query, told, **extra)[member.name]
 
     def fuse(self, components: Mapping[str, Mapping[str, float]]) -> Mapping[str, float]:
         """RRF of each member's ranking of its scores, to `depth`."""

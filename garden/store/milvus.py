@@ -11,7 +11,9 @@ then one record a line) into Milvus without holding it whole:
    records collection (its id and its record as JSON), and folded into the tables below;
 3. each member of the base retriever (`milvus-hybrid`: `milvus-bm25` and `milvus-dense`)
    indexes the story's documents as it would a story in the garden, from the file read
-   again (`index_stream`), never held.
+   again (`index_stream`), never held. On a Milvus without BM25 (2.3) `milvus-hybrid`'s
+   lexical member is `bm25` in the garden's process: it indexes the documents here and
+   its index is saved beside the tables (`<story>.bm25.npz`).
 
 What the stages read of the whole store is kept in the garden, counted in pass 2 and
 saved under the garden home (arrays and JSON, `garden._state`): the ids and kinds, each
@@ -24,10 +26,15 @@ names. The header (story, project, topics, entities, addressee) is the manifest'
 saved; `by_id` reads a record from Milvus the first time it is asked for (`records_of`
 reads many in one round trip, as the retrieve stage does), keeping the last
 `RECORDS_KEPT`. The pipeline's base retriever attaches to the ingested collections
-(`IndexCache.retriever`). Milvus requires a vector field in every collection: the records
-collection's is a one-entry sparse vector (the record's place in the story) that nothing
-searches. Embedded (the Milvus Lite store under the garden home) by default; `uri` names a
-server, the same calls. Pushing the gate's rules down is not offered on a stored story.
+(`IndexCache.retriever`), and a member in the garden's process reads its saved index. The
+phrase index and that saved index are read mapped (`garden._state.read_state`): checked
+from their files, their pages in the process only when a query reads them, so what a
+process holds of a million records is the ids and the small tables, not their indexes.
+Milvus requires a vector field in every collection: the records collection's is a
+one-value float vector (the record's place in the story; Milvus 2.3 has no sparse
+vectors) that nothing searches. Embedded (the Milvus Lite store under the garden home) by
+default; `uri` names a server, the same calls. Pushing the gate's rules down is not
+offered on a stored story.
 """
 from __future__ import annotations
 
@@ -48,17 +55,20 @@ from garden._files import open_regular
 from garden._state import State, read_state, write_state
 from garden.analyzer import analyze
 from garden.derived.home import derived_folder, distrust, refuse_link, write_whole
+from garden.derived.stored import DocPositions
 from garden.errors import GardenError, StoryError
 from garden.formats.jsonl_reader import MAX_LINE_BYTES, SUFFIX, _parse
 from garden.models import Record, Story
 from garden.rerank.phrase import PhraseIndex
 from garden.rerank.neighbours import RAW_KINDS
 from garden.rerank.sessions import SessionCount
-from garden.retrievers import Doc, make_retriever
+from garden.retrievers import Doc, id_order, make_retriever
+from garden.retrievers._scores import shared_doc_ids
 
-FORMAT = 2   # 2: the sessions table (garden.rerank.sessions)
+FORMAT = 3   # 3: the records collection's place a float vector (Milvus 2.3 has no sparse ones); 2: sessions
 CHUNK = 10_000            # records validated and written at once
 RECORDS_KEPT = 20_000     # records a stored story keeps after reading them from Milvus
+SUFFIX_SAVED = ".npz"     # a saved table or index beside the manifest
 KINDS = ("source", "chunk", "note", "view", "state", "decision", "control")
 SEARCHED = ("id", "kind", "title", "text", "rationale")  # what `Record.searchable` is made of
 
@@ -168,7 +178,24 @@ class Tables:
         state.put("cited.notes", np.asarray([p for _, v in cited for p in v], dtype=np.int64).reshape(-1))
         state.put_strings("terms", list(self.df))
         state.put("df", np.fromiter(self.df.values(), dtype=np.int64, count=len(self.df)))
+        control = KINDS.index("control")
+        state.put("documents.order", id_order([rid for rid, kind in zip(self.ids, self.kinds) if kind != control]))
         return state
+
+
+def _in_process(name: str) -> str:
+    """A member in the garden's process, as the manifest names it."""
+    return f"{name} in process"
+
+
+def _settled(retriever):
+    """`retriever` with the members its engine allows: `milvus-hybrid` on a Milvus without
+    BM25 (2.3) stands on `bm25` in the garden's process (`MilvusHybrid.settle`)."""
+    from garden.retrievers.milvus import MilvusHybrid
+
+    if isinstance(retriever, MilvusHybrid):
+        retriever.settle()
+    return retriever
 
 
 def _grouped(names: list[str], counts: np.ndarray, values: np.ndarray) -> dict[str, np.ndarray]:
@@ -223,20 +250,58 @@ class StoredRecords(Mapping):
 
 
 class _Column(Mapping):
-    """Record id -> one value per record, read off an array by the record's place."""
+    """Record id -> one value per record, read off an array by the record's place; with
+    `absent`, a record whose value is that one is not a key (a record in no session)."""
 
-    def __init__(self, places: dict[str, int], values, decode=None):
-        self._places, self._values, self._decode = places, values, decode
+    def __init__(self, places: dict[str, int], values, decode=None, absent: int | None = None):
+        self._places, self._values, self._decode, self._absent = places, values, decode, absent
 
     def __getitem__(self, rid: str):
         value = self._values[self._places[rid]]
+        if self._absent is not None and value == self._absent:
+            raise KeyError(rid)
         return self._decode(value) if self._decode else int(value)
 
+    def __contains__(self, rid: object) -> bool:
+        place = self._places.get(rid)
+        return place is not None and (self._absent is None or self._values[place] != self._absent)
+
     def __iter__(self):
-        return iter(self._places)
+        if self._absent is None:
+            return iter(self._places)
+        return (rid for rid, place in self._places.items() if self._values[place] != self._absent)
 
     def __len__(self) -> int:
-        return len(self._places)
+        if self._absent is None:
+            return len(self._places)
+        return int(np.count_nonzero(self._values != self._absent))
+
+
+class DocumentIds:
+    """The ids of a stored story's documents (its records but control ones, in story order):
+    what a saved index of them checks (`encoded_ids`, `State.ids_of`) and reads (`ids`), one
+    list of the story's own id strings that the indexes share, with its tie-breaking order
+    and each id's position read through the story's id -> place map. Their texts live in
+    Milvus: none is held here."""
+
+    def __init__(self, ids: list[str], places: dict[str, int], rows: np.ndarray, order: np.ndarray):
+        self.ids = [ids[row] for row in rows.tolist()]
+        shared = shared_doc_ids(self.ids, order)
+        place = np.full(len(ids), -1, dtype=np.int64)
+        place[rows] = np.arange(len(rows))
+        shared.__dict__["positions"] = DocPositions(lambda: places, place, self.ids)
+
+    def encoded_ids(self) -> tuple[np.ndarray, np.ndarray]:
+        """The ids as an index's save holds them (`State.put_strings`)."""
+        found = self.__dict__.get("_encoded")
+        if found is None:
+            state = State()
+            state.put_strings("ids", self.ids)
+            found = self._encoded = (state.arrays["ids.utf8"], state.arrays["ids.offsets"])
+        return found
+
+    def __len__(self) -> int:
+        return len(self.ids)
 
 
 class StoredStory(Story):
@@ -253,23 +318,36 @@ class StoredStory(Story):
     def saved_phrase_index(self) -> PhraseIndex:
         return self.__dict__["_phrase"]
 
+    def indexed_ids(self) -> DocumentIds:
+        """The ids of what its indexes index, as a saved index checks them."""
+        return self.__dict__["_indexed"]
+
     def attached(self, retriever, spec: str):
         """`retriever` (made by `spec`) on the collections this story was ingested into:
         each member attaches to its own, or GardenError naming what was ingested."""
         from garden.retrievers._milvus import _MilvusRetriever
 
         members = self.manifest["members"]
-        for name, member in retriever.members().items():
-            entry = members.get(member._layout()) if isinstance(member, _MilvusRetriever) else None
+        for name, member in _settled(retriever).members().items():
+            remote = isinstance(member, _MilvusRetriever)
+            entry = members.get(member._layout() if remote else _in_process(name))
             if entry is None:
                 raise GardenError(f"story {self.story} lives in Milvus and was ingested for "
                                   f"{self.manifest['retriever']}; pipeline retriever {spec} needs {name} as it "
                                   "was ingested (the same options; pushdown is not offered on a stored story)")
-            member.attach(entry["collection"], entry["rows"])
+            if remote:
+                member.attach(entry["collection"], entry["rows"])
+            elif Path(str(entry.get("saved"))).name != entry.get("saved"):   # a name in the folder, no path
+                raise GardenError(f"{_manifest_path(self.story)}: member {name} names no saved index of its "
+                                  "own folder; ingest the story again")
+            else:
+                saved = _read_owned(_folder() / entry["saved"], f"retriever:{name}", type(member).__qualname__,
+                                    mapped=True)
+                member.load_state(saved, self.indexed_ids())
         return retriever
 
 
-def _story(manifest: dict, tables: State, phrase: PhraseIndex, records_retriever) -> StoredStory:
+def _story(manifest: dict, tables: State, phrase: State, records_retriever) -> StoredStory:
     from garden.rerank.decide import Vocabulary
 
     story = StoredStory.model_validate({**manifest["header"], "records": []})
@@ -277,6 +355,7 @@ def _story(manifest: dict, tables: State, phrase: PhraseIndex, records_retriever
     places = {rid: n for n, rid in enumerate(ids)}
     kinds = tables.array("kinds", "i", 1, len(ids))
     parts = dict(story.__dict__)
+    parts["_indexed"] = indexed = _indexed(tables, ids, places, kinds)
     parts["_manifest"] = manifest
     parts["_key"] = manifest["key"]
     parts["_by_id"] = StoredRecords(records_retriever, manifest["records"], places)
@@ -291,7 +370,7 @@ def _story(manifest: dict, tables: State, phrase: PhraseIndex, records_retriever
         beside.setdefault(ids[a], []).append(ids[b])
         beside.setdefault(ids[b], []).append(ids[a])
     parts["_neighbours"] = {rid: tuple(v) for rid, v in beside.items()}
-    parts["_sessions"] = {ids[p]: n for p, n in enumerate(tables.array("sessions", "i", 1, len(ids)).tolist()) if n}
+    parts["_sessions"] = _Column(places, tables.array("sessions", "i", 1, len(ids)), absent=0)
     notes = _grouped(tables.strings("cited"), tables.array("cited.counts", "i"),
                      tables.array("cited.notes", "i").reshape(-1, 2))
     parts["_notes_citing"] = {sid: tuple(rid for _, rid in sorted((size, ids[p]) for size, p in pairs.tolist()))
@@ -305,9 +384,14 @@ def _story(manifest: dict, tables: State, phrase: PhraseIndex, records_retriever
     parts["_vocabulary"] = Vocabulary(total, Counter(dict(zip(terms, tables.array("df", "i", 1, len(terms)).tolist()))))
     dates = [d for d in (tables.meta.get("latest"), manifest["header"].get("reviewed_at")) if d]
     parts["_latest_date"] = max(dt.date.fromisoformat(d) for d in dates) if dates else None
-    parts["_phrase"] = phrase
+    parts["_phrase"] = PhraseIndex.from_state(phrase, indexed)
     story.__dict__.update(parts)
     return story
+
+
+def _indexed(tables: State, ids: list[str], places: dict[str, int], kinds: np.ndarray) -> DocumentIds:
+    rows = np.flatnonzero(kinds != KINDS.index("control"))
+    return DocumentIds(ids, places, rows, tables.positions("documents.order", len(rows), len(rows)))
 
 
 # --- ingest ---------------------------------------------------------------------------------
@@ -399,28 +483,39 @@ def ingest(path: str | Path, retriever: str = "milvus-hybrid", uri: str | None =
     start = time.perf_counter()
     phrase = PhraseIndex.streamed((d.id, d.text) for d in _documents(path))
     timings["phrase_s"] = time.perf_counter() - start
-    made = make_retriever(retriever, **({"uri": uri} if uri else {}))
+    made = _settled(make_retriever(retriever, **({"uri": uri} if uri else {})))
     members = {}
+    folder = _folder()
     for name, member in made.members().items():
-        if not isinstance(member, _MilvusRetriever) or member.pushes_down:
-            raise GardenError(f"retriever {retriever}: a stored story needs Milvus members without pushdown "
-                              f"({name} is not one)")
         start = time.perf_counter()
-        member.index_stream(lambda: _documents(path))
+        if isinstance(member, _MilvusRetriever) and not member.pushes_down:
+            member.index_stream(lambda: _documents(path))
+            members[member._layout()] = {"collection": member.collection, "rows": member._rows,
+                                         "inserted": member.inserted}
+        elif not isinstance(member, _MilvusRetriever) and member.persist:
+            # a member in the garden's process (bm25 where Milvus has no BM25): indexed here
+            # and saved beside the tables, as the index cache saves it, and read back mapped
+            member.index(list(_documents(path)))
+            saved = f"{path.stem}.{name}{SUFFIX_SAVED}"
+            write_whole(folder / saved, lambda out: write_state(out, f"retriever:{name}", type(member).__qualname__,
+                                                                member.state()))
+            members[_in_process(name)] = {"saved": saved, "rows": len(member.ids), "inserted": 0}
+        else:
+            raise GardenError(f"retriever {retriever}: a stored story needs Milvus members without pushdown, or "
+                              f"members in the garden's process that save their index ({name} is neither)")
         timings[f"{name}_s"] = time.perf_counter() - start
-        members[member._layout()] = {"collection": member.collection, "rows": member._rows,
-                                     "inserted": member.inserted}
     header_only = {k: v for k, v in header.items() if k != "records"}
     manifest = {"format": FORMAT, "key": key, "source": str(path.resolve()), "uri": uri, "retriever": retriever,
                 "header": header_only, "records": records.name, "rows": len(tables.ids), "members": members}
-    folder = _folder()
     write_whole(folder / f"{path.stem}.tables.npz",
                 lambda out: write_state(out, "stored:tables", "Tables", tables.state()))
     write_whole(folder / f"{path.stem}.phrase.npz",
                 lambda out: write_state(out, "phrase", "PhraseIndex", phrase.state()))
     write_whole(_manifest_path(path.stem), lambda out: out.write(json.dumps(manifest, indent=1).encode()))
     return {"story": path.stem, "records": len(tables.ids), "documents": tables.documents,
-            "collections": {"records": records.name, **{k: v["collection"] for k, v in members.items()}},
+            "collections": {"records": records.name, **{k: v["collection"] for k, v in members.items()
+                                                         if "collection" in v}},
+            "saved": {k: v["saved"] for k, v in members.items() if "saved" in v},
             "inserted": {"records": records.inserted, **{k: v["inserted"] for k, v in members.items()}},
             "timings": {k: round(v, 3) for k, v in timings.items()}}
 
@@ -469,7 +564,7 @@ class RecordsTable:
                 schema = milvus.create_schema(auto_id=False, enable_dynamic_field=False)
                 schema.add_field("id", DataType.VARCHAR, is_primary=True, max_length=65535)
                 schema.add_field("record", DataType.VARCHAR, max_length=65535)
-                schema.add_field("place", DataType.SPARSE_FLOAT_VECTOR)
+                schema.add_field("place", DataType.FLOAT_VECTOR, dim=1)
             client._call("create the collection", "create_collection", self.name, schema=schema)
         return key
 
@@ -482,7 +577,7 @@ class RecordsTable:
             if len(text.encode("utf-8")) > 65535:
                 raise GardenError(f"record {record.id}: longer than Milvus's 65535-byte VARCHAR as JSON; "
                                   "it cannot be stored in Milvus")
-            rows.append({"id": record.id, "record": text, "place": {n: 1.0}})
+            rows.append({"id": record.id, "record": text, "place": [float(n)]})
         for start in range(0, len(rows), 1000):
             self.client._call("insert records", "insert", self.name, rows[start:start + 1000])
         self.inserted += len(rows)
@@ -493,7 +588,7 @@ class RecordsTable:
             client._call("flush the collection", "flush", self.name)
             with client._rpc("index the collection"):
                 params = client._client.prepare_index_params()
-                params.add_index(field_name="place", index_type="SPARSE_INVERTED_INDEX", metric_type="IP")
+                params.add_index(field_name="place", index_type="FLAT", metric_type="L2")
             client._call("index the collection", "create_index", self.name, params)
         client._call("load the collection", "load_collection", self.name)
         if client._store is not None:
@@ -504,7 +599,9 @@ class RecordsTable:
 
 # --- opening one ------------------------------------------------------------------------------
 
-def _read_owned(path: Path, kind: str, type_name: str) -> State:
+def _read_owned(path: Path, kind: str, type_name: str, mapped: bool = False) -> State:
+    """The save at `path`, read only when it is this user's and no one else's to change;
+    `mapped`: its large arrays mapped, not read into the process (`read_state`)."""
     refuse_link(path)
     with open(path, "rb") as fh:
         st = os.fstat(fh.fileno())
@@ -512,7 +609,7 @@ def _read_owned(path: Path, kind: str, type_name: str) -> State:
         if problem is not None:
             raise GardenError(f"{path}: not read: {problem} (the garden writes it 0600 for this user); "
                               "ingest the story again")
-        return read_state(fh, kind, type_name)
+        return read_state(fh, kind, type_name, mapped=mapped)
 
 
 def stored_story(name: str, uri: str | None = None) -> StoredStory:
@@ -529,8 +626,7 @@ def stored_story(name: str, uri: str | None = None) -> StoredStory:
     if manifest.get("format") != FORMAT:
         raise GardenError(f"{path}: written by another version of the garden; ingest the story again")
     tables = _read_owned(_folder() / f"{name}.tables.npz", "stored:tables", "Tables")
-    saved = _read_owned(_folder() / f"{name}.phrase.npz", "phrase", "PhraseIndex")
-    phrase = PhraseIndex.from_state(saved, saved.strings("ids"))
+    phrase = _read_owned(_folder() / f"{name}.phrase.npz", "phrase", "PhraseIndex", mapped=True)
     records = RecordsTable(uri or manifest.get("uri"))
     records.client.collection = manifest["records"]
     records.client._connect()
