@@ -32,8 +32,8 @@ def run_cli(args, capsys):
 def test_the_pipeline_is_the_list_of_stages_in_order():
     assert [s.name for s in STAGES] == ["triage", "window", "addressee", "retrieve", "structure", "cited", "neighbours",
                                         "phrase", "sessions",
-                                        "update", "supersession", "session", "sittings", "standout", "calibration", "decide",
-                                        "fill", "lanes",
+                                        "update", "supersession", "session", "sittings", "standout", "calibration",
+                                        "decide", "fill", "lanes",
                                         "provenance", "restated", "passage", "pack", "premise"]
     assert {s.name for s in STAGES if s.essential} == {"retrieve", "lanes", "pack"}
     assert [s.name for s in make_pipeline("default-phrase-session").stages] == [

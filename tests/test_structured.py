@@ -149,8 +149,8 @@ def test_trace_records_ratio_rival_decision_and_spans():
     # every stage is timed under its own name, in pipeline order
     assert list(outcome.timings_ms) == outcome.stages["stages"] == [s.name for s in STAGES] == [
         "triage", "window", "addressee", "retrieve", "structure", "cited", "neighbours", "phrase", "sessions",
-        "update", "supersession", "session", "sittings", "standout", "calibration", "decide", "fill", "lanes", "provenance",
-        "restated", "passage", "pack", "premise"]
+        "update", "supersession", "session", "sittings", "standout", "calibration", "decide", "fill", "lanes",
+        "provenance", "restated", "passage", "pack", "premise"]
 
 
 def test_standout_one_lets_leftovers_ride_that_the_floor_stops():
