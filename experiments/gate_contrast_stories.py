@@ -1,12 +1,13 @@
 """Writes the two fictional stores of the `store-scale` contrast case: one of short chat lines,
-one of long handbook pages, so that a support means something else in each.
+one of chat turns each followed by a note drawn from it, so that a support means something
+else in each.
 
 - `tern-quay`: two friends, Maelle and Oskar, chatting over twelve evenings about a harbour
   town (boats, the bakery, the choir, an allotment, a dog): 144 short lines, each a turn of a
   sitting (a date and a title), one of which says when Oskar repainted his dinghy.
-- `cider-vale`: the handbook of a fictional orchard cooperative: 120 long pages (six to nine
-  sentences each) about pruning, the cider press, the bees, the ledger, storms and meetings,
-  written from pools of sentences; nothing in it says who mended anything.
+- `linden-row`: two neighbours chatting over twelve sittings of eight turns, each turn
+  followed, after its sitting, by a note that restates it in the third person (the register
+  questions are asked in), written from pools of statements and slot values.
 
 Seeded, so the same bytes every run. Nothing here is read by the garden: the stories are data
 (fixtures/), and this script is how they were made.

@@ -68,7 +68,7 @@ if str(PROJECT) not in sys.path:
     sys.path.insert(0, str(PROJECT))
 
 from experiments.locomo_gate import FORCED, LONGMEMEVAL_FOREIGN, NEGATIVE_CAP, _ratio, threshold_rule  # noqa: E402
-from garden.rerank.decide import PARTS, TOP_FLOOR  # noqa: E402
+from garden.rerank.decide import PARTS, features  # noqa: E402
 
 DATA = PROJECT.parent / "shared" / "data"
 KINDS = ("locomo", "locomo-raw", "longmemeval")
@@ -167,13 +167,6 @@ def collect(kind: str, conversations, negatives, folds) -> list[dict]:
 
 
 # --- the protocol ------------------------------------------------------------------
-
-
-def features(parts) -> np.ndarray:
-    """(ln top, held, known, ln second) rows from parts rows (PARTS order)."""
-    parts = np.asarray(parts, dtype=np.float64).reshape(-1, len(PARTS))
-    return np.column_stack([np.log(np.maximum(parts[:, 0], TOP_FLOOR)), parts[:, 1], parts[:, 2],
-                            np.log(np.maximum(parts[:, 3], TOP_FLOOR))])
 
 
 class Table:

@@ -116,10 +116,9 @@ def story_state(story: Story) -> State:
     """What a validated story keeps in its save."""
     from garden.derived.saves import story_key
     from garden.retrievers import documents
-    from garden.models import _latest
 
     records = story.records
-    latest = _latest(story)
+    latest = story.latest
     header = story.model_dump(mode="json", exclude={"records"}, exclude_unset=True)
     state = State(meta={"header": header, "key": story_key(story), "records": len(records),
                         "latest": latest.isoformat() if latest else None})

@@ -44,8 +44,7 @@ from garden.evaluation.locomo import check_comparison, made_pipelines
 from garden.evaluation.longmemeval_scoring import EVIDENCE_PREFIX, KS, measures
 from garden.evaluation.packets import plot_decisions
 from garden.evaluation.stores import (TURN_KIND, Conversation, Question, StoresReport, iter_imported,
-                                      summary_block,
-                                      judge_runs, run_stores, stores_report)
+                                      judge_runs, run_stores, sittings_run, stores_report, summary_block)
 from garden.models import DEFAULT_BUDGET, Story
 
 SCORINGS = ("garden", "longmemeval")
@@ -129,13 +128,15 @@ class AuthorsScoring:
         gold = self.gold(story, question)
         if not gold:
             return
-        corpus = story.remembered("longmemeval user turns", lambda s: [
-            r.id for r in s.records if r.kind == TURN_KIND and r.speaker == USER])
-        users = set(corpus)
-        sessions = list(dict.fromkeys(_session(t) for t in corpus))   # their session corpus: sessions of user turns
-        ranked = list(dict.fromkeys(_session(held[0]) for held in sittings if any(rid in users for rid in held)))
+        # their turn corpus, the user turns, each with its session; their session corpus, the
+        # sessions of user turns
+        session_of = story.remembered("longmemeval user turns", lambda s: {
+            r.id: _session(r.id) for r in s.records if r.kind == TURN_KIND and r.speaker == USER})
+        corpus = list(session_of)
+        sessions = list(dict.fromkeys(session_of.values()))
+        ranked = sittings_run(sittings, session_of)
         gold_sessions = {_session(t) for t in gold}
-        ranking = [t for t in turns if t in users]
+        ranking = [t for t in turns if t in session_of]
         self.category[question.qid] = question.category
         for level in ("turn", "session"):
             table = self.values[level].setdefault(pipeline, {})

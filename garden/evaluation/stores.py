@@ -177,13 +177,15 @@ class Reference:
 def rank_questions(pipeline, conv: Conversation, depth: int, questions: Sequence[Question] | None = None,
                    settings: Settings | None = None) -> list[list[tuple[str, float]]]:
     """Each question's ranking of records, best first, to `depth`."""
-    return [records for records, _ in rank_both(pipeline, conv, depth, questions, settings)]
+    return [records for records, _ in rank_both(pipeline, conv, depth, questions, settings, with_sittings=False)]
 
 
 def rank_both(pipeline, conv: Conversation, depth: int, questions: Sequence[Question] | None = None,
-              settings: Settings | None = None) -> list[tuple[list[tuple[str, float]], list[Sitting]]]:
+              settings: Settings | None = None, with_sittings: bool = True,
+              ) -> list[tuple[list[tuple[str, float]], list[Sitting]]]:
     """Each question's ranking of records, best first, to `depth`, and its ranking of
-    sittings: a structured pipeline's sittings stage, or the bare rule on its ranking."""
+    sittings: a structured pipeline's sittings stage, or the bare rule on its ranking
+    (none made when not `with_sittings`)."""
     from garden.pipelines.structured import StructuredPipeline
     from garden.rerank.query import QuerySpec
     from garden.rerank.sittings import bare_sittings
@@ -197,14 +199,15 @@ def rank_both(pipeline, conv: Conversation, depth: int, questions: Sequence[Ques
         for q in questions:
             ranked = pipeline.ranking(QuerySpec(story, q.text, q.as_of, settings=settings), depth)
             records = ranked.by_relevance(depth)
-            out.append((records, ranked.sittings or bare_sittings(story, records, pipeline.name)))
+            out.append((records, (ranked.sittings or bare_sittings(story, records, pipeline.name))
+                        if with_sittings else []))
         return out
     if isinstance(pipeline, Reference):
         rankings = pipeline.rank(conv, depth, questions)
     else:
         rankings = as_retriever(pipeline.indexes.retriever(story, pipeline.name)).top_many(
             [q.text for q in questions], depth)
-    return [(records, bare_sittings(story, records, pipeline.name)) for records in rankings]
+    return [(records, bare_sittings(story, records, pipeline.name) if with_sittings else []) for records in rankings]
 
 
 def prepare(pipeline, story: Story) -> None:

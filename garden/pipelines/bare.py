@@ -67,7 +67,7 @@ class BarePipeline:
         packet = Packet(decision="retrieve", reason=reason, warnings=[],
                         items=[c.item() for c in packed], rejected=rejected,
                         budget=Budget(limit=spec.budget, used=used),
-                        sittings=bare_sittings(spec.story, servable, self.name)[:SITTINGS_SHOWN])
+                        sittings=bare_sittings(spec.story, servable, self.name, SITTINGS_SHOWN))
 
         def candidates() -> list[dict]:
             ids = [rid for rid, _ in ranked]

@@ -51,8 +51,7 @@ from garden.models import Story
 from garden.rerank.decide import PARTS, Reference, vocabulary
 from garden.rerank.query import QuerySpec
 from garden.rerank.stages import Settings
-from garden.retrievers import documents
-from garden.retrievers._cache import ProcessCache
+from garden.retrievers import ProcessCache, documents
 
 KNOWN_ITEMS = 100
 WORDS = (3, 5)

@@ -55,6 +55,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -70,6 +71,7 @@ DECISIVE = Setting("decisive", float, 10.0, "a lane whose standout ratio reaches
                    ge=1)
 
 W_TOP, W_HELD, W_KNOWN, W_SECOND, W_BIAS = 0.49, 3.64, 2.25, 1.39, -1.98
+WEIGHTS = np.array([W_TOP, W_HELD, W_KNOWN, W_SECOND])   # in the order `features` gives
 KNOWN_WEIGHT, FOREIGN_WEIGHT = 2.0, 1.0
 FOREIGN_LEVEL = 0.9                     # the foreign questions' 90th percentile
 GLOBAL_LEVEL = 4.34                     # the level of a store without a reference: the development stores' median
@@ -117,41 +119,53 @@ def _load_vocabulary(state: State) -> Vocabulary:
 VOCABULARY = Codec(_save_vocabulary, _load_vocabulary)
 
 
+def features(parts) -> np.ndarray:
+    """Rows of (ln top, held, known, ln second) from rows of the support's parts (PARTS
+    order): what the support weighs."""
+    parts = np.asarray(parts, dtype=np.float64).reshape(-1, len(PARTS))
+    return np.column_stack([np.log(np.maximum(parts[:, 0], TOP_FLOOR)), parts[:, 1], parts[:, 2],
+                            np.log(np.maximum(parts[:, 3], TOP_FLOOR))])
+
+
+def supports(parts) -> np.ndarray:
+    """The support (the formula in the module docstring) of each row of `parts`."""
+    return features(parts) @ WEIGHTS + W_BIAS
+
+
 def support(top: float, held: float, known: float, second: float) -> float:
-    """The formula in the module docstring."""
-    return (W_TOP * math.log(max(top, TOP_FLOOR)) + W_HELD * held + W_KNOWN * known
-            + W_SECOND * math.log(max(second, TOP_FLOOR)) + W_BIAS)
-
-
-def supports(parts: np.ndarray) -> np.ndarray:
-    """`support` of each row of `parts` (columns in PARTS order), at once."""
-    if not len(parts):
-        return np.zeros(0)
-    logs = np.log(np.maximum(parts[:, [0, 3]], TOP_FLOOR))
-    return (W_TOP * logs[:, 0] + W_HELD * parts[:, 1] + W_KNOWN * parts[:, 2] + W_SECOND * logs[:, 1]
-            + W_BIAS)
+    """The support of one query's parts."""
+    return float(supports([top, held, known, second])[0])
 
 
 @dataclass(frozen=True)
 class Reference:
     """A store's reference (garden/pipelines/store_reference.py): the support's parts
     (columns in PARTS order) of each of its known-item queries and of each foreign question,
-    as they rank in this store."""
+    as they rank in this store. Its supports and level are the store's, worked out once."""
 
     known: np.ndarray
     foreign: np.ndarray
 
+    @cached_property
+    def _supports(self) -> tuple[np.ndarray, np.ndarray]:
+        return supports(self.known), supports(self.foreign)
+
+    @cached_property
+    def _level(self) -> float:
+        known, foreign = self._supports
+        return float(KNOWN_WEIGHT * np.mean(known) + FOREIGN_WEIGHT * np.quantile(foreign, FOREIGN_LEVEL))
+
     def level(self) -> float:
         """The store's level (see the module docstring)."""
-        return float(KNOWN_WEIGHT * np.mean(supports(self.known))
-                     + FOREIGN_WEIGHT * np.quantile(supports(self.foreign), FOREIGN_LEVEL))
+        return self._level
 
     def standing(self, value: float) -> dict[str, float]:
         """Where a support of `value` falls in this store: the share of its known-item
         queries whose support is higher, and the share of its foreign questions' that is
         lower."""
-        return {"known_above": round(float(np.mean(supports(self.known) > value)), 4),
-                "foreign_below": round(float(np.mean(supports(self.foreign) < value)), 4)}
+        known, foreign = self._supports
+        return {"known_above": round(float(np.mean(known > value)), 4),
+                "foreign_below": round(float(np.mean(foreign < value)), 4)}
 
 
 def query_support(query: str, vocab: Vocabulary, ranked_texts: list[tuple[float, str]]) -> dict:

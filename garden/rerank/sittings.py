@@ -111,10 +111,11 @@ def top_sum(held: Sequence[tuple[float, str]]) -> tuple[float, list[str]]:
 
 def ranked(story: Story, evidence: Standing, pool: Callable, said: Callable[[Sequence[tuple[float, str]]], str],
            parts: Mapping[int, list[tuple[float, str]]] | None = None,
-           factors: Mapping[int, tuple[float, str]] | None = None) -> list[Sitting]:
-    """The sittings holding evidence, best first, ties by number: each one's pooled
-    evidence (`pool`: `best` or `top_sum`; `said` puts the pooled records in words), plus
-    its `parts` (what each adds, and why), times its `factors` (the factor, and why)."""
+           factors: Mapping[int, tuple[float, str]] | None = None, limit: int | None = None) -> list[Sitting]:
+    """The sittings holding evidence, best first, ties by number (the best `limit`, or
+    all): each one's pooled evidence (`pool`: `best` or `top_sum`; `said` puts the pooled
+    records in words), plus its `parts` (what each adds, and why), times its `factors` (the
+    factor, and why)."""
     parts, factors = parts or {}, factors or {}
     scores, made = {}, {}
     for number, held in evidence.items():
@@ -128,7 +129,7 @@ def ranked(story: Story, evidence: Standing, pool: Callable, said: Callable[[Seq
             score *= factor
             why.append(reason)
         scores[number], made[number] = score, (carried, why)
-    order = sorted(scores, key=lambda n: (-scores[n], n))
+    order = sorted(scores, key=lambda n: (-scores[n], n))[:limit]
     members = sitting_records(story)
     opening = story.records_of([members[n][0] for n in order])
     out = []
@@ -140,11 +141,12 @@ def ranked(story: Story, evidence: Standing, pool: Callable, said: Callable[[Seq
     return out
 
 
-def bare_sittings(story: Story, scored: Iterable[tuple[str, float]], name: str) -> list[Sitting]:
+def bare_sittings(story: Story, scored: Iterable[tuple[str, float]], name: str,
+                  limit: int | None = None) -> list[Sitting]:
     """A bare retriever's sittings (see the module docstring): each ranked by the best
-    score of a record standing in it."""
+    score of a record standing in it (the best `limit`, or all)."""
     return ranked(story, standing(story, scored), best,
-                  lambda top: f"its best record under {name}: {top[0][1]} {top[0][0]:.3f}")
+                  lambda top: f"its best record under {name}: {top[0][1]} {top[0][0]:.3f}", limit=limit)
 
 
 def unaddressed_means(ctx: QueryContext, numbers: Iterable[int]) -> dict[int, float]:
