@@ -78,7 +78,7 @@ if str(PROJECT) not in sys.path:  # run as a script: the project's packages by n
     sys.path.insert(0, str(PROJECT))
 
 from experiments.scale import SEED, WORK as SCALE_WORK, _spread, _timed, story_at  # noqa: E402
-from experiments.scale import case_queries as scale_queries  # noqa: E402
+from experiments.scale import case_queries  # noqa: E402
 from garden.retrievers._milvus_server import start_local_server, start_standalone, stop_local_server  # noqa: E402
 
 WORK = PROJECT / "experiments" / "out" / "milvus_scale"
@@ -138,22 +138,6 @@ def use_random_vectors() -> None:
         return np.stack([random_vector(t, width) for t in texts]) if texts else np.zeros((0, 0), np.float32)
 
     DenseRetriever.embeddings = embeddings
-
-
-def case_queries(cases_dir: Path, story) -> tuple[list, list]:
-    """scale.py's `case_queries`, with the records each case names checked against `story`,
-    the one this process holds (read from the file, or the story in Milvus): `load_case`
-    parses the story's file again for every case file to check them (eleven times per
-    size), which at a million records cost gigabytes of this process's peak, and a
-    process serving a story in Milvus never reads its file."""
-    from garden.formats import cases
-
-    reads = cases.load_story
-    cases.load_story = lambda path: story
-    try:
-        return scale_queries(cases_dir, story)
-    finally:
-        cases.load_story = reads
 
 
 def _peak_mb() -> float:
@@ -217,7 +201,7 @@ def ingest(size: int, configuration: str, uri: str | None, timeout: float | None
                          "encoded": getattr(member, "encoded", None), "phases": getattr(member, "build_s", None),
                          "index": getattr(member, "index_type", None)}
     pipeline = structured_pipeline(pipeline_name(base), indexes=_prebuilt(base, retriever))
-    specs, _ = case_queries(cases_dir, story)
+    specs, _ = case_queries(cases_dir, story, story_path)
     answering, _ = _timed(lambda: [pipeline.run(spec) for spec in specs])
     return {"base": base, "members": members, "queries": len(specs), "answer_all_s": answering,
             "peak_mb": _peak_mb()}
@@ -248,7 +232,7 @@ def latency(size: int, uri: str | None, timeout: float | None, rounds: int, stor
 
     story_path, cases_dir = story_at(size, stores)
     story = load_story(story_path)
-    specs, expects = case_queries(cases_dir, story)
+    specs, expects = case_queries(cases_dir, story, story_path)
     names = {c: pipeline_name(base_retriever(c, uri, timeout, retriever, standalone)) for c in configurations}
     pipelines = {c: make_pipeline(name) for c, name in names.items()}
     runs = {c: [p.run(spec) for spec in specs] for c, p in pipelines.items()}  # untimed: warm
@@ -331,7 +315,7 @@ def stored_latency(size: int, retriever: str, uri: str, rounds: int, stores: Pat
 
     story_path, cases_dir = story_at(size, stores)
     opened, story = _timed(lambda: stored_story(story_path.stem))
-    specs, expects = case_queries(cases_dir, story)
+    specs, expects = case_queries(cases_dir, story, story_path)
     name = pipeline_name(base_retriever(STORED, uri, None, retriever))  # uri: the server's or the standalone's
     pipeline = make_pipeline(name)
     first, outcomes = _timed(lambda: [pipeline.run(spec) for spec in specs])

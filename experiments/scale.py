@@ -66,14 +66,17 @@ def _spread(ms: list[float]) -> dict[str, float]:
     return {"p50": float(np.median(ms)), "p95": float(np.percentile(ms, 95))}
 
 
-def case_queries(cases_dir: Path, story) -> tuple[list, list]:
+def case_queries(cases_dir: Path, story, story_path: Path | None = None) -> tuple[list, list]:
     """Every generated case's queries that build (the case and its controls) as query specs
-    on `story`, and beside each its (case id, expectation): what every run times."""
+    on `story`, and beside each its (case id, expectation): what every run times. Given the
+    story's file (`story_path`), the records each case names are checked against `story`,
+    the one this process holds, not the file parsed again for every case file."""
     from garden.formats.cases import load_case, spec_for
 
+    held = {story_path: story} if story_path is not None else None
     specs, expects = [], []
     for case_file in sorted(cases_dir.glob("*.yaml")):
-        loaded = load_case(case_file)
+        loaded = load_case(case_file, held)
         queries = [q for q in loaded.queries if not q.expect.build_error]
         specs += [spec_for(q, story) for q in queries]
         expects += [(loaded.id, q.expect) for q in queries]

@@ -208,6 +208,12 @@ class Story(Strict):
         return found
 
     @property
+    def order(self) -> dict[str, int]:
+        """Record id -> its place in the story, from 0 (a saved story, or one in Milvus,
+        reads it off its tables, never its records)."""
+        return self.remembered("record_order", lambda story: {r.id: n for n, r in enumerate(story.records)})
+
+    @property
     def kinds(self) -> dict[str, str]:
         """Record id -> its kind."""
         return self.remembered("kinds", lambda story: {r.id: r.kind for r in story.records})

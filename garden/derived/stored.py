@@ -211,6 +211,9 @@ class SavedTables:
         maker = getattr(self, f"_{name}", None)
         return build(story) if maker is None else maker()
 
+    def _record_order(self) -> Mapping[str, int]:
+        return self.rows()
+
     def _by_id(self) -> Mapping[str, Record]:
         return ByRow(self.rows(), self.records.__getitem__)
 

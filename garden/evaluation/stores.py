@@ -112,7 +112,7 @@ def iter_imported(root: Path, pattern: str, category: Callable[[str | None], str
 def turn_ranking(story: Story, ranking: Sequence[tuple[str, float]], depth: int = DEPTH) -> list[str]:
     """The turns a ranking of records stands for, best first (see the module docstring)."""
     scores = dict(ranking)
-    order = {r.id: i for i, r in enumerate(story.records)}
+    order = story.order
     out: list[str] = []
     placed: set[str] = set()
     for rid, _ in ranking:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Mapping
 
 from pydantic import Field, field_validator, model_validator
 
@@ -173,10 +174,12 @@ def suite_of(path: Path) -> str:
 INHERITED = ("query", "as_of", "budget", "hints", "include_private", "settings", "session")
 
 
-def load_case(path: str | Path) -> LoadedCase:
+def load_case(path: str | Path, stories_held: Mapping[Path, Story] | None = None) -> LoadedCase:
     """Validate a case file and everything it names; raise GardenError (exit 2) listing
     every problem found: the schema's, the id's, each query's story and each record an
-    expectation names, across the case and all its controls."""
+    expectation names, across the case and all its controls. A story the caller already
+    holds (`stories_held`, by its file's path) is checked as held, its file not parsed
+    again."""
     path = Path(path)
     raw = read_yaml(path)
     if not isinstance(raw, dict):
@@ -208,7 +211,7 @@ def load_case(path: str | Path) -> LoadedCase:
                 problems.append(f"{path}: field {where}: {exc.messages[0]}")
         if stories[story] is not None:
             queries.append(Query(name, stories[story], fields, expect))
-    loaded_stories: dict[Path, Story | None] = {}
+    loaded_stories: dict[Path, Story | None] = {Path(p).resolve(): held for p, held in (stories_held or {}).items()}
     for q in queries:
         problems += _named_record_problems(path, q, loaded_stories)
     if problems:
@@ -226,13 +229,14 @@ def _named_record_problems(path: Path, q: Query, loaded: dict) -> list[str]:
     build is one problem, reported once per case."""
     if q.expect.build_error:
         return []
-    if q.story_path not in loaded:
+    key = q.story_path.resolve()
+    if key not in loaded:
         try:
-            loaded[q.story_path] = load_story(q.story_path)
+            loaded[key] = load_story(q.story_path)
         except GardenError as exc:
-            loaded[q.story_path] = None
+            loaded[key] = None
             return [f"{path}: story {q.story_path} does not build: {exc.messages[0]}"]
-    story = loaded[q.story_path]
+    story = loaded[key]
     if story is None:
         return []
     where = f"control {shown(q.name)}: " if q.name else ""

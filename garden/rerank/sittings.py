@@ -76,7 +76,7 @@ def standing(story: Story, scored: Iterable[tuple[str, float]],
     scored = [(rid, score) for rid, score in scored if score > 0]
     citing = [rid for rid, _ in scored if rid not in session_of and (records is None or rid not in records)]
     records = {**story.records_of(citing), **(records or {})}
-    order = _order(story)
+    order = story.order
     out: Standing = {}
     for rid, score in scored:
         if rid in session_of:
@@ -90,12 +90,6 @@ def standing(story: Story, scored: Iterable[tuple[str, float]],
     for held in out.values():
         held.sort(key=lambda pair: (-pair[0], order.get(pair[1], 0)))
     return out
-
-
-def _order(story: Story) -> dict[str, int]:
-    # the kinds table is in the story's order and needs no record read (a saved story, a
-    # story in Milvus: reading every record to order a few would read the whole store)
-    return story.remembered("record_order", lambda s: {rid: i for i, rid in enumerate(s.kinds)})
 
 
 def best(held: Sequence[tuple[float, str]]) -> tuple[float, list[str]]:

@@ -360,6 +360,7 @@ def _story(manifest: dict, tables: State, phrase: State, records_retriever) -> S
     parts["_key"] = manifest["key"]
     parts["_by_id"] = StoredRecords(records_retriever, manifest["records"], places)
     parts["_kinds"] = _Column(places, kinds, lambda code: KINDS[int(code)])
+    parts["_record_order"] = places
     parts["_sizes"] = _Column(places, tables.array("sizes", "i", 1, len(ids)))
     for field in ("topics", "entities"):
         grouped = _grouped(tables.strings(f"{field}.names"), tables.array(f"{field}.counts", "i"),
