@@ -256,13 +256,7 @@ class SavedDocuments(Sequence):
     def __init__(self, ids: list[str], state: State, story_rows, rows: list[int], records: int):
         self.ids, self._state = ids, state
         self._docs: tuple[Doc, ...] | None = None
-        order = state.positions("documents.order", len(ids), len(ids))
-        shared = shared_doc_ids(ids, order)   # the indexes loaded on these documents share it
-        # id -> position among the documents, read through the story's own id -> row map
-        # rather than made again for every document (0.1 s at 100,000 records)
-        place = np.full(records, -1, dtype=np.int64)
-        place[rows] = np.arange(len(rows))
-        shared.__dict__["positions"] = DocPositions(story_rows, place, ids)
+        share_doc_ids(ids, state.positions("documents.order", len(ids), len(ids)), story_rows, rows, records)
 
     def encoded_ids(self) -> tuple[np.ndarray, np.ndarray]:
         """The ids as an index's save holds them (`State.put_strings`)."""
@@ -282,6 +276,18 @@ class SavedDocuments(Sequence):
 
     def __iter__(self):
         return iter(self._all())
+
+
+def share_doc_ids(ids: list[str], order, story_rows, rows, records: int) -> None:
+    """Make `ids` (the documents' ids, tie-broken by `order`) the list the indexes loaded on
+    them share, with each id's position among the documents read through the story's own id
+    -> row map (`story_rows`, called when first read; `rows` the documents' rows among the
+    story's `records`) rather than made again for every document (0.1 s at 100,000
+    records)."""
+    shared = shared_doc_ids(ids, order)
+    place = np.full(records, -1, dtype=np.int64)
+    place[rows] = np.arange(len(rows))
+    shared.__dict__["positions"] = DocPositions(story_rows, place, ids)
 
 
 class DocPositions(Mapping):

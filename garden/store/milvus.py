@@ -55,7 +55,7 @@ from garden._files import open_regular
 from garden._state import State, read_state, write_state
 from garden.analyzer import analyze
 from garden.derived.home import derived_folder, distrust, refuse_link, write_whole
-from garden.derived.stored import DocPositions
+from garden.derived.stored import share_doc_ids
 from garden.errors import GardenError, StoryError
 from garden.formats.jsonl_reader import MAX_LINE_BYTES, SUFFIX, _parse
 from garden.models import Record, Story
@@ -63,7 +63,6 @@ from garden.rerank.phrase import PhraseIndex
 from garden.rerank.neighbours import RAW_KINDS
 from garden.rerank.sessions import SessionCount
 from garden.retrievers import Doc, id_order, make_retriever
-from garden.retrievers._scores import shared_doc_ids
 
 FORMAT = 3   # 3: the records collection's place a float vector (Milvus 2.3 has no sparse ones); 2: sessions
 CHUNK = 10_000            # records validated and written at once
@@ -286,10 +285,7 @@ class DocumentIds:
 
     def __init__(self, ids: list[str], places: dict[str, int], rows: np.ndarray, order: np.ndarray):
         self.ids = [ids[row] for row in rows.tolist()]
-        shared = shared_doc_ids(self.ids, order)
-        place = np.full(len(ids), -1, dtype=np.int64)
-        place[rows] = np.arange(len(rows))
-        shared.__dict__["positions"] = DocPositions(lambda: places, place, self.ids)
+        share_doc_ids(self.ids, order, lambda: places, rows, len(ids))
 
     def encoded_ids(self) -> tuple[np.ndarray, np.ndarray]:
         """The ids as an index's save holds them (`State.put_strings`)."""
