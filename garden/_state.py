@@ -207,8 +207,31 @@ def array_digest(name: str, array: np.ndarray) -> str:
 
 def _hash_into(h, name: str, array: np.ndarray) -> None:
     array = np.ascontiguousarray(array)
-    h.update(json.dumps([name, array.dtype.str, list(array.shape)]).encode("utf-8"))
+    h.update(_hash_head(name, array.dtype, array.shape))
     h.update(memoryview(array).cast("B"))
+
+
+def _hash_head(name: str, dtype: np.dtype, shape) -> bytes:
+    """What an array's sha256 hashes before its bytes: its name, dtype and shape."""
+    return json.dumps([name, dtype.str, list(shape)]).encode("utf-8")
+
+
+def _read_into(fd: int, view: memoryview, offset: int, name: str) -> None:
+    """Fill `view` from the file at `offset`, however many reads it takes."""
+    at = 0
+    while at < len(view):
+        got = os.preadv(fd, [view[at:]], offset + at)
+        if got <= 0:
+            raise ValueError(f"array {name!r}: the file ends inside it")
+        at += got
+
+
+def _map(fd: int, offset: int, shape, dtype: np.dtype, count: int, flags: int) -> np.ndarray:
+    """The array of `count` items at `offset` of the file, mapped read-only (`flags`)."""
+    aligned = offset - offset % mmap.ALLOCATIONGRANULARITY
+    mapped = mmap.mmap(fd, offset - aligned + count * dtype.itemsize, flags=flags, prot=mmap.PROT_READ,
+                       offset=aligned)
+    return np.frombuffer(mapped, dtype=dtype, count=count, offset=offset - aligned).reshape(shape)
 
 
 def _located(archive, name: str):
@@ -272,17 +295,9 @@ def _member(archive, name: str) -> np.ndarray:
         # system can): no copy, and none of the page faults of filling fresh memory, which
         # cost more than the read itself at 100,000 records. A save is never written in
         # place (it is replaced by a rename), so the mapping keeps the bytes it was opened on.
-        aligned = offset - offset % mmap.ALLOCATIONGRANULARITY
-        mapped = mmap.mmap(fd, offset - aligned + count * dtype.itemsize, flags=MAP_FLAGS, prot=mmap.PROT_READ,
-                           offset=aligned)
-        return np.frombuffer(mapped, dtype=dtype, count=count, offset=offset - aligned).reshape(shape)
+        return _map(fd, offset, shape, dtype, count, MAP_FLAGS)
     array = np.empty(count, dtype=dtype)
-    view, at = memoryview(array).cast("B"), 0
-    while at < len(view):
-        got = os.preadv(fd, [view[at:]], offset + at)
-        if got <= 0:
-            raise ValueError(f"array {name!r}: the file ends inside it")
-        at += got
+    _read_into(fd, memoryview(array).cast("B"), offset, name)
     return array.reshape(shape)
 
 
@@ -298,19 +313,15 @@ def _mapped(found: tuple, name: str) -> tuple[np.ndarray, Scan, str]:
     process shares and the system may drop."""
     fd, offset, shape, dtype, _, count = found
     h = hashlib.sha256()
-    h.update(json.dumps([name, dtype.str, list(shape)]).encode("utf-8"))
+    h.update(_hash_head(name, dtype, shape))
     per = max(1, SCAN_BYTES // dtype.itemsize)
     buffer = np.empty(min(per, count), dtype=dtype)
     low = high = last = None
     ordered = finite = True
     for start in range(0, count, per):
         chunk = buffer[:min(per, count - start)]
-        view, at = memoryview(chunk).cast("B"), 0
-        while at < len(view):
-            got = os.preadv(fd, [view[at:]], offset + start * dtype.itemsize + at)
-            if got <= 0:
-                raise ValueError(f"array {name!r}: the file ends inside it")
-            at += got
+        view = memoryview(chunk).cast("B")
+        _read_into(fd, view, offset + start * dtype.itemsize, name)
         h.update(view)
         if dtype.kind in "iu":
             least, most = int(chunk.min()), int(chunk.max())
@@ -319,11 +330,7 @@ def _mapped(found: tuple, name: str) -> tuple[np.ndarray, Scan, str]:
             finite = finite and _finite(chunk)
         ordered = ordered and (last is None or bool(chunk[0] >= last)) and bool((chunk[1:] >= chunk[:-1]).all())
         last = chunk[-1]
-    aligned = offset - offset % mmap.ALLOCATIONGRANULARITY
-    mapping = mmap.mmap(fd, offset - aligned + count * dtype.itemsize, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ,
-                        offset=aligned)
-    array = np.frombuffer(mapping, dtype=dtype, count=count, offset=offset - aligned).reshape(shape)
-    return array, Scan(low, high, ordered, finite), h.hexdigest()
+    return _map(fd, offset, shape, dtype, count, mmap.MAP_PRIVATE), Scan(low, high, ordered, finite), h.hexdigest()
 
 
 class LazyArrays(Mapping):
