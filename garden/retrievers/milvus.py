@@ -405,28 +405,22 @@ class MilvusHybrid(HybridRetriever):
         super().index(docs)
 
     def components(self, query: str, eligible=None, depth: int | None = None) -> dict[str, dict[str, float]]:
-        """`hybrid`'s, with the members in Milvus searching in threads of their own while
-        the rest score here (the lexical one searches here when all are in Milvus): a
-        search is mostly waiting for Milvus (a round trip to a standalone took about 2 ms
-        at 10,000 records, more than all of in-process retrieval), so the searches overlap
-        each other and the work of a member in this process. While `milvus-dense` still
-        searches, it reads the vectors of the other members' best `depth` records
-        (`vectors`), which the retrieve stage asks it to score next when its own hits lack
-        them. The scores are those of asking one member after the other."""
+        """`hybrid`'s, with `milvus-dense` searching in a thread of its own while the
+        lexical member scores here (`bm25` in the garden's process, or `milvus-bm25`'s own
+        search): a search is mostly waiting for Milvus (a round trip to a standalone took
+        about 2 ms at 10,000 records, more than all of in-process retrieval), so the two
+        overlap. While `milvus-dense` still searches, it reads the vectors of the lexical
+        member's best `depth` records (`vectors`), which the retrieve stage asks it to score
+        next when its own hits lack them. The scores are those of asking one member after
+        the other."""
         told = eligible if eligible is not None and self.pushes_down else None
-        remote = [name for name, member in self._members.items() if isinstance(member, _MilvusRetriever)]
-        if depth is None or len(self._members) < 2 or not remote:
-            return super().components(query, eligible, depth)
         members = self._members
-        # every member in Milvus: the lexical one searches here, in the time the dense one takes
-        here = [name for name in members if name not in remote] or [next(
-            (name for name in remote if not isinstance(members[name], MilvusDense)), remote[-1])]
-        pending = {name: _searching().submit(self.component, members[name], query, told, depth)
-                   for name in remote if name not in here}
-        found = {name: self.component(members[name], query, told, depth) for name in members if name not in pending}
-        dense = next((name for name in pending if isinstance(members[name], MilvusDense)), None)
-        if dense is not None and not pending[dense].done():
-            best = [rid for name, scores in found.items() for rid, _ in rank(scores, depth + TIE_MARGIN)]
-            members[dense].vectors(best)
-        found.update((name, future.result()) for name, future in pending.items())
+        dense = members.get("milvus-dense")
+        if depth is None or len(members) != 2 or not isinstance(dense, MilvusDense) or self.lexical not in members:
+            return super().components(query, eligible, depth)
+        pending = _searching().submit(self.component, dense, query, told, depth)
+        lexical = self.component(members[self.lexical], query, told, depth)
+        if not pending.done():
+            dense.vectors([rid for rid, _ in rank(lexical, depth + TIE_MARGIN)])
+        found = {self.lexical: lexical, "milvus-dense": pending.result()}
         return {name: found[name] for name in members}
