@@ -48,11 +48,16 @@ def silence(packet: Packet) -> str | None:
     return f"silent: every candidate was rejected ({counts})"
 
 
+def decision_lines(packet: Packet, columns: int) -> list[str]:
+    """The packet's decision and reason, then each warning, at most `columns` cells a line."""
+    return (wrap(f"{packet.decision.upper()}  {visible(packet.reason)}", columns)
+            + [part for w in packet.warnings for part in wrap(f"warning: {visible(w)}", columns)])
+
+
 def packet_lines(packet: Packet, pipeline: str, structured: bool, columns: int) -> list[str]:
     """The packet as lines of at most `columns` cells: each item's place, id, lane, kind,
     date, score and labels, its text shortened to one line, and why it was recalled."""
-    lines = wrap(f"{packet.decision.upper()}  {visible(packet.reason)}", columns)
-    lines += [part for w in packet.warnings for part in wrap(f"warning: {visible(w)}", columns)]
+    lines = decision_lines(packet, columns)
     order = ("curated lane (states and decisions) first, then evidence, each best first" if structured
              else "in score order")
     head = f"packet under {pipeline}: {plural(len(packet.items), 'item')}"
@@ -88,8 +93,7 @@ def packet_lines(packet: Packet, pipeline: str, structured: bool, columns: int) 
 def sitting_lines(packet: Packet, pipeline: str, columns: int) -> list[str]:
     """The sittings a packet lists, as lines of at most `columns` cells: each one's rank,
     number, date and title, its score, the records that carried it and why."""
-    lines = wrap(f"{packet.decision.upper()}  {visible(packet.reason)}", columns)
-    lines += [part for w in packet.warnings for part in wrap(f"warning: {visible(w)}", columns)]
+    lines = decision_lines(packet, columns)
     head = f"sittings under {pipeline}: {plural(len(packet.sittings), 'sitting')}"
     lines += wrap(head + (", best first" if packet.sittings else ""), columns)
     for s in packet.sittings:
