@@ -51,7 +51,6 @@ coverage per kind: never silent, as the gate decides, and `bm25s`'s.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import re
@@ -67,10 +66,10 @@ PROJECT = Path(__file__).resolve().parents[1]
 if str(PROJECT) not in sys.path:
     sys.path.insert(0, str(PROJECT))
 
+from experiments.chat_protocol import benchmark_arguments  # noqa: E402
 from experiments.locomo_gate import FORCED, LONGMEMEVAL_FOREIGN, NEGATIVE_CAP, _ratio, threshold_rule  # noqa: E402
 from garden.rerank.decide import PARTS, features  # noqa: E402
 
-DATA = PROJECT.parent / "shared" / "data"
 KINDS = ("locomo", "locomo-raw", "longmemeval")
 LEVEL_GRID = [(a, f) for a in (0.0, 0.5, 1.0, 1.5, 2.0) for f in (0.0, 0.5, 1.0, 1.5, 2.0)]
 ANSWER_TARGET = 0.92   # the answer-first rule's floor on every kind's answerable questions
@@ -101,17 +100,18 @@ def raw_chat_logs(source: Path, dest: Path) -> Path:
     return dest
 
 
-def stores() -> dict[str, tuple[list, dict, dict]]:
-    """kind -> (conversations, store -> its negatives, qid -> fold)."""
+def stores(locomo: str, longmemeval: str) -> dict[str, tuple[list, dict, dict]]:
+    """kind -> (conversations, store -> its negatives, qid -> fold), from LoCoMo's folder
+    and LongMemEval's file."""
     from dataclasses import replace
 
     from experiments.chat_protocol import folds_of, load
     from garden.evaluation.locomo import load_conversations
     from garden.evaluation.negatives import foreign_negatives
 
-    loaded = load(str(DATA / "locomo"), str(DATA / "longmemeval" / "longmemeval_s_dev.json.gz"))
+    loaded = load(locomo, longmemeval)
     with tempfile.TemporaryDirectory() as scratch:
-        raw = load_conversations(raw_chat_logs(DATA / "locomo", Path(scratch)))
+        raw = load_conversations(raw_chat_logs(Path(locomo), Path(scratch)))
     out = {}
     for kind, convs in (("locomo", loaded["locomo"]), ("locomo-raw", raw), ("longmemeval", loaded["longmemeval"])):
         judged = [replace(c, questions=[q for q in c.questions if q.evidence]) for c in convs]
@@ -238,6 +238,25 @@ def objective(score, t: Table, mask, kinds, at: float) -> float:
                           for k in kinds]))
 
 
+def choose_level(t: Table, w, b: float, mask: np.ndarray, grid, fit_on, stats=SHIPPED_STATISTICS,
+                 target: float = ANSWER_TARGET, bounds=None, at: float | None = None) -> tuple:
+    """The level weights of `grid` that serve `fit_on` best on the rows under `mask`: each
+    pair's calibrated support thresholded by the rule (or at a fixed `at`), clamped into
+    the cases' `bounds`; (objective, (a_known, a_foreign), threshold, calibrated supports,
+    the rule's threshold, the bounds or None)."""
+    score = t.supports(w, b)
+    best = None
+    for a_known, a_foreign in grid:
+        calibrated = score - t.levels(w, b, a_known, a_foreign, stats)[t.store]
+        by_rule = rule(calibrated, t, mask, fit_on, target) if at is None else at
+        limits = bounds(w, b, a_known, a_foreign, stats) if bounds is not None else None
+        threshold = by_rule if limits is None else min(max(by_rule, math.nextafter(limits[0], math.inf)), limits[1])
+        value = objective(calibrated, t, mask, fit_on, threshold)
+        if best is None or value > best[0] + 1e-12:
+            best = (value, (a_known, a_foreign), threshold, calibrated, by_rule, limits)
+    return best
+
+
 def held_out(t: Table, variant: dict, bounds=None) -> dict:
     """Each fold decided with the choices made on the other thirteen (see the module
     docstring); `variant`: `weights` ("fit" or fixed (w, b)), `grid` (level weights tried),
@@ -250,20 +269,9 @@ def held_out(t: Table, variant: dict, bounds=None) -> dict:
         train = ~test
         w, b = fit_weights(t, train, variant["fit_on"]) if variant["weights"] == "fit" else variant["weights"]
         w = np.asarray(w, dtype=float)
-        score = t.supports(w, b)
-        best = None
-        stats, target = variant.get("stats", SHIPPED_STATISTICS), variant.get("target", ANSWER_TARGET)
-        for a_known, a_foreign in variant["grid"]:
-            calibrated = score - t.levels(w, b, a_known, a_foreign, stats)[t.store]
-            at = variant.get("at")
-            at = rule(calibrated, t, train, variant["fit_on"], target) if at is None else at
-            if bounds is not None:
-                low, high = bounds(w, b, a_known, a_foreign, stats)
-                at = min(max(at, math.nextafter(low, math.inf)), high)
-            value = objective(calibrated, t, train, variant["fit_on"], at)
-            if best is None or value > best[0] + 1e-12:
-                best = (value, (a_known, a_foreign), at, calibrated)
-        _, point, at, calibrated = best
+        _, point, at, calibrated, _, _ = choose_level(
+            t, w, b, train, variant["grid"], variant["fit_on"], variant.get("stats", SHIPPED_STATISTICS),
+            variant.get("target", ANSWER_TARGET), bounds, variant.get("at"))
         decided[test] = (calibrated >= at)[test] | (t.ratio >= 10.0)[test]
         chosen.append({"fold": fold, "weights": [round(float(v), 3) for v in w], "bias": round(float(b), 3),
                        "level": point, "answer_at": round(float(at), 3)})
@@ -368,17 +376,14 @@ VARIANTS = {
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", default=str(PROJECT / "experiments" / "out"))
-    ap.add_argument("--reuse", action="store_true", help="refit from the rows the last run saved")
-    args = ap.parse_args(argv)
+    args = benchmark_arguments(__doc__.split("\n\n")[0], "refit from the rows the last run saved", argv)
     out = Path(args.out)
     saved = out / "store_gate_rows.json"
     if args.reuse:
         data = json.loads(saved.read_text())
     else:
         rows = []
-        for kind, (convs, negatives, folds) in stores().items():
+        for kind, (convs, negatives, folds) in stores(args.locomo, args.longmemeval).items():
             rows += collect(kind, convs, negatives, folds)
         data = {"rows": rows, "cases": case_rows()}
         out.mkdir(parents=True, exist_ok=True)
@@ -398,21 +403,13 @@ def main(argv=None) -> int:
     # the shipped fit: on every fold
     w, b = fit_weights(t, np.ones(len(t.kind), bool), KINDS)
     every = np.ones(len(t.kind), bool)
-    best = None
-    for a_known, a_foreign in LEVEL_GRID:
-        calibrated = t.supports(w, b) - t.levels(w, b, a_known, a_foreign)[t.store]
-        by_rule = rule(calibrated, t, every, KINDS)
-        low, high = bounds(w, b, a_known, a_foreign)
-        at = min(max(by_rule, math.nextafter(low, math.inf)), high)
-        value = objective(calibrated, t, every, KINDS, at)
-        if best is None or value > best[0] + 1e-12:
-            best = (value, (a_known, a_foreign), at, (low, high), by_rule)
-    levels = t.levels(w, b, *best[1])
+    _, point, at, _, by_rule, limits = choose_level(t, w, b, every, LEVEL_GRID, KINDS, bounds=bounds)
+    levels = t.levels(w, b, *point)
     report["shipped"] = {"weights (ln top, held, known, ln second)": [round(float(v), 3) for v in w],
-                         "bias": round(b, 3), "level weights (known, foreign)": best[1],
-                         "answer_at": round(best[2], 3), "answer_at by the rule": round(best[4], 3),
-                         "case bounds": [round(v, 3) for v in best[3]],
-                         "bounds set by": bounds(w, b, *best[1], named=True)[2],
+                         "bias": round(b, 3), "level weights (known, foreign)": point,
+                         "answer_at": round(at, 3), "answer_at by the rule": round(by_rule, 3),
+                         "case bounds": [round(v, 3) for v in limits],
+                         "bounds set by": bounds(w, b, *point, named=True)[2],
                          "global level": round(float(np.median(levels[[len(k) > 0 for k in t.known]])), 3),
                          "reference seconds (median, max)": [
                              round(float(np.median([r["seconds"] for r in t.stores])), 1),
