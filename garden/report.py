@@ -130,6 +130,14 @@ def _controls(r: CaseResult) -> str:
     return f"{sum(c.passed for c in r.controls)}/{len(r.controls)} controls"
 
 
+def by_suite(items: list) -> list[tuple[str, list]]:
+    """`items` (each with a `.suite`) grouped by suite: the shipped suites first, in their
+    order, then any other by name; a suite with nothing in it is left out."""
+    suites = [*SUITES, *sorted({i.suite for i in items} - set(SUITES))]
+    groups = [(suite, [i for i in items if i.suite == suite]) for suite in suites]
+    return [(suite, group) for suite, group in groups if group]
+
+
 def run_lines(report: RunReport, columns: int) -> list[str]:
     """Each case on one line (its result and its controls), grouped by suite, its failures
     below it; then the ledger, the triage fallbacks and the counts."""
@@ -137,10 +145,7 @@ def run_lines(report: RunReport, columns: int) -> list[str]:
     pipelines = sorted({r.pipeline for r in report.results})
     lines += wrap(f"cases under {', '.join(pipelines)}", columns)
     name_width = max((cells(visible(r.case)) for r in report.results), default=0)
-    for suite in [*SUITES, *sorted({r.suite for r in report.results} - set(SUITES))]:
-        results = [r for r in report.results if r.suite == suite]
-        if not results:
-            continue
+    for suite, results in by_suite(report.results):
         lines.append(suite)
         for r in results:
             status = "pass" if r.passed else ("FAIL" if r.suite == REGRESSION else "known miss")
@@ -204,10 +209,7 @@ def _matrix(report: ContrastReport, columns: int) -> list[str] | None:
         return (text + "  " + last).rstrip()
 
     lines = [row("case", list(report.pipelines), "contrast")]
-    for suite in [*SUITES, *sorted({c.suite for c in report.cases} - set(SUITES))]:
-        cases = [c for c in report.cases if c.suite == suite]
-        if not cases:
-            continue
+    for suite, cases in by_suite(report.cases):
         lines.append(suite)
         for c in cases:
             lines.append(row("  " + names[c.id], [contrast_cell(report.cells[(c.id, p)]) for p in report.pipelines],

@@ -115,12 +115,10 @@ def _stemmer_release() -> str:
         return "PyStemmer==none"
 
 
-
-
-@register("milvus-bm25", "Milvus full-text BM25 (k1=1.5, b=0.75, Lucene idf) over the garden's own analysis "
-                         "(bm25's words: stopwords removed, Snowball stems) on a local Milvus Lite store or a "
-                         "server (uri)")
+@register("milvus-bm25", "Milvus full-text BM25 (k1=1.5, b=0.75, Lucene idf) over the garden's own analysis (bm25's "
+                         "words: stopwords removed, Snowball stems) on a local Milvus Lite store or a server (uri)")
 class MilvusBM25(_MilvusRetriever):
+    """Milvus's own BM25 over a sparse field the garden fills with its analyzed words."""
     kind = LEXICAL
     field, metric = "sparse", "BM25"
     OPTIONS = {**ENGINE_OPTIONS, "k1": number(0, above=True), "b": number(0, 1), "stopwords": boolean(),
@@ -237,6 +235,7 @@ class MilvusBM25(_MilvusRetriever):
                           "exactly (FLAT) on Milvus Lite, through an HNSW index (M 16, efConstruction 128) on a "
                           "server; a local Milvus Lite store or a server (uri)")
 class MilvusDense(_MilvusRetriever):
+    """The vectors `dense` makes, searched in Milvus instead of in this process."""
     kind = SEMANTIC
     field, metric = "vector", "IP"
     DENSE_OPTIONS = {"backend": choice(*BACKENDS), "index": choice(*INDEXES), "m": integer(2, 2048),
