@@ -14,6 +14,7 @@ from pathlib import Path
 from garden.text import one_line
 from garden.errors import GardenError
 from garden.evaluation.negatives import NEGATIVE_KINDS
+from garden.evaluation.published import AGAINST
 from garden.evaluation.runner import PROMOTION_RUNS
 from garden.models import DEFAULT_BUDGET
 from garden.store.layout import CHALLENGE, DURABLE_FOLDERS
@@ -225,7 +226,7 @@ def cmd_compare(args) -> int:
                             plot=args.plot, metrics=_csv(args.metrics), trace_source=args.trace_source,
                             judgments=args.judgments, since=args.since, until=args.until,
                             negatives=args.negatives, negatives_per_store=args.negatives_per_store,
-                            negatives_seed=args.negatives_seed, scoring=args.scoring)
+                            negatives_seed=args.negatives_seed, scoring=args.scoring, against=args.against)
     _emit(args, report)
     return 0
 
@@ -470,6 +471,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scoring", choices=("garden", "longmemeval"),
                    help="LongMemEval: longmemeval adds the authors' own measures (their gold, discount and k, "
                         "at turn and session level) beside the garden's (default garden)")
+    p.add_argument("--against", choices=AGAINST,
+                   help="LongMemEval: set the authors' session recall_all@5, recall_any@5 and ndcg_any@10 beside "
+                        "published systems' figures, each with the questions and scoring it rests on (implies "
+                        "--scoring longmemeval)")
     _trace_source(p, "of a trace: ")
     p.add_argument("--judgments", help="of a trace: a person's grades and verdicts from `garden judge` (qrels file)")
     _trace_window(p)

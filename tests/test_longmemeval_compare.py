@@ -173,6 +173,19 @@ def test_compare_cli_on_a_longmemeval_file(sources, capsys):
     assert "declared negatives" in out
 
 
+def test_compare_cli_sets_the_run_beside_the_published_figures(sources, capsys):
+    assert main(["compare", str(sources["plain"]), "--pipelines", "bm25s,default", "--against", "published",
+                 "--json"]) == 0
+    j = json.loads(capsys.readouterr().out)
+    rows = {r["system"]: r for r in j["published"]}
+    authors = j["longmemeval_scoring"]["session"]["all"]["pipelines"]
+    assert rows["default"]["figures"]["recall_all@5"] == authors["default"]["recall_all@5"]
+    assert any(r["source"] != "this run" for r in j["published"])
+    assert main(["compare", str(sources["plain"]), "--pipelines", "bm25s", "--against", "published"]) == 0
+    out = capsys.readouterr().out
+    assert "beside the published figures" in out and "ndcg@10" in out and "500 of S" in out
+
+
 @pytest.mark.parametrize("args, needle", [
     (["--negatives", "foreign"], "brings its own negatives"),
     (["--metrics", "AP"], "fixed measures"),
@@ -191,6 +204,12 @@ def test_scoring_longmemeval_is_refused_elsewhere(project, capsys):
     assert main(["compare", "regression", "--pipelines", "bm25", "--scoring", "longmemeval"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--scoring" in err[0] and "regression" in err[0]
+
+
+def test_against_published_is_refused_elsewhere(project, capsys):
+    assert main(["compare", "regression", "--pipelines", "bm25", "--against", "published"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--against" in err[0] and "regression" in err[0]
 
 
 def _bad_files() -> dict[str, object]:

@@ -59,7 +59,7 @@ def subset(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def report(subset):
-    return compare_longmemeval(subset, PIPELINES, "bm25s", scoring="longmemeval", permutations=2000).to_json()
+    return compare_longmemeval(subset, PIPELINES, "bm25s", against="published", permutations=2000).to_json()
 
 
 def test_the_subset_is_the_rules(report):
@@ -92,6 +92,20 @@ def test_the_sittings_lead_at_session_level_in_the_authors_measures_too(report):
     for measure in ("recall_any@5", "ndcg_any@10"):
         assert authors["default"][measure] >= authors["hybrid"][measure], measure
         assert authors["default"][measure] == pytest.approx(EXPECTED[f"authors' session {measure}"], abs=TOLERANCE)
+
+
+def test_the_run_stands_beside_the_published_figures_with_its_own_session_measures(report):
+    """`--against published`: the run's rows are its authors' session measures, the
+    published rows follow, each saying its questions and scoring."""
+    authors = report["longmemeval_scoring"]["session"]["all"]["pipelines"]
+    rows = {r["system"]: r for r in report["published"]}
+    for pipeline in PIPELINES:
+        row = rows[pipeline]
+        assert row["questions"] == f"{report['longmemeval_scoring']['session']['all']['queries']} here"
+        for measure in ("recall_all@5", "recall_any@5", "ndcg_any@10"):
+            assert row["figures"][measure] == authors[pipeline][measure], (pipeline, measure)
+    published = [r for r in report["published"] if r["source"] != "this run"]
+    assert published and all(r["questions"] and r["scoring"] for r in published)
 
 
 def _figures(report: dict) -> dict:

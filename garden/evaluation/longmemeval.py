@@ -43,6 +43,7 @@ from garden.evaluation.compare import ALPHA, PERMUTATIONS, CompareReport, compar
 from garden.evaluation.locomo import check_comparison, made_pipelines
 from garden.evaluation.longmemeval_scoring import EVIDENCE_PREFIX, KS, measures
 from garden.evaluation.packets import plot_decisions
+from garden.evaluation.published import AGAINST, MEASURES, beside_published, published_table
 from garden.evaluation.stores import (TURN_KIND, Conversation, Question, StoresReport, iter_imported,
                                       judge_runs, run_stores, sittings_run, stores_report, summary_block)
 from garden.models import DEFAULT_BUDGET, Story
@@ -206,11 +207,16 @@ def _authors_tables(reports: dict) -> list:
 def compare_longmemeval(path: str | Path, pipelines: Sequence[str], baseline: str | None = None,
                         scoring: str = "garden", depth: int = DEPTH, budget: int = DEFAULT_BUDGET,
                         packets: bool = True, permutations: int = PERMUTATIONS, alpha: float = ALPHA,
-                        plot: str | Path | None = None) -> StoresReport:
+                        plot: str | Path | None = None, against: str | None = None) -> StoresReport:
     """Everything `garden compare` does on LongMemEval short of printing (see the module
-    docstring). `scoring` "longmemeval" adds the authors' measures beside the garden's."""
+    docstring). `scoring` "longmemeval" adds the authors' measures beside the garden's;
+    `against` "published" sets their session measures beside the published figures
+    (garden/evaluation/published.py), and needs those measures, so it implies that scoring."""
     if scoring not in SCORINGS:
         raise GardenError(f"`scoring` {scoring!r}: choose one of {', '.join(SCORINGS)}")
+    if against is not None and against not in AGAINST:
+        raise GardenError(f"`against` {against!r}: choose one of {', '.join(AGAINST)}")
+    scoring = "longmemeval" if against is not None else scoring
     baseline = check_comparison(pipelines, baseline)
     from garden.evaluation.locomo import FUSION_NAME
 
@@ -235,6 +241,12 @@ def compare_longmemeval(path: str | Path, pipelines: Sequence[str], baseline: st
         reports = authors.reports(baseline, name, permutations, alpha)
         extra["longmemeval_scoring"] = _authors_json(reports) if reports else None
         tables = _authors_tables(reports) if reports else []
+        if against is not None and reports:
+            session = reports["session"]["all"].evaluation
+            rows = beside_published({p: {m: values[m] for m in MEASURES} for p, values in session.aggregates.items()},
+                                    len(session.qids), path.name)
+            extra["published"] = rows
+            tables.append(published_table(rows))
     report = stores_report(runs, judged, name, baseline, JUDGMENTS, negatives=note, extra=extra,
                            extra_tables=tables, stores_word="haystacks")
     if report.packets is not None and note is not None:

@@ -520,7 +520,7 @@ def compare_source(source: str, pipelines: list[str], baseline: str | None = Non
                    plot: str | None = None, metrics: Sequence[str] | None = None, trace_source: str | None = None,
                    judgments: str | None = None, since: dt.date | None = None, until: dt.date | None = None,
                    negatives: str | None = None, negatives_per_store: int | None = None, negatives_seed: int = 0,
-                   scoring: str | None = None):
+                   scoring: str | None = None, against: str | None = None):
     if not pipelines:
         raise GardenError("`pipelines` names no pipeline")
     from garden.evaluation.locomo import FUSION_NAME, compare_locomo
@@ -548,7 +548,10 @@ def compare_source(source: str, pipelines: list[str], baseline: str | None = Non
             raise GardenError(f"{source}: a LongMemEval comparison reports its fixed measures and brings its own "
                               "negatives, the abstention questions (`metrics`, `trec_dir` and `negatives` do not "
                               "apply)")
-        return compare_longmemeval(path, pipelines, baseline, scoring=scoring or "garden", plot=plot)
+        return compare_longmemeval(path, pipelines, baseline, scoring=scoring or "garden", plot=plot, against=against)
+    if against is not None:
+        raise GardenError(f"`against`: the published figures stand beside a LongMemEval comparison; {source} is not "
+                          "a LongMemEval file or its import")
     if scoring is not None:
         raise GardenError(f"`scoring`: LongMemEval's own scoring applies to a LongMemEval file or its import; "
                           f"{source} is not one")
