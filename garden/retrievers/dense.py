@@ -43,6 +43,8 @@ from garden.retrievers._scores import shared_doc_ids
 from garden.retrievers import (SEMANTIC, ArrayScores, Doc, DocIds, ProcessCache, RetrieverBase, State, choice, custom,
                                integer, register)
 from garden.retrievers._encoders import BACKENDS, SPACES, export_blocker, load_encoder
+# public here: the encoders and their threads, for the experiments that time the backends
+from garden.retrievers._encoders import OnnxEncoder, session_threads  # noqa: F401
 from garden.retrievers._model_folder import embedding_width, folder_option, model_folder, onnx_blocker, pooling
 
 MODEL_NAME = "all-MiniLM-L6-v2"
@@ -237,6 +239,10 @@ class DenseRetriever(RetrieverBase):
 
     def _query_vector(self, query: str) -> np.ndarray:
         return self._query_vectors([query])[0]
+
+    def query_vector(self, query: str) -> np.ndarray:
+        """A question's embedding, the one `score` multiplies the documents by."""
+        return self._query_vector(query)
 
     def _query_vectors(self, queries: list[str]) -> np.ndarray:
         """Each query's embedding, one row per query: from `QUERY_VECTORS`, else the user's

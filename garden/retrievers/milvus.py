@@ -75,6 +75,8 @@ from garden.retrievers import (LEXICAL, SEMANTIC, Doc, ProcessCache, boolean, ch
                                make_retriever, number, register)
 from garden.retrievers._encoders import BACKENDS, load_encoder
 from garden.retrievers._term_stats import TermStatistics
+# public here: a local Milvus server, embedded or standalone, started and stopped (experiments)
+from garden.retrievers._milvus_server import start_local_server, start_standalone, stop_local_server  # noqa: F401
 from garden.retrievers.dense import DEFAULT_BACKEND, DenseRetriever, cache_space, model_width
 from garden.retrievers.hybrid import HybridRetriever
 from garden.retrievers._milvus import (ENGINE_OPTIONS, B, DEFAULT_TIMEOUT, K1, MAX_LIMIT, MAX_VARCHAR, TIE_MARGIN,
