@@ -39,6 +39,13 @@ import time
 from pathlib import Path
 
 PROJECT = Path(__file__).resolve().parents[1]
+if str(PROJECT) not in sys.path:
+    sys.path.insert(0, str(PROJECT))
+
+from experiments.harness.results import write_json  # noqa: E402
+from experiments.harness.stories import story_at  # noqa: E402
+from experiments.harness.timing import STEP_TIMER  # noqa: E402
+
 WORK = PROJECT / "experiments" / "out" / "query_cost"
 GARDEN = Path(sys.executable).with_name("garden")
 QUESTION = "Why have I not felt like gaming recently?"
@@ -47,13 +54,8 @@ REFERENCE = "aurora-ridge"
 TARGET_S, TARGET_RATIO = 1.5, 1.3
 
 # Runs in a fresh interpreter: each step timed as a query meets it, nothing warm in memory.
-STEPS = r"""
-import json, os, statistics, sys, time
-t0 = time.perf_counter()
-marks = {}
-def mark(name):
-    global t0
-    now = time.perf_counter(); marks[name] = now - t0; t0 = now
+STEPS = STEP_TIMER + r"""
+import os, statistics
 import garden.cli                                  # what the command imports before it parses
 mark("start-up")
 from contextlib import nullcontext
@@ -65,8 +67,7 @@ with (in_memory() if sys.argv[3] == "off" else nullcontext()):
     from garden.rerank.decide import vocabulary
     vocabulary(story)
     mark("vocabulary")
-    from garden.retrievers._encoders import load_encoder
-    from garden.retrievers.dense import DEFAULT_BACKEND, model_dir
+    from garden.retrievers.dense import DEFAULT_BACKEND, load_encoder, model_dir
     load_encoder(DEFAULT_BACKEND, model_dir())
     mark("model")
     from garden.derived.indexes import PROCESS_INDEXES
@@ -96,9 +97,6 @@ STAGES = ("start-up", "story", "vocabulary", "model", "indexes", "query", "print
 
 def stores(sizes: list[int], work: Path) -> dict[str, Path]:
     """The reference and a generated story per size (made once per work folder)."""
-    sys.path.insert(0, str(PROJECT))
-    from experiments.scale import story_at
-
     out = {REFERENCE: PROJECT / "fixtures" / f"{REFERENCE}.yaml"}
     for size in sizes:
         out[f"{size:,}"] = story_at(size, work)[0]
@@ -201,8 +199,7 @@ def main(argv: list[str] | None = None) -> int:
         result = json.loads(Path(args.again).read_text())
     else:
         result = measure([int(s) for s in args.sizes.split(",") if s], args.runs, Path(args.work))
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(result, indent=1))
+        write_json(args.json, result, indent=1)
     show(result)
     return 0
 

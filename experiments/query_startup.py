@@ -29,31 +29,31 @@ import time
 from pathlib import Path
 
 PROJECT = Path(__file__).resolve().parents[1]
+if str(PROJECT) not in sys.path:
+    sys.path.insert(0, str(PROJECT))
+
+from experiments.harness.timing import STEP_TIMER  # noqa: E402
+
 GARDEN = Path(sys.executable).with_name("garden")
 QUESTION = "Why have I not felt like gaming recently?"
 PIPELINES = ("bm25", "default")
 
 # Runs in a fresh interpreter: each step is timed as a real query meets it, nothing warm in memory.
-STEPS = r"""
-import json, sys, time
-t0 = time.perf_counter()
-marks = {}
-def mark(name):
-    global t0
-    now = time.perf_counter(); marks[name] = now - t0; t0 = now
+STEPS = STEP_TIMER + r"""
 import garden.cli                                  # what the command imports before it parses
-from garden.api import _story_path
+from pathlib import Path
+from garden.formats.stories import resolve_story_path
 mark("start-up")
 from garden.derived.stored import open_story       # what `garden query` reads: the story's save
 from garden.formats.stories import latest_date
-story = open_story(_story_path(sys.argv[1]))
+story = open_story(resolve_story_path(sys.argv[1], Path.cwd()))
 mark("story")
 from garden.pipelines import make_pipeline
 from garden.rerank.query import QuerySpec
 pipeline = make_pipeline(sys.argv[3])
 from garden.retrievers.dense import DEFAULT_BACKEND, model_dir
 if sys.argv[3] != "bm25":
-    from garden.retrievers._encoders import load_encoder
+    from garden.retrievers.dense import load_encoder
     load_encoder(DEFAULT_BACKEND, model_dir())
 mark("model")
 from garden.derived.indexes import PROCESS_INDEXES

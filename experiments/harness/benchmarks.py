@@ -95,9 +95,11 @@ def text_samples(count: int, locomo: str | Path, vaswani: str | Path, longmemeva
 
 
 def at_least_one(what: str):
-    """An argparse type: a whole number of at least 1; anything else refused naming `what`."""
+    """An argparse type: a whole number of at least 1; anything else refused in one line
+    saying what it counts (`what`) and what was given."""
     def parse(text: str) -> int:
-        if not text.strip().isdigit() or int(text) < 1:
-            raise argparse.ArgumentTypeError(f"{text!r}: {what}")
-        return int(text)
+        value = int(text) if text.strip().isdigit() else 0
+        if value < 1:
+            raise argparse.ArgumentTypeError(f"{what}, got {text!r}")
+        return value
     return parse

@@ -54,8 +54,9 @@ def machine() -> dict:
 
 
 def stamped(result: dict) -> dict:
-    """`result` with "run": the commit and the machine."""
-    return {**result, "run": {"commit": commit(), "machine": machine()}}
+    """`result` with "run": the commit and the machine; a result that has one already (a
+    saved run shown again) keeps the stamp of the run that measured it."""
+    return result if "run" in result else {**result, "run": {"commit": commit(), "machine": machine()}}
 
 
 def write_json(path: str | Path, result: dict, indent: int | None = 2) -> Path:

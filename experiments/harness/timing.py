@@ -54,6 +54,19 @@ def interleaved(rounds: int, items: Iterable, subjects: Sequence[K],
     return out
 
 
+def query_rounds(rounds: int, specs: Sequence, pipelines: dict) -> tuple[dict[str, list[float]], dict]:
+    """Each pipeline's `run(spec)` over every spec, `rounds` times, interleaved: (name ->
+    milliseconds per run, name -> stage -> the milliseconds each outcome's timings report)."""
+    stages: dict[str, dict[str, list[float]]] = {name: {} for name in pipelines}
+
+    def run_ms(name: str, spec) -> float:
+        seconds, outcome = timed(lambda: pipelines[name].run(spec))
+        for stage, ms in outcome.timings_ms.items():
+            stages[name].setdefault(stage, []).append(ms)
+        return seconds * 1e3
+    return interleaved(rounds, specs, list(pipelines), run_ms), stages
+
+
 def peak_mb() -> float:
     """This process's maximum resident set so far, MB (Linux reports KB, macOS bytes)."""
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -63,7 +76,7 @@ def peak_mb() -> float:
 # Prepended to the code a fresh interpreter runs when an experiment times each step of a
 # command as it meets it: `mark(name)` records the seconds since the previous mark.
 STEP_TIMER = r"""
-import json, os, statistics, sys, time
+import json, sys, time
 t0 = time.perf_counter()
 marks = {}
 def mark(name):
