@@ -35,7 +35,6 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 PROJECT = Path(__file__).resolve().parents[1]
@@ -44,7 +43,7 @@ if str(PROJECT) not in sys.path:
 
 from experiments.harness.results import write_json  # noqa: E402
 from experiments.harness.stories import story_at  # noqa: E402
-from experiments.harness.timing import STEP_TIMER  # noqa: E402
+from experiments.harness.timing import STEP_TIMER, timed  # noqa: E402
 
 WORK = PROJECT / "experiments" / "out" / "query_cost"
 GARDEN = Path(sys.executable).with_name("garden")
@@ -108,17 +107,13 @@ def _env(work: Path) -> dict:
 
 
 def whole_process(story: Path, question: str, work: Path) -> float:
-    start = time.perf_counter()
-    subprocess.run([str(GARDEN), "query", str(story), question], cwd=PROJECT, check=True,
-                   stdout=subprocess.DEVNULL, env=_env(work))
-    return time.perf_counter() - start
+    return timed(lambda: subprocess.run([str(GARDEN), "query", str(story), question], cwd=PROJECT, check=True,
+                                        stdout=subprocess.DEVNULL, env=_env(work)))[0]
 
 
 def stepped(story: Path, question: str, saves: str, work: Path) -> dict:
-    start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-c", STEPS, str(story), question, saves], cwd=PROJECT, check=True,
-                          capture_output=True, text=True, env=_env(work))
-    wall = time.perf_counter() - start
+    wall, done = timed(lambda: subprocess.run([sys.executable, "-c", STEPS, str(story), question, saves], cwd=PROJECT,
+                                              check=True, capture_output=True, text=True, env=_env(work)))
     found = json.loads(done.stdout.strip().splitlines()[-1])
     wall -= found["warm_total"]   # the five warm runs are the in-process figure, not the process's
     found["marks"]["start-up"] += wall - sum(found["marks"].values())   # the interpreter's own start and exit

@@ -25,14 +25,14 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 PROJECT = Path(__file__).resolve().parents[1]
 if str(PROJECT) not in sys.path:
     sys.path.insert(0, str(PROJECT))
 
-from experiments.harness.timing import STEP_TIMER  # noqa: E402
+from experiments.harness.results import stamped  # noqa: E402
+from experiments.harness.timing import STEP_TIMER, timed  # noqa: E402
 
 GARDEN = Path(sys.executable).with_name("garden")
 QUESTION = "Why have I not felt like gaming recently?"
@@ -68,18 +68,16 @@ print(json.dumps(marks))
 
 
 def whole_process(pipeline: str, story: str) -> float:
-    start = time.perf_counter()
-    subprocess.run([str(GARDEN), "query", story, QUESTION, "--pipeline", pipeline], cwd=PROJECT, check=True,
-                   stdout=subprocess.DEVNULL, env={**os.environ, "GARDEN_TRACE": "0"})
-    return time.perf_counter() - start
+    return timed(lambda: subprocess.run([str(GARDEN), "query", story, QUESTION, "--pipeline", pipeline], cwd=PROJECT,
+                                        check=True, stdout=subprocess.DEVNULL,
+                                        env={**os.environ, "GARDEN_TRACE": "0"}))[0]
 
 
 def stepped(pipeline: str, story: str) -> dict[str, float]:
     base = "hybrid" if pipeline == "default" else pipeline
-    start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-c", STEPS, story, QUESTION, pipeline, base], cwd=PROJECT, check=True,
-                          capture_output=True, text=True, env={**os.environ, "GARDEN_TRACE": "0"})
-    wall = time.perf_counter() - start
+    wall, done = timed(lambda: subprocess.run([sys.executable, "-c", STEPS, story, QUESTION, pipeline, base],
+                                              cwd=PROJECT, check=True, capture_output=True, text=True,
+                                              env={**os.environ, "GARDEN_TRACE": "0"}))
     marks = json.loads(done.stdout.strip().splitlines()[-1])
     return {"interpreter": wall - sum(marks.values()), **marks, "total": wall}
 
@@ -113,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     result = measure(args.story, args.runs)
     if args.json:
-        print(json.dumps(result, indent=2))
+        print(json.dumps(stamped(result), indent=2))
         return 0
     print(f"`garden query {args.story} ...`, caches warm, {args.runs} runs each, {result['cpus']} CPUs")
     print(f"{'pipeline':10} {'median':>8} {'min':>7} {'max':>7}   breakdown (medians, s)")

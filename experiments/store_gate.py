@@ -57,7 +57,6 @@ import math
 import re
 import sys
 import tempfile
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -72,6 +71,7 @@ from experiments.harness.folds import choose_then_hold_out, folds_of  # noqa: E4
 from experiments.harness.gate import (FORCED, LONGMEMEVAL_FOREIGN, NEGATIVE_CAP, negatives_in_folds,  # noqa: E402
                                       standout_ratio, threshold_rule)
 from experiments.harness.results import write_json  # noqa: E402
+from experiments.harness.timing import timed  # noqa: E402
 from garden.rerank.decide import PARTS, features  # noqa: E402
 
 KINDS = ("locomo", "locomo-raw", "longmemeval")
@@ -133,9 +133,8 @@ def collect(kind: str, conversations, negatives, folds) -> list[dict]:
     default, bm25s = make_pipeline("default"), make_pipeline("bm25s")
     rows = []
     for conv in conversations:
-        story, started = conv.story, time.perf_counter()
-        reference = build_reference(default, story)
-        built = time.perf_counter() - started
+        story = conv.story
+        built, reference = timed(lambda: build_reference(default, story))
         questions = []
         for q in conv.questions + negatives.get(story.story, []):
             answerable = bool(q.evidence)
