@@ -11,7 +11,7 @@ asked the same number of the other conversations' questions, garden/evaluation/n
 seed 0); on LongMemEval, the abstention questions (`_abs`: nothing in the haystack answers
 them) and LONGMEMEVAL_FOREIGN foreign negatives a haystack (another question's question: no
 question's evidence session is in another's haystack, checked on the sample). The folds are
-the fourteen of experiments/chat_protocol.py: LoCoMo's conversations and LongMemEval's
+the fourteen of experiments/harness/folds.py: LoCoMo's conversations and LongMemEval's
 questions dealt into seven groups by type. Holding each fold out in turn:
 
 - the gate: a logistic regression of answerable against negatives on the other thirteen

@@ -8,7 +8,7 @@ and its text embedded whole, and each store's sessions, voices and dates; saved 
 --out as JSON (`session_rows_<benchmark>.json`). Then every variant of `variants()` is
 scored at session level by ir-measures (each question judged by the sessions holding its
 evidence turns; kept in `session_variant_scores.json`), and the fourteen folds of
-experiments/chat_protocol.py choose among them (`choose`: a variant is eligible on a
+experiments/harness/folds.py choose among them (`choose`: a variant is eligible on a
 fold's training questions when it lowers neither benchmark's figures against today's
 rule, a session ranked where its first turn is). Printed, and written as
 `session_ranking.json` and the tables of `session_ranking.md`: every variant in sample,

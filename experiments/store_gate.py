@@ -26,14 +26,14 @@ Three kinds of store, each judged by its benchmark's evidence turns:
 Every question runs once through `default` with the answer forced, recording the support's
 parts (ln top, held, known, ln second), the lanes' largest standout ratio, the packet's
 evidence coverage and precision (as served whenever answered), and `bm25s`'s packet for the
-same question. The folds are experiments/chat_protocol.py's fourteen: LoCoMo's conversations
+same question. The folds are experiments/harness/folds.py's fourteen: LoCoMo's conversations
 (a conversation's two forms in one fold) and LongMemEval's questions dealt into seven groups
 by type. Holding each fold out in turn, on the other thirteen:
 
 1. the support's weights: a logistic regression of answerable against negatives (L2, C 1;
    each kind of store weighing the same);
 2. the level's weights (a_known, a_foreign) from LEVEL_GRID, and with each the threshold
-   `answer_at` by experiments/locomo_gate.py's answer-first rule (the lowest calibrated
+   `answer_at` by experiments/harness/gate.py's answer-first rule (the lowest calibrated
    support at which every kind answers at most 24% of its negatives, unless a kind would
    then answer fewer than 91% of its answerable questions); the point whose threshold gives
    the best mean over the kinds of (answered - negatives answered) is chosen;
@@ -219,7 +219,7 @@ def fit_weights(t: Table, mask: np.ndarray, kinds) -> tuple[np.ndarray, float]:
 
 
 def rule(score: np.ndarray, t: Table, mask: np.ndarray, kinds, target: float = ANSWER_TARGET) -> float:
-    """locomo_gate's answer-first threshold over these kinds' rows under `mask`."""
+    """The answer-first threshold (experiments/harness/gate.py) over these kinds' rows under `mask`."""
     return threshold_rule({k: (list(score[mask & (t.kind == k) & t.core]),
                                list(score[mask & (t.kind == k) & ~t.answerable])) for k in kinds},
                           answer_target=target, negative_cap=NEGATIVE_CAP)
