@@ -42,7 +42,8 @@ if str(PROJECT) not in sys.path:
     sys.path.insert(0, str(PROJECT))
 
 from experiments.harness.results import write_json  # noqa: E402
-from experiments.harness.stories import story_at  # noqa: E402
+from experiments.harness.benchmarks import OUT  # noqa: E402
+from experiments.harness.stories import size_options, story_at  # noqa: E402
 from experiments.harness.timing import STEP_TIMER, timed  # noqa: E402
 
 WORK = PROJECT / "experiments" / "out" / "query_cost"
@@ -184,11 +185,8 @@ def show(result: dict) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sizes", default="1000,10000,100000")
+    size_options(ap, "1000,10000,100000", WORK, OUT / "query_cost.json", "show a saved run's figures instead")
     ap.add_argument("--runs", type=int, default=5)
-    ap.add_argument("--work", default=str(WORK), help="where the generated stories and their garden home live")
-    ap.add_argument("--json", default=str(PROJECT / "experiments" / "out" / "query_cost.json"))
-    ap.add_argument("--again", metavar="JSON", help="show a saved run's figures instead of measuring")
     args = ap.parse_args(argv)
     if args.again:
         result = json.loads(Path(args.again).read_text())

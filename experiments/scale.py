@@ -36,7 +36,8 @@ if str(PROJECT) not in sys.path:
     sys.path.insert(0, str(PROJECT))
 
 from experiments.harness.results import write_json  # noqa: E402
-from experiments.harness.stories import SEED, WORK, case_queries, story_at  # noqa: E402
+from experiments.harness.benchmarks import OUT  # noqa: E402
+from experiments.harness.stories import SEED, WORK, case_queries, size_options, story_at  # noqa: E402
 from experiments.harness.timing import peak_mb, query_rounds, spread, timed  # noqa: E402
 
 KINDS = ("bm25", "bm25s", "tfidf", "phrase", "dense")
@@ -203,12 +204,9 @@ def show(report: dict) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sizes", default="1000,10000,100000")
+    size_options(ap, "1000,10000,100000", WORK, OUT / "scale.json", "show (and plot) a saved run's figures instead")
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--work", default=str(WORK), help="where the generated stories and their garden home live")
-    ap.add_argument("--json", default=str(PROJECT / "experiments" / "out" / "scale.json"))
-    ap.add_argument("--plot", default=str(PROJECT / "experiments" / "out" / "scale.png"))
-    ap.add_argument("--again", metavar="JSON", help="show (and plot) a saved run's figures instead of measuring")
+    ap.add_argument("--plot", default=str(OUT / "scale.png"))
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)  # one size, in this process
     args = ap.parse_args(argv)
     if args.one:

@@ -3,6 +3,7 @@
 SEED, and the cases it writes beside the story."""
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 
@@ -11,6 +12,17 @@ from experiments.harness.timing import timed
 PROJECT = Path(__file__).resolve().parents[2]
 WORK = PROJECT / "experiments" / "out" / "scale"
 SEED = 7
+
+
+def size_options(parser: argparse.ArgumentParser, sizes: str, work: Path, saved: Path, again: str) -> None:
+    """The options every experiment over generated stories takes: `--sizes` (comma-separated
+    record counts), `--work` (where the stories and their garden home live), `--json` (where
+    the figures are saved) and `--again` (show a saved run's figures instead: `again` says
+    what it shows)."""
+    parser.add_argument("--sizes", default=sizes, help=f"record counts, comma-separated (default {sizes})")
+    parser.add_argument("--work", default=str(work), help="where the generated stories and their garden home live")
+    parser.add_argument("--json", default=str(saved), help=f"where the figures are saved (default {saved})")
+    parser.add_argument("--again", metavar="JSON", help=again)
 
 
 def story_at(size: int, work: Path) -> tuple[Path, Path]:
