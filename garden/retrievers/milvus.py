@@ -326,7 +326,7 @@ class MilvusDense(_MilvusRetriever):
     def _score_one(self, query: str, where: str = "") -> dict[str, float]:
         if self.collection is None or not query.strip():
             return {}
-        vector = self._dense._query_vector(query).astype(np.float32).tolist()
+        vector = self._dense.query_vector(query).astype(np.float32).tolist()
         return dict(self._search([vector], self._every(), where)[0])
 
     def scores_of(self, query: str, ids: Sequence[str], eligible=None) -> dict[str, float]:
@@ -341,7 +341,7 @@ class MilvusDense(_MilvusRetriever):
         if not found:
             return {}
         matrix = np.asarray([vectors[rid] for rid in found], dtype=np.float32)
-        products = matrix @ self._dense._query_vector(query).astype(np.float32)
+        products = matrix @ self._dense.query_vector(query).astype(np.float32)
         return dict(zip(found, products.astype(np.float64).tolist()))
 
     def vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
