@@ -1,8 +1,10 @@
 """Results saved with what made them: the commit and the machine.
 
 A figure means little without the code that computed it and the processor it ran on (the
-int8 encoder is 1.17 times torch on AVX2 alone and 1.9 times with VNNI, docs/encoding.md):
-`write_json` adds both under "run", beside the figures, never in place of one.
+int8 encoder's lead over torch depends on whether the processor has VNNI): `write_json`
+adds both under "run", beside the figures, never in place of one. The rows an experiment
+saves to choose again from (`--reuse`) are its inputs, not results: they are written as
+they were, and a result made from them again carries the stamp of the run that makes it.
 """
 from __future__ import annotations
 

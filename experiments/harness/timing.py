@@ -1,12 +1,14 @@
 """Timing, one way everywhere.
 
 - The clock is `time.perf_counter`; `timed` measures one call.
-- `interleaved`: every round runs each subject once, in turn, so a slow moment of a shared
-  machine falls on all of them and a ratio to a reference run in the same rounds is fair.
+- `interleaved`: every round takes each item in turn and runs every subject on it, one
+  after the other, so a slow moment of a shared machine falls on all of them and a ratio
+  to a reference run in the same rounds is fair (`query_rounds`: pipelines on query specs).
 - One percentile definition: numpy's default, linear interpolation between the two
   closest ranks (`np.percentile(values, q)`, Hyndman and Fan's type 7). The p50 is the
-  median, the p95 `percentile(values, 95)`. Figures computed before this rule by the
-  nearest rank (`round(q (n - 1))`-th smallest) are marked so where the docs quote them.
+  median, the p95 `percentile(values, 95)`. Figures taken before this rule as the nearest
+  rank (the value at place round(q (n - 1)) in order, counting from 0) say so where the
+  docs quote them (docs/serve.md, docs/milvus.md).
 - Peak memory is the process's maximum resident set (`ru_maxrss`), in MB.
 """
 from __future__ import annotations
