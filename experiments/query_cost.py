@@ -44,7 +44,7 @@ if str(PROJECT) not in sys.path:
 from experiments.harness.results import write_json  # noqa: E402
 from experiments.harness.benchmarks import OUT  # noqa: E402
 from experiments.harness.stories import size_options, story_at  # noqa: E402
-from experiments.harness.timing import STEP_TIMER, timed  # noqa: E402
+from experiments.harness.timing import STEP_TIMER, interleaved, timed  # noqa: E402
 
 WORK = PROJECT / "experiments" / "out" / "query_cost"
 GARDEN = Path(sys.executable).with_name("garden")
@@ -127,13 +127,13 @@ def measure(sizes: list[int], runs: int, work: Path) -> dict:
     asks = [(name, QUESTION) for name in found] + [(name, WIDE) for name in found if name != REFERENCE]
     for name, question in asks:           # untimed: every save and cache filled
         whole_process(found[name], question, work)
-    walls: dict = {a: [] for a in asks}
-    steps: dict = {(a, s): [] for a in asks for s in ("on", "off")}
-    for _ in range(runs):
-        for ask in asks:
-            walls[ask].append(whole_process(found[ask[0]], ask[1], work))
-            for saves in ("on", "off"):
-                steps[(ask, saves)].append(stepped(found[ask[0]], ask[1], saves, work))
+
+    def one(ask: tuple[str, str], _) -> tuple[float, dict]:
+        return (whole_process(found[ask[0]], ask[1], work),
+                {saves: stepped(found[ask[0]], ask[1], saves, work) for saves in ("on", "off")})
+    got = interleaved(runs, [None], asks, one)
+    walls = {a: [wall for wall, _ in got[a]] for a in asks}
+    steps = {(a, saves): [step[saves] for _, step in got[a]] for a in asks for saves in ("on", "off")}
     out: dict = {"runs": runs, "cpus": os.cpu_count(), "asks": []}
     reference = statistics.median(walls[(REFERENCE, QUESTION)])
     for ask in asks:

@@ -32,7 +32,7 @@ if str(PROJECT) not in sys.path:
     sys.path.insert(0, str(PROJECT))
 
 from experiments.harness.results import stamped  # noqa: E402
-from experiments.harness.timing import STEP_TIMER, timed  # noqa: E402
+from experiments.harness.timing import STEP_TIMER, interleaved, timed  # noqa: E402
 
 GARDEN = Path(sys.executable).with_name("garden")
 QUESTION = "Why have I not felt like gaming recently?"
@@ -85,12 +85,9 @@ def stepped(pipeline: str, story: str) -> dict[str, float]:
 def measure(story: str, runs: int) -> dict:
     for pipeline in PIPELINES:  # warm every cache the query reads; untimed
         whole_process(pipeline, story)
-    walls: dict[str, list[float]] = {p: [] for p in PIPELINES}
-    steps: dict[str, list[dict[str, float]]] = {p: [] for p in PIPELINES}
-    for _ in range(runs):
-        for pipeline in PIPELINES:
-            walls[pipeline].append(whole_process(pipeline, story))
-            steps[pipeline].append(stepped(pipeline, story))
+    got = interleaved(runs, [story], PIPELINES, lambda pipeline, s: (whole_process(pipeline, s), stepped(pipeline, s)))
+    walls = {p: [wall for wall, _ in got[p]] for p in PIPELINES}
+    steps = {p: [step for _, step in got[p]] for p in PIPELINES}
     out: dict = {"story": story, "runs": runs, "cpus": os.cpu_count(), "pipelines": {}}
     for pipeline in PIPELINES:
         names = steps[pipeline][0].keys()
