@@ -75,8 +75,6 @@ from garden.retrievers import (LEXICAL, SEMANTIC, Doc, ProcessCache, boolean, ch
                                make_retriever, number, register)
 from garden.retrievers._encoders import BACKENDS, load_encoder
 from garden.retrievers._term_stats import TermStatistics
-# public here: a local Milvus server, embedded or standalone, started and stopped (experiments)
-from garden.retrievers._milvus_server import start_local_server, start_standalone, stop_local_server  # noqa: F401
 from garden.retrievers.dense import DEFAULT_BACKEND, DenseRetriever, cache_space, model_width
 from garden.retrievers.hybrid import HybridRetriever
 from garden.retrievers._milvus import (ENGINE_OPTIONS, B, DEFAULT_TIMEOUT, K1, MAX_LIMIT, MAX_VARCHAR, TIE_MARGIN,
@@ -426,3 +424,17 @@ class MilvusHybrid(HybridRetriever):
             dense.vectors([rid for rid, _ in rank(lexical, depth + TIE_MARGIN)])
         found = {self.lexical: lexical, "milvus-dense": pending.result()}
         return {name: found[name] for name in members}
+
+
+SERVERS = ("start_local_server", "start_standalone", "stop_local_server")
+
+
+def __getattr__(name: str):
+    """A local Milvus server, embedded or standalone, started and stopped: public here for
+    the experiments that measure one, and loaded only when asked for, so that making a
+    pipeline (which imports this module) does not import what starting a process needs."""
+    if name in SERVERS:
+        from garden.retrievers import _milvus_server
+
+        return getattr(_milvus_server, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
