@@ -7,7 +7,7 @@ timed through `garden.evaluation.compare.rankings`, the path `garden compare` ta
 `BM25Okapi.get_scores` + a top-1000 sort. The ratio garden-bm25s / raw-bm25s says what the
 garden's wrapper costs over the library it wraps.
 
-    .venv/bin/python experiments/bench_retrievers.py [--collection PATH] [--repeat 5]
+    .venv/bin/python experiments/bench_retrievers.py [--vaswani DIR] [--repeat 5] [--json FILE]
 
 The first run embeds the corpus for `dense` and `hybrid` (about 100 s on two cores) into
 the embedding cache; later runs read it back.
@@ -15,10 +15,8 @@ the embedding cache; later runs read it back.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
-import time
 from pathlib import Path
 
 import bm25s
@@ -26,12 +24,17 @@ import numpy as np
 import Stemmer
 from rank_bm25 import BM25Okapi
 
-from garden.formats.corpora import load_collection
-from garden.evaluation.compare import rankings
-from garden.retrievers import make_retriever
-
 PROJECT = Path(__file__).resolve().parents[1]
-DEFAULT_COLLECTION = PROJECT.parent / "shared" / "data" / "vaswani"
+if str(PROJECT) not in sys.path:
+    sys.path.insert(0, str(PROJECT))
+
+from experiments.harness.benchmarks import arguments  # noqa: E402
+from experiments.harness.results import write_json  # noqa: E402
+from experiments.harness.timing import timed  # noqa: E402
+from garden.evaluation.compare import rankings  # noqa: E402
+from garden.formats.corpora import load_collection  # noqa: E402
+from garden.retrievers import make_retriever  # noqa: E402
+
 PIPELINES = ("bm25", "bm25s", "tfidf", "dense", "hybrid")
 DEPTH = 1000
 
@@ -39,12 +42,7 @@ DEPTH = 1000
 def median_rate(run, n_queries: int, repeat: int) -> float:
     """Queries per second of the median repetition, after one untimed warm-up run."""
     run()
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - start)
-    return n_queries / statistics.median(times)
+    return n_queries / statistics.median(timed(run)[0] for _ in range(repeat))
 
 
 def raw_bm25s(texts: list[str], queries: list[str]):
@@ -80,13 +78,12 @@ def raw_rank_bm25(texts: list[str], queries: list[str]):
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--collection", type=Path, default=DEFAULT_COLLECTION)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--pipelines", default=",".join(PIPELINES))
     parser.add_argument("--json", type=Path, help="also write the figures here")
-    args = parser.parse_args(argv)
+    args = arguments(parser, ("vaswani",), argv, out=False)
 
-    collection = load_collection(args.collection)
+    collection = load_collection(args.vaswani)
     queries = list(collection.queries.values())
     texts = [d.text for d in collection.docs]
     n = len(queries)
@@ -95,9 +92,7 @@ def main(argv: list[str] | None = None) -> int:
 
     for name in args.pipelines.split(","):
         retriever = make_retriever(name)
-        start = time.perf_counter()
-        retriever.index(collection.docs)
-        index_s[name] = time.perf_counter() - start
+        index_s[name], _ = timed(lambda: retriever.index(collection.docs))
         rates[name] = median_rate(lambda: rankings(retriever, queries, DEPTH), n, args.repeat)
         print(f"garden {name:8s} {rates[name]:9.1f} queries/s   (index {index_s[name]:.1f} s)", flush=True)
 
@@ -111,9 +106,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"garden-bm25s / raw-bm25s = {ratio:.2f}  (target >= 0.5)")
         rates["ratio_garden_bm25s_to_raw"] = ratio
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"queries": n, "repeat": args.repeat, "queries_per_s": rates,
-                                         "index_s": index_s}, indent=2))
+        write_json(args.json, {"queries": n, "repeat": args.repeat, "queries_per_s": rates, "index_s": index_s})
     return 0
 
 

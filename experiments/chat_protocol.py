@@ -40,6 +40,9 @@ PROJECT = Path(__file__).resolve().parents[1]
 if str(PROJECT) not in sys.path:
     sys.path.insert(0, str(PROJECT))
 
+from experiments.harness.benchmarks import DEPTH, MEASURES, arguments, load_chats  # noqa: E402
+from experiments.harness.folds import folds_of, hold_out_questions  # noqa: E402
+from experiments.harness.results import write_json  # noqa: E402
 from garden.evaluation.measures import evaluate, randomization_p  # noqa: E402
 from garden.evaluation.stores import sessions_run, turn_ranking  # noqa: E402
 from garden.pipelines import make_pipeline  # noqa: E402
@@ -48,42 +51,6 @@ from garden.rerank.stages import Settings  # noqa: E402
 
 GRID = {"unasked": (0.2, 0.4, 0.6, 1.0), "session_weight": (0.0, 0.5, 1.0, 2.0, 4.0)}
 REFERENCE = {"unasked": 1.0, "session_weight": 0.0}
-DEPTH = {"locomo": 100, "longmemeval": 1000}   # what `garden compare` ranks each to
-MEASURES = ("nDCG@10", "Success@5")
-GROUPS = 7
-
-
-def load(locomo: str, longmemeval: str) -> dict[str, list]:
-    """benchmark -> its conversations (each with its own judged questions)."""
-    from garden.evaluation.locomo import load_conversations
-    from garden.evaluation.longmemeval import _from_built
-    from garden.formats.longmemeval import read_built
-
-    lme = [c for c in (_from_built(b) for b in read_built(longmemeval)[1]) if c.questions]
-    return {"locomo": load_conversations(locomo), "longmemeval": lme}
-
-
-def write_development_subset(sample: str | Path, out: str | Path, every: int = 8) -> Path:
-    """LongMemEval's development sample sorted by type, then id, and every `every`-th question
-    kept (tests/test_longmemeval_dev.py's fixed rule; `every` 1 keeps them all), written to
-    `out` in the released layout."""
-    import gzip
-
-    opener = gzip.open if str(sample).endswith(".gz") else open
-    with opener(sample, "rt", encoding="utf-8") as fh:
-        questions = json.load(fh)
-    questions.sort(key=lambda q: (q["question_type"], q["question_id"]))
-    Path(out).write_text(json.dumps(questions[::every]), encoding="utf-8")
-    return Path(out)
-
-
-def folds_of(bench: str, conversations) -> dict[str, str]:
-    """qid -> its fold: a LoCoMo conversation, or one of GROUPS LongMemEval groups."""
-    if bench == "locomo":
-        return {q.qid: c.story.story for c in conversations for q in c.questions if q.evidence}
-    questions = sorted((q for c in conversations for q in c.questions if q.evidence),
-                       key=lambda q: (q.category, q.qid))
-    return {q.qid: f"longmemeval-group-{n % GROUPS + 1}" for n, q in enumerate(questions)}
 
 
 def measure_point(bench: str, conversations, point: dict) -> dict[str, dict[str, float]]:
@@ -122,32 +89,16 @@ def objective(scores: dict, train: dict[str, list[str]]) -> float:
     return float(np.mean(values))
 
 
-def benchmark_arguments(description: str, reuse: str, argv: list[str] | None = None) -> argparse.Namespace:
-    """The options of an experiment on both development benchmarks: where each is read
-    (../shared/data by default, refused in one line when missing), where its rows go, and
-    `--reuse` (`reuse` says what it reads again)."""
-    ap = argparse.ArgumentParser(description=description)
-    ap.add_argument("--locomo", default=str(PROJECT.parent / "shared" / "data" / "locomo"))
-    ap.add_argument("--longmemeval", default=str(PROJECT.parent / "shared" / "data" / "longmemeval" /
-                                                 "longmemeval_s_dev.json.gz"))
-    ap.add_argument("--out", default="experiments/out")
-    ap.add_argument("--reuse", action="store_true", help=reuse)
-    args = ap.parse_args(argv)
-    for path in (args.locomo, args.longmemeval):
-        if not args.reuse and not Path(path).exists():
-            ap.error(f"no data at {path}")
-    return args
-
-
 def main(argv: list[str] | None = None) -> int:
-    args = benchmark_arguments(__doc__.splitlines()[0], "choose again from the measures saved by the last run", argv)
+    args = arguments(argparse.ArgumentParser(description=__doc__.splitlines()[0]), ("locomo", "longmemeval"), argv,
+                     reuse="choose again from the measures saved by the last run")
     points = [dict(zip(GRID, values)) for values in itertools.product(*GRID.values())]
     out = Path(args.out)
     saved = out / "chat_protocol_rows.json"
     if args.reuse:
         scores = json.loads(saved.read_text())["scores"]
     else:
-        data = load(args.locomo, args.longmemeval)
+        data = load_chats(args.locomo, args.longmemeval)
         folds = {b: folds_of(b, convs) for b, convs in data.items()}
         scores = {}
         for n, point in enumerate(points):
@@ -157,17 +108,10 @@ def main(argv: list[str] | None = None) -> int:
         out.mkdir(parents=True, exist_ok=True)
         saved.write_text(json.dumps({"points": points, "folds": folds, "scores": scores}))
     folds = json.loads(saved.read_text())["folds"]
-    every = sorted({f for per in folds.values() for f in per.values()})
     reference = str(points.index(REFERENCE))
-    chosen, held = [], {b: {} for b in folds}
-    for fold in every:
-        train = {b: [q for q, f in per.items() if f != fold] for b, per in folds.items()}
-        best = max(scores, key=lambda n: (objective(scores[n], train), -int(n)))
-        chosen.append({"held_out": fold, "chosen": points[int(best)]})
-        for b, per in folds.items():
-            for q, f in per.items():
-                if f == fold:
-                    held[b][q] = best
+    picked, held = hold_out_questions(folds, lambda train: max(scores, key=lambda n: (objective(scores[n], train),
+                                                                                      -int(n))))
+    chosen = [{"held_out": fold, "chosen": points[int(best)]} for fold, best in picked]
     print("\nfolds (each scored by the point chosen on the other thirteen):")
     for c in chosen:
         print(f"  {c['held_out']}: {c['chosen']}")
@@ -189,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     for n, point in enumerate(points):
         report["points"].append({"point": point, **{f"{b} {m}": float(np.mean(list(scores[str(n)][b][m].values())))
                                                     for b in folds for m in scores[str(n)][b]}})
-    (out / "chat_protocol.json").write_text(json.dumps(report, indent=2))
+    write_json(out / "chat_protocol.json", report)
     return 0
 
 

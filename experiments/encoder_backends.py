@@ -18,44 +18,34 @@ The default backend is the fastest one whose four figures all stay within 0.005 
 (`--tolerance`); the script says which that is.
 
     .venv/bin/python experiments/encoder_backends.py [--texts 600] [--rounds 3] [--speed-only] [--json]
+        [--vaswani DIR] [--locomo PATH] [--longmemeval FILE]
 
 Vaswani: ../shared/data/vaswani. LoCoMo: Maharana et al., ACL 2024, CC BY-NC 4.0; read from
 ../shared/data/locomo. LongMemEval: Wu et al., ICLR 2025 (MIT); its development sample read
-from ../shared/data/longmemeval.
+from ../shared/data/longmemeval (experiments/harness/benchmarks.py's defaults).
 """
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import os
 import statistics
 import sys
-import time
 from pathlib import Path
 
-from garden.evaluation.compare import compare_collection
-from garden.evaluation.locomo import compare_locomo, load_conversations
-from garden.formats.corpora import load_collection
-from garden.retrievers._encoders import BACKENDS, OnnxEncoder, load_encoder, session_threads
-from garden.retrievers.dense import model_dir
+PROJECT = Path(__file__).resolve().parents[1]
+if str(PROJECT) not in sys.path:
+    sys.path.insert(0, str(PROJECT))
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-VASWANI, LOCOMO = DATA / "vaswani", DATA / "locomo"
-LONGMEMEVAL = DATA / "longmemeval" / "longmemeval_s_dev.json.gz"
+from experiments.harness.benchmarks import arguments, text_samples  # noqa: E402
+from experiments.harness.timing import interleaved, timed  # noqa: E402
+from garden.evaluation.compare import compare_collection  # noqa: E402
+from garden.evaluation.locomo import compare_locomo  # noqa: E402
+from garden.retrievers.dense import BACKENDS, OnnxEncoder, load_encoder, model_dir, session_threads  # noqa: E402
+
 TOLERANCE = 0.005
 BATCH = 64
-
-
-def samples(count: int) -> dict[str, list[str]]:
-    """`count` texts of each kind, spread evenly over the source, the same every run."""
-    turns = [r.text for c in load_conversations(LOCOMO) for r in c.story.records if r.kind == "source"]
-    passages = [d.text for d in load_collection(VASWANI).docs]
-    with gzip.open(LONGMEMEVAL, "rt", encoding="utf-8") as fh:
-        chat = sorted({t["content"] for q in json.load(fh) for s in q["haystack_sessions"] for t in s
-                       if t["content"].strip()})
-    kinds = {"LoCoMo turns": turns, "Vaswani passages": passages, "LongMemEval turns": chat}
-    return {kind: texts[:: max(1, len(texts) // count)][:count] for kind, texts in kinds.items()}
+BENCHMARKS = ("vaswani", "locomo", "longmemeval")
 
 
 def arrival_batches(lengths: list[int]) -> list[list[int]]:
@@ -84,20 +74,18 @@ def speeds(texts: dict[str, list[str]], rounds: int) -> dict[str, dict[str, floa
     encoders = ways()
     for encode in encoders.values():  # first calls pay one-off costs (allocation, kernels)
         encode(texts["LoCoMo turns"][:16])
-    seen: dict[str, dict[str, list[float]]] = {w: {kind: [] for kind in texts} for w in encoders}
-    for _ in range(rounds):
-        for kind, batch in texts.items():
-            for way, encode in encoders.items():
-                start = time.perf_counter()
-                encode(batch)
-                seen[way][kind].append(len(batch) / (time.perf_counter() - start))
-    return {w: {kind: statistics.median(v) for kind, v in by_kind.items()} for w, by_kind in seen.items()}
+
+    def rate(way: str, kind: str) -> float:
+        seconds, _ = timed(lambda: encoders[way](texts[kind]))
+        return len(texts[kind]) / seconds
+    seen = interleaved(rounds, texts, list(encoders), lambda way, kind: (kind, rate(way, kind)))
+    return {w: {kind: statistics.median(r for k, r in got if k == kind) for kind in texts} for w, got in seen.items()}
 
 
-def figures() -> dict[str, dict[str, float]]:
+def figures(vaswani_path: str, locomo_path: str) -> dict[str, dict[str, float]]:
     names = [f"dense:backend={b}" for b in BACKENDS]
-    vaswani = compare_collection(VASWANI, names, measures=("AP", "nDCG@10")).evaluation.aggregates
-    locomo = compare_locomo(LOCOMO, names, packets=False).turn.evaluation.aggregates
+    vaswani = compare_collection(vaswani_path, names, measures=("AP", "nDCG@10")).evaluation.aggregates
+    locomo = compare_locomo(locomo_path, names, packets=False).turn.evaluation.aggregates
     out = {}
     for backend, name in zip(BACKENDS, names):
         out[backend] = {"Vaswani AP": vaswani[name]["AP"], "Vaswani nDCG@10": vaswani[name]["nDCG@10"],
@@ -105,13 +93,13 @@ def figures() -> dict[str, dict[str, float]]:
     return out
 
 
-def measure(count: int, rounds: int, tolerance: float, with_figures: bool) -> dict:
-    speed = speeds(samples(count), rounds)
+def measure(count: int, rounds: int, tolerance: float, with_figures: bool, paths: dict[str, str]) -> dict:
+    speed = speeds(text_samples(count, paths["locomo"], paths["vaswani"], paths["longmemeval"]), rounds)
     rows = {way: {"texts_per_s": s, "speedup": {k: s[k] / speed["torch"][k] for k in s}} for way, s in speed.items()}
     result = {"texts": count, "rounds": rounds, "batch_size": BATCH, "threads": session_threads(),
               "cores": os.cpu_count(), "load_average": os.getloadavg(), "ways": rows}
     if with_figures:
-        figs = figures()
+        figs = figures(paths["vaswani"], paths["locomo"])
         for backend in BACKENDS:
             drift = {k: figs[backend][k] - figs["torch"][k] for k in figs["torch"]}
             rows[backend].update(figures=figs[backend], difference_from_torch=drift,
@@ -128,8 +116,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tolerance", type=float, default=TOLERANCE)
     ap.add_argument("--speed-only", action="store_true", help="texts a second only, no figures")
     ap.add_argument("--json", action="store_true")
-    args = ap.parse_args(argv)
-    result = measure(args.texts, args.rounds, args.tolerance, not args.speed_only)
+    args = arguments(ap, BENCHMARKS, argv, out=False)
+    result = measure(args.texts, args.rounds, args.tolerance, not args.speed_only,
+                     {b: getattr(args, b) for b in BENCHMARKS})
     if args.json:
         print(json.dumps(result, indent=2))
         return 0

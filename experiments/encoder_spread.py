@@ -49,12 +49,14 @@ import numpy as np
 HERE = Path(__file__).resolve()
 sys.path.insert(0, str(HERE.parents[1]))
 
-from experiments.encoder_backends import BATCH, VASWANI, samples  # noqa: E402
-from garden.cli import _at_least_one  # noqa: E402
+from experiments.harness.benchmarks import arguments, at_least_one, text_samples, write_development_subset  # noqa: E402
+from experiments.harness.results import write_json  # noqa: E402
 from garden.evaluation.measures import evaluate  # noqa: E402
 from garden.formats.corpora import load_collection  # noqa: E402
-from garden.retrievers._encoders import BACKENDS, load_encoder  # noqa: E402
-from garden.retrievers.dense import DEFAULT_BACKEND, model_dir  # noqa: E402
+from garden.retrievers.dense import BACKENDS, DEFAULT_BACKEND, load_encoder, model_dir  # noqa: E402
+
+BATCH = 64   # what `dense` encodes at (experiments/encoder_backends.py times the same)
+BENCHMARKS = ("vaswani", "locomo", "longmemeval")
 
 DEPTH = 1000
 MEASURES = ("AP", "nDCG@10", "R@1000")
@@ -62,19 +64,19 @@ SHOWN = ("SSE42", "AVX", "FMA3", "AVX2", "AVX512F", "AVX512_SKX", "AVX512_CNL", 
          "AVX512VNNI")  # NumPy's names for the extensions that choose kernels
 
 
-def sample_texts(count: int) -> dict[str, list[str]]:
+def sample_texts(count: int, paths: dict[str, str]) -> dict[str, list[str]]:
     """`count` texts of each kind (Vaswani queries: every `count`-th of the 93, in id order)."""
-    kinds = samples(count)
-    queries = load_collection(VASWANI).queries
+    kinds = text_samples(count, paths["locomo"], paths["vaswani"], paths["longmemeval"])
+    queries = load_collection(paths["vaswani"]).queries
     ordered = [queries[q] for q in sorted(queries, key=int)]
     kinds["Vaswani queries"] = ordered[:: max(1, len(ordered) // count)][:count]
     return kinds
 
 
-def encode_sample(count: int, backend: str, out: Path) -> None:
+def encode_sample(count: int, backend: str, out: Path, paths: dict[str, str]) -> None:
     """The child's work: the sample's vectors under `backend`, saved as arrays (no pickle)."""
     encoder = load_encoder(backend, model_dir())
-    texts = sample_texts(count)
+    texts = sample_texts(count, paths)
     np.savez(out, **{kind: encoder.encode(batch, BATCH) for kind, batch in texts.items()})
 
 
@@ -95,8 +97,9 @@ def qemu(model: str) -> list[str]:
     return ["qemu-x86_64", "-cpu", model]
 
 
-def child(count: int, backend: str, out: Path, emulate: str | None) -> None:
-    argv = [sys.executable, str(HERE), "--child", str(out), "--texts", str(count), "--backend", backend]
+def child(count: int, backend: str, out: Path, emulate: str | None, paths: dict[str, str]) -> None:
+    argv = [sys.executable, str(HERE), "--child", str(out), "--texts", str(count), "--backend", backend,
+            *(f"--{b}={path}" for b, path in paths.items())]
     if emulate:
         argv = qemu(emulate) + argv
     done = subprocess.run(argv, capture_output=True, text=True)
@@ -113,16 +116,17 @@ def difference(native: np.ndarray, other: np.ndarray) -> dict[str, float]:
             "one_minus_cos_max": float(gap.max()), "largest_abs": float(np.abs(native - other).max())}
 
 
-def kernels(count: int, models: list[str], work: Path) -> tuple[dict, dict[str, dict[str, np.ndarray]]]:
+def kernels(count: int, models: list[str], work: Path,
+            paths: dict[str, str]) -> tuple[dict, dict[str, dict[str, np.ndarray]]]:
     """Part 1: the sample natively and under each emulated model; the measured differences."""
     native_file = work / "native.npz"
-    child(count, DEFAULT_BACKEND, native_file, None)
+    child(count, DEFAULT_BACKEND, native_file, None, paths)
     native = dict(np.load(native_file))
     rows = {"native": {"features": cpu_features(None)}}
     moved: dict[str, dict[str, np.ndarray]] = {}
     for model in models:
         file = work / f"{model}.npz"
-        child(count, DEFAULT_BACKEND, file, model)
+        child(count, DEFAULT_BACKEND, file, model, paths)
         got = dict(np.load(file))
         rows[model] = {"features": cpu_features(model),
                        "by_kind": {kind: difference(native[kind], got[kind]) for kind in native}}
@@ -130,12 +134,12 @@ def kernels(count: int, models: list[str], work: Path) -> tuple[dict, dict[str, 
     return rows, moved
 
 
-def backends(count: int, work: Path) -> dict:
+def backends(count: int, work: Path, paths: dict[str, str]) -> dict:
     """Part 2: every backend natively, against torch's vectors."""
     got = {}
     for backend in BACKENDS:
         file = work / f"backend-{backend}.npz"
-        child(count, backend, file, None)
+        child(count, backend, file, None, paths)
         got[backend] = dict(np.load(file))
     return {b: {kind: difference(got["torch"][kind], got[b][kind]) for kind in got[b]} for b in BACKENDS[1:]}
 
@@ -158,9 +162,9 @@ def moved_by(vectors: np.ndarray, moves: np.ndarray, rng: np.random.Generator) -
     return shifted / np.linalg.norm(shifted, axis=1, keepdims=True)
 
 
-def figures(moved: dict[str, dict[str, np.ndarray]], seeds: int) -> dict:
+def figures(moved: dict[str, dict[str, np.ndarray]], seeds: int, vaswani: str) -> dict:
     """Part 3: Vaswani `dense` from the native vectors and from simulated other processors."""
-    collection = load_collection(VASWANI)
+    collection = load_collection(vaswani)
     qids = sorted(collection.judged_queries, key=int)
     dids = [d.id for d in collection.docs]
     encoder = load_encoder(DEFAULT_BACKEND, model_dir())
@@ -184,24 +188,23 @@ def figures(moved: dict[str, dict[str, np.ndarray]], seeds: int) -> dict:
     return out
 
 
-def pinned() -> dict[str, float]:
+def pinned(paths: dict[str, str]) -> dict[str, float]:
     """Part 4: the suite's pinned figures on this processor (tests/test_vaswani.py,
     tests/test_locomo_compare.py, tests/test_longmemeval_dev.py compute them so)."""
-    from experiments.chat_protocol import write_development_subset
-    from experiments.encoder_backends import LOCOMO, LONGMEMEVAL
     from garden.evaluation.compare import compare_collection
     from garden.evaluation.locomo import compare_locomo
     from garden.evaluation.longmemeval import compare_longmemeval
 
-    vaswani = compare_collection(VASWANI, ["dense"], measures=("AP", "R@1000")).evaluation.aggregates["dense"]
+    vaswani = compare_collection(paths["vaswani"], ["dense"], measures=("AP", "R@1000")).evaluation.aggregates["dense"]
     out = {"Vaswani dense AP": vaswani["AP"], "Vaswani dense R@1000": vaswani["R@1000"]}
-    locomo = compare_locomo(LOCOMO, ["bm25s", "default"], "bm25s", permutations=20, negatives="foreign").to_json()
+    locomo = compare_locomo(paths["locomo"], ["bm25s", "default"], "bm25s", permutations=20,
+                            negatives="foreign").to_json()
     turn, groups = locomo["turn"]["pipelines"]["default"], locomo["packet"]["groups"]["default"]
     out.update({f"LoCoMo default {m}": turn[m] for m in ("Success@1", "Success@5", "nDCG@10")})
     out["LoCoMo answered"] = groups["answerable"]["answered"]
     out["LoCoMo negatives answered"] = groups["negatives"]["answered"]
     with tempfile.TemporaryDirectory() as scratch:
-        subset = write_development_subset(LONGMEMEVAL, Path(scratch) / "subset.json")
+        subset = write_development_subset(paths["longmemeval"], Path(scratch) / "subset.json")
         lme = compare_longmemeval(subset, ["bm25s", "default"], "bm25s", permutations=20).to_json()
     for level in ("turn", "session"):
         got = lme[level]["pipelines"]["default"]
@@ -242,10 +245,10 @@ def report(result: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--texts", type=_at_least_one("texts a kind: a whole number, at least 1"), default=40,
+    parser.add_argument("--texts", type=at_least_one("texts a kind: a whole number, at least 1"), default=40,
                         help="texts of each kind in the sample")
     parser.add_argument("--emulate", default="Haswell", help="qemu CPU models, comma-separated")
-    parser.add_argument("--seeds", type=_at_least_one("seeds: a whole number, at least 1"), default=20,
+    parser.add_argument("--seeds", type=at_least_one("seeds: a whole number, at least 1"), default=20,
                         help="simulated processors for the figures")
     parser.add_argument("--work", type=Path, help="keep the vectors here (default: a scratch folder)")
     parser.add_argument("--pinned", action="store_true", help="also the suite's pinned figures (minutes)")
@@ -253,22 +256,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--backend", default=DEFAULT_BACKEND, help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
+    args = arguments(parser, BENCHMARKS, argv, out=False)
+    paths = {b: getattr(args, b) for b in BENCHMARKS}
     if args.child:
-        encode_sample(args.texts, args.backend, args.child)
+        encode_sample(args.texts, args.backend, args.child, paths)
         return 0
     if args.only_pinned:
-        print(json.dumps(pinned(), indent=1))
+        print(json.dumps(pinned(paths), indent=1))
         return 0
     models = [m for m in args.emulate.split(",") if m] if shutil.which("qemu-x86_64") else []
     work = args.work or Path(tempfile.mkdtemp(prefix="encoder-spread-"))
     work.mkdir(parents=True, exist_ok=True)
-    rows, moved = kernels(args.texts, models, work)
-    result = {"texts": args.texts, "seeds": args.seeds, "kernels": rows, "backends": backends(args.texts, work),
-              "figures": figures(moved, args.seeds)}
+    rows, moved = kernels(args.texts, models, work, paths)
+    result = {"texts": args.texts, "seeds": args.seeds, "kernels": rows,
+              "backends": backends(args.texts, work, paths), "figures": figures(moved, args.seeds, paths["vaswani"])}
     if args.pinned:
-        result["pinned"] = pinned()
-    (work / "encoder_spread.json").write_text(json.dumps(result, indent=1), encoding="utf-8")
+        result["pinned"] = pinned(paths)
+    write_json(work / "encoder_spread.json", result, indent=1)
     print(json.dumps(result, indent=1) if args.json else report(result))
     return 0
 

@@ -35,6 +35,12 @@ import time
 from pathlib import Path
 
 PROJECT = Path(__file__).resolve().parents[1]
+if str(PROJECT) not in sys.path:
+    sys.path.insert(0, str(PROJECT))
+
+from experiments.harness.results import stamped  # noqa: E402
+from experiments.harness.timing import timed  # noqa: E402
+
 GARDEN = Path(sys.executable).with_name("garden")
 BATTERY = "How do we keep spare batteries warm?"
 SLEEP = "Who sleeps in the afternoon?"
@@ -63,9 +69,8 @@ def garden(root: Path, *args: str, check: bool = True) -> float:
     """Seconds one `garden` process takes, start to exit."""
     env = {**os.environ, "GARDEN_HOME": str(root / ".garden"), "HF_HUB_OFFLINE": "1"}
     env.pop("COLUMNS", None)
-    start = time.perf_counter()
-    done = subprocess.run([str(GARDEN), *args], cwd=root, env=env, capture_output=True, text=True)
-    elapsed = time.perf_counter() - start
+    elapsed, done = timed(lambda: subprocess.run([str(GARDEN), *args], cwd=root, env=env, capture_output=True,
+                                                 text=True))
     if check and done.returncode != 0:
         raise SystemExit(f"garden {' '.join(args)}: exit {done.returncode}\n{done.stderr[-2000:]}")
     return elapsed
@@ -112,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     figures = measure(args.rounds)
     if args.json:
-        print(json.dumps({"rounds": args.rounds, "aim_s": AIM_S, "commands": figures}, indent=2))
+        print(json.dumps(stamped({"rounds": args.rounds, "aim_s": AIM_S, "commands": figures}), indent=2))
         return 0
     print(f"warm, {args.rounds} rounds, medians (min-max); aim {AIM_S:g} s")
     for name, f in figures.items():

@@ -11,7 +11,7 @@ asked the same number of the other conversations' questions, garden/evaluation/n
 seed 0); on LongMemEval, the abstention questions (`_abs`: nothing in the haystack answers
 them) and LONGMEMEVAL_FOREIGN foreign negatives a haystack (another question's question: no
 question's evidence session is in another's haystack, checked on the sample). The folds are
-the fourteen of experiments/chat_protocol.py: LoCoMo's conversations and LongMemEval's
+the fourteen of experiments/harness/folds.py: LoCoMo's conversations and LongMemEval's
 questions dealt into seven groups by type. Holding each fold out in turn:
 
 - the gate: a logistic regression of answerable against negatives on the other thirteen
@@ -42,7 +42,7 @@ shipped gate: fitted on both, no threshold meets both benchmarks' targets and ea
 fit costs LoCoMo what it gives LongMemEval; docs/longmemeval.md, "The decision on both
 benchmarks"), still reporting both; `--rule refuse-first` drops the answering floor.
 
-    .venv/bin/python experiments/locomo_gate.py [PATH] [--longmemeval FILE] [--out experiments/out]
+    .venv/bin/python experiments/locomo_gate.py [--locomo PATH] [--longmemeval FILE] [--out DIR]
         [--rule answer-first|refuse-first] [--fit-on all|locomo|longmemeval] [--reuse]
 
 PATH defaults to ../shared/data/locomo, FILE to ../shared/data/longmemeval/longmemeval_s_dev.json.gz
@@ -64,6 +64,11 @@ PROJECT = Path(__file__).resolve().parents[1]
 if str(PROJECT) not in sys.path:  # run as a script: the project's packages by name
     sys.path.insert(0, str(PROJECT))
 
+from experiments.harness.benchmarks import arguments, longmemeval_conversations  # noqa: E402
+from experiments.harness.folds import choose_then_hold_out, folds_of  # noqa: E402
+from experiments.harness.gate import (ANSWER_TARGET, LONGMEMEVAL_FOREIGN, NEGATIVE_CAP, FORCED,  # noqa: E402
+                                      forced, negatives_in_folds, standout_ratio, threshold_rule)
+from experiments.harness.results import write_json  # noqa: E402
 from garden.evaluation.abstention import auroc  # noqa: E402
 from garden.evaluation.locomo import load_conversations  # noqa: E402
 from garden.evaluation.negatives import foreign_negatives  # noqa: E402
@@ -71,30 +76,11 @@ from garden.evaluation.packets import packet_row  # noqa: E402
 from garden.rerank.stages import SETTING_DEFAULTS, Settings  # noqa: E402
 
 FILL_SHARES = (0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35)
-ANSWER_TARGET = 0.91
-NEGATIVE_CAP = 0.24
-FORCED = -1e9  # an answer_at below every support: the gate always answers
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo"
-LONGMEMEVAL = Path(__file__).resolve().parents[2] / "shared" / "data" / "longmemeval" / "longmemeval_s_dev.json.gz"
-LONGMEMEVAL_FOREIGN = 5   # foreign negatives a LongMemEval haystack is asked
 
 
 def _features(stages: dict) -> list[float]:
     d = stages["decide"]
     return [math.log(max(d["top"], 1e-3)), d["held"], d["known"]]
-
-
-def forced(story, question, **settings):
-    """The question's query spec with the answer forced (`answer_at` FORCED) and `settings`:
-    the packet the question gets whenever the gate answers."""
-    from garden.rerank.query import QuerySpec
-
-    return QuerySpec(story, question.text, question.as_of, settings=Settings(answer_at=FORCED, **settings))
-
-
-def _ratio(stages: dict) -> float:
-    lanes = [lane for lane in stages.get("standout", []) if lane["best"] is not None]
-    return max((math.inf if lane["ratio_infinite"] else lane["ratio"] for lane in lanes), default=0.0)
 
 
 def collect(conversations, negatives, bench: str = "locomo", folds: dict | None = None) -> list[dict]:
@@ -117,7 +103,7 @@ def collect(conversations, negatives, bench: str = "locomo", folds: dict | None 
                     # a query triage asks about or skips never reaches the gate: it is not answered
                     stages = outcome.stages
                     row["x"] = _features(stages) if "decide" in stages else None
-                    row["ratio"] = _ratio(stages) if "decide" in stages else 0.0
+                    row["ratio"] = standout_ratio(stages) if "decide" in stages else 0.0
                 r = packet_row(q, outcome.packet, story)
                 row["packets"][share] = (r.covered, r.precision)
                 if row["negative"]:
@@ -134,18 +120,9 @@ def collect(conversations, negatives, bench: str = "locomo", folds: dict | None 
 def longmemeval_rows(path: Path) -> list[dict]:
     """The rows of LongMemEval's sample: every question (the abstention ones negatives) and
     LONGMEMEVAL_FOREIGN foreign negatives a haystack, each negative in its store's fold."""
-    from dataclasses import replace
-
-    from experiments.chat_protocol import folds_of, load
-
-    conversations = load(str(DATA), str(path))["longmemeval"]
-    folds = folds_of("longmemeval", conversations)
-    judged = [replace(c, questions=[q for q in c.questions if q.evidence]) for c in conversations]
-    foreign = foreign_negatives([c for c in judged if c.questions], per_store=LONGMEMEVAL_FOREIGN)
-    store_fold = {c.story.story: folds[q.qid] for c in conversations for q in c.questions if q.qid in folds}
-    for c in conversations:
-        for q in c.questions + foreign.get(c.story.story, []):
-            folds.setdefault(q.qid, store_fold.get(c.story.story, "longmemeval-group-1"))
+    conversations = longmemeval_conversations(path)
+    foreign, folds = negatives_in_folds(conversations, folds_of("longmemeval", conversations),
+                                        per_store=LONGMEMEVAL_FOREIGN)
     print(f"LongMemEval: {len(conversations)} haystacks", flush=True)
     return collect(conversations, foreign, "longmemeval", folds)
 
@@ -168,24 +145,6 @@ def fit_gate(rows: list[dict], rule: str = "answer-first") -> tuple[list[float],
         by_bench[bench] = ([_support(r, weights, bias) for r in mine if r["core"]],
                            [_support(r, weights, bias) for r in mine if r["negative"]])
     return weights, bias, threshold_rule(by_bench, rule)
-
-
-def threshold_rule(by_bench: dict[str, tuple[list[float], list[float]]], rule: str = "answer-first",
-                   answer_target: float = ANSWER_TARGET, negative_cap: float = NEGATIVE_CAP) -> float:
-    """`answer_at` from each benchmark's (answerable core supports, negatives' supports), by
-    the rule of the module docstring (ANSWER_TARGET and NEGATIVE_CAP unless given)."""
-    answering, refusing = [], []
-    for core, negative in by_bench.values():
-        support = sorted(core, reverse=True)
-        if support:   # the highest threshold answering at least ANSWER_TARGET of the answerable core questions
-            answering.append(support[max(0, math.ceil(answer_target * len(support)) - 1)])
-        # the lowest answering at most NEGATIVE_CAP of the negatives: just above the first one left out
-        negatives = sorted(negative, reverse=True)
-        left_out = math.floor(negative_cap * len(negatives))
-        refusing.append(math.nextafter(negatives[left_out], math.inf) if left_out < len(negatives) else -math.inf)
-    if rule == "refuse-first":
-        return max(refusing)
-    return min(min(answering), max(refusing))
 
 
 def case_bounds(weights, bias, decisive) -> tuple[float, float, list[str]]:
@@ -212,7 +171,7 @@ def case_bounds(weights, bias, decisive) -> tuple[float, float, list[str]]:
             spec = spec_for(q, load_story(q.story_path))
             spec.settings = spec.settings.merged(Settings(answer_at=FORCED))
             stages = default.run(spec).stages
-            if "decide" not in stages or _ratio(stages) >= decisive:
+            if "decide" not in stages or standout_ratio(stages) >= decisive:
                 continue
             support = float(np.dot(weights, _features(stages)) + bias)
             name = f"{loaded.id}/{q.name or 'main'}"
@@ -300,18 +259,14 @@ def figures(rows: list[dict], decided: list[bool], shares: list[float]) -> dict:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("path", nargs="?", default=str(DATA))
-    ap.add_argument("--longmemeval", default=str(LONGMEMEVAL), help="LongMemEval file, or none")
-    ap.add_argument("--out", default="experiments/out")
-    ap.add_argument("--reuse", action="store_true",
-                    help="fit again from the rows the last run collected (experiments/out/locomo_gate_rows_*.json)")
     ap.add_argument("--rule", choices=("answer-first", "refuse-first"), default="answer-first",
                     help="the threshold rule (fit_gate)")
     ap.add_argument("--fit-on", default="all", help="the benchmarks the gate is fitted on (comma-separated, "
                     "or all); every benchmark's held-out figures are reported either way")
-    args = ap.parse_args(argv)
+    args = arguments(ap, ("locomo", "longmemeval"), argv, optional=("longmemeval",),
+                     reuse="fit again from the rows the last run collected (OUT/locomo_gate_rows_*.json)")
     with_lme = args.longmemeval.lower() != "none"
-    parts = [("locomo", lambda: collect(*(lambda c: (c, foreign_negatives(c)))(load_conversations(args.path))))]
+    parts = [("locomo", lambda: collect(*(lambda c: (c, foreign_negatives(c)))(load_conversations(args.locomo))))]
     if with_lme:
         parts.append(("longmemeval", lambda: longmemeval_rows(Path(args.longmemeval))))
     rows = []
@@ -332,18 +287,21 @@ def main(argv=None) -> int:
     folds, decided, shares, scores = [], [None] * len(rows), [None] * len(rows), [None] * len(rows)
     unclamped = [None] * len(rows)
     fitted = benches if args.fit_on == "all" else args.fit_on.split(",")
-    for held in names:
-        train = [r for r in rows if r["fold"] != held and r["bench"] in fitted]
+
+    def choose(train_folds: list[str]) -> tuple:
+        """The fold's choices, made on the training folds' rows of the benchmarks fitted."""
+        train = [r for r in rows if r["fold"] in train_folds and r["bench"] in fitted]
         weights, bias, rule = fit_gate(train, args.rule)
         low, high, _ = case_bounds(weights, bias, decisive)
         answer_at = min(max(rule, math.nextafter(low, math.inf)), high)
+        allowed = [x for x in FILL_SHARES if not case_failures(answer_at, x, weights, bias)]
+        share = fit_share(train, [answers(r, weights, bias, answer_at, decisive) for r in train], allowed)
+        return weights, bias, rule, low, high, answer_at, allowed, share
+
+    for held, (weights, bias, rule, low, high, answer_at, allowed, share) in choose_then_hold_out(names, choose):
         for i, r in enumerate(rows):
             if r["fold"] == held:
                 unclamped[i] = answers(r, weights, bias, rule, decisive)
-        allowed = [x for x in FILL_SHARES if not case_failures(answer_at, x, weights, bias)]
-        share = fit_share(train, [answers(r, weights, bias, answer_at, decisive) for r in train], allowed)
-        for i, r in enumerate(rows):
-            if r["fold"] == held:
                 decided[i] = answers(r, weights, bias, answer_at, decisive)
                 shares[i] = share
                 scores[i] = _support(r, weights, bias)
@@ -387,11 +345,10 @@ def main(argv=None) -> int:
     ratios = [r["ratio"] for r in rows]
     print(f"  largest standout ratio of any question: {max(ratios):.2f} (decisive is {decisive:g})")
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     variant = "" if (args.rule, args.fit_on) == ("answer-first", "all") else f"_{args.rule}_{'+'.join(fitted)}"
     report = {"rule": args.rule, "fit_on": fitted, "folds": folds, "held_out": held_out, "shipped": shipped,
               "fill_shares": FILL_SHARES, "answer_target": ANSWER_TARGET, "negative_cap": NEGATIVE_CAP}
-    (out / f"locomo_gate{variant}.json").write_text(json.dumps(report, indent=2))
+    write_json(out / f"locomo_gate{variant}.json", report)
     return 0
 
 

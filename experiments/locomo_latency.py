@@ -5,10 +5,11 @@ summaries) is loaded once; every judged question is asked once under each pipeli
 (indexes built, query embeddings cached: warm), then each question is timed under each
 pipeline in turn, interleaved, for several rounds, so a slow moment of a shared machine
 falls on both. A query is the whole `run`: triage to packet, as `garden query` runs it.
-The figures are the median and 95th percentile over every timed query, and the ratio of
-the medians, default over bm25s, which is what a noisy machine leaves comparable.
+The figures are the median and 95th percentile over every timed query
+(experiments/harness/timing.py), and the ratio of the medians, default over bm25s, which is
+what a noisy machine leaves comparable.
 
-    .venv/bin/python experiments/locomo_latency.py [FILE] [--rounds 3]
+    .venv/bin/python experiments/locomo_latency.py [--locomo FILE] [--rounds 3]
 
 LoCoMo: Maharana et al., ACL 2024, CC BY-NC 4.0; read from ../shared/data/locomo.
 """
@@ -17,17 +18,20 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from pathlib import Path
 
-import numpy as np
-
-from garden.evaluation.locomo import load_conversations
-from garden.pipelines import make_pipeline
-from garden.rerank.query import QuerySpec
-
 PROJECT = Path(__file__).resolve().parents[1]
-DEFAULT_FILE = PROJECT.parent / "shared" / "data" / "locomo" / "conv-47.json"
+if str(PROJECT) not in sys.path:
+    sys.path.insert(0, str(PROJECT))
+
+from experiments.harness.benchmarks import DEFAULTS, arguments  # noqa: E402
+from experiments.harness.results import stamped  # noqa: E402
+from experiments.harness.timing import query_rounds, spread  # noqa: E402
+from garden.evaluation.locomo import load_conversations  # noqa: E402
+from garden.pipelines import make_pipeline  # noqa: E402
+from garden.rerank.query import QuerySpec  # noqa: E402
+
+CONVERSATION = DEFAULTS["locomo"] / "conv-47.json"
 PIPELINES = ("bm25s", "default")
 
 
@@ -38,18 +42,13 @@ def measure(file: Path, rounds: int = 3) -> dict:
     for pipeline in pipelines.values():  # warm: indexes, the model, every query's embedding
         for spec in specs:
             pipeline.run(spec)
-    times: dict[str, list[float]] = {name: [] for name in PIPELINES}
-    for _ in range(rounds):
-        for spec in specs:
-            for name, pipeline in pipelines.items():
-                start = time.perf_counter()
-                pipeline.run(spec)
-                times[name].append((time.perf_counter() - start) * 1e3)
+    times, _ = query_rounds(rounds, specs, pipelines)
     out = {"conversation": conv.story.story, "records": len(conv.story.records),
            "turns": sum(1 for r in conv.story.records if r.kind == "source"),
            "questions": len(specs), "rounds": rounds, "pipelines": {}}
     for name, values in times.items():
-        out["pipelines"][name] = {"median_ms": float(np.median(values)), "p95_ms": float(np.percentile(values, 95))}
+        ms = spread(values)
+        out["pipelines"][name] = {"median_ms": ms["p50"], "p95_ms": ms["p95"]}
     medians = {name: out["pipelines"][name]["median_ms"] for name in ("default", "bm25s")}
     out["median_ratio_default_over_bm25s"] = medians["default"] / medians["bm25s"]
     return out
@@ -57,16 +56,15 @@ def measure(file: Path, rounds: int = 3) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("file", nargs="?", default=str(DEFAULT_FILE))
     ap.add_argument("--rounds", type=int, default=3)
-    args = ap.parse_args(argv)
-    result = measure(Path(args.file), args.rounds)
+    args = arguments(ap, ("locomo",), argv, defaults={"locomo": CONVERSATION}, out=False)
+    result = measure(Path(args.locomo), args.rounds)
     print(f"{result['conversation']}: {result['turns']} turns, {result['records']} records, "
           f"{result['questions']} questions x {result['rounds']} rounds, warm")
     for name, v in result["pipelines"].items():
         print(f"  {name:8s} median {v['median_ms']:7.1f} ms   p95 {v['p95_ms']:7.1f} ms")
     print(f"  median ratio default / bm25s: {result['median_ratio_default_over_bm25s']:.1f}")
-    print(json.dumps(result))
+    print(json.dumps(stamped(result)))
     return 0
 
 

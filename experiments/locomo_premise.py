@@ -9,20 +9,26 @@ flags the most adversarial (category 5) questions while flagging at most 5% of t
 are the honest figures. Judgments: LoCoMo's categories (Maharana et al., ACL 2024; CC BY-NC
 4.0), never the pipeline's own output.
 
-    .venv/bin/python experiments/locomo_premise.py [PATH] [--out experiments/out]
+    .venv/bin/python experiments/locomo_premise.py [--locomo PATH] [--out DIR]
 """
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections import Counter
 from pathlib import Path
 
-from garden.evaluation.locomo import load_conversations
-from garden.rerank.stages import SETTING_DEFAULTS, Settings
-from garden.pipelines import make_pipeline
-from garden.rerank.query import QuerySpec
+PROJECT = Path(__file__).resolve().parents[1]
+if str(PROJECT) not in sys.path:
+    sys.path.insert(0, str(PROJECT))
+
+from experiments.harness.benchmarks import arguments  # noqa: E402
+from experiments.harness.folds import choose_then_hold_out  # noqa: E402
+from experiments.harness.results import write_json  # noqa: E402
+from garden.evaluation.locomo import load_conversations  # noqa: E402
+from garden.pipelines import make_pipeline  # noqa: E402
+from garden.rerank.query import QuerySpec  # noqa: E402
+from garden.rerank.stages import SETTING_DEFAULTS, Settings  # noqa: E402
 
 THRESHOLDS = (1.2, 1.4, 1.6, 1.8, 2.0, 2.5, 3.0)
 MAX_FALSE_ALARMS = 0.05
@@ -47,22 +53,18 @@ def choose(rows) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("path", nargs="?", default="../shared/data/locomo")
-    ap.add_argument("--out", default="experiments/out")
-    args = ap.parse_args(argv)
+    args = arguments(argparse.ArgumentParser(description=__doc__.splitlines()[0]), ("locomo",), argv)
     pipeline = make_pipeline("default")
     rows: list[tuple[str, str, float | None]] = []  # (conversation, category, ratio tested)
     never = Settings(premise_ratio=1e12)  # measure the ratio, flag nothing
-    for conv in load_conversations(args.path):
+    for conv in load_conversations(args.locomo):
         for q in conv.questions:
             trace = pipeline.run(QuerySpec(conv.story, q.text, q.as_of, settings=never)).stages.get("premise")
             ratio = None if trace is None else (trace["ratio"] if trace["ratio"] is not None else float("inf"))
             rows.append((conv.story.story, q.category, ratio))
     names = sorted({r[0] for r in rows})
     folds, held = [], []
-    for name in names:
-        t = choose([r for r in rows if r[0] != name])
+    for name, t in choose_then_hold_out(names, lambda train: choose([r for r in rows if r[0] in train])):
         test = [r for r in rows if r[0] == name]
         folds.append({"held_out": name, "chosen": t, "adversarial_flagged": rates(test, t)[0],
                       "false_alarms": rates(test, t)[1]})
@@ -80,12 +82,10 @@ def main(argv: list[str] | None = None) -> int:
           f"false alarms on 1-4 {alarms:.3f} ({len(others)} questions)")
     chosen = Counter(f["chosen"] for f in folds).most_common()
     print(f"thresholds chosen: {chosen}; shipped premise_ratio {SETTING_DEFAULTS['premise_ratio']}")
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "locomo_premise.json").write_text(json.dumps({
+    write_json(Path(args.out) / "locomo_premise.json", {
         "folds": folds, "held_out": {"adversarial_flagged": flagged, "false_alarms": alarms},
         "all": {str(t): dict(zip(("adversarial_flagged", "false_alarms"), rates(rows, t))) for t in THRESHOLDS},
-        "shipped": SETTING_DEFAULTS["premise_ratio"]}, indent=2))
+        "shipped": SETTING_DEFAULTS["premise_ratio"]})
     return 0
 
 

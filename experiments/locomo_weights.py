@@ -21,7 +21,7 @@ docs/figures.md says so. The held-out scores together are the honest
 figure, and the points chosen per fold show whether the choice is stable. The shipped
 defaults are the point chosen most often (every fold, when the choice is stable).
 
-    .venv/bin/python experiments/locomo_weights.py [PATH] [--out experiments/out] [--shard I/N]
+    .venv/bin/python experiments/locomo_weights.py [--locomo PATH] [--out DIR] [--shard I/N] [--reuse]
 
 `--shard I/N` measures only every N-th point from the I-th (0-based) and saves them apart,
 so N processes share the grid; `--reuse` then chooses from every shard saved for this grid.
@@ -39,17 +39,19 @@ from pathlib import Path
 
 import numpy as np
 
-from garden.evaluation.compare import evaluate
-from garden.evaluation.locomo import (DEPTH, TURN_MEASURES, _as_run, _prepare, _rank_conversation, load_conversations,
-                                      turn_ranking)
-from garden.rerank.stages import SETTING_DEFAULTS, Settings
-from garden.pipelines import make_pipeline
-
 PROJECT = Path(__file__).resolve().parents[1]
 if str(PROJECT) not in sys.path:  # run as a script: the project's packages by name
     sys.path.insert(0, str(PROJECT))
 
-from experiments.locomo_gate import forced  # noqa: E402  (the forced-answer spec the gate's experiment uses)
+from experiments.harness.benchmarks import arguments  # noqa: E402
+from experiments.harness.folds import choose_then_hold_out  # noqa: E402
+from experiments.harness.gate import forced  # noqa: E402
+from experiments.harness.results import write_json  # noqa: E402
+from garden.evaluation.compare import evaluate  # noqa: E402
+from garden.evaluation.locomo import DEPTH, TURN_MEASURES, load_conversations, turn_ranking  # noqa: E402
+from garden.evaluation.stores import as_run, prepare, rank_questions  # noqa: E402
+from garden.pipelines import make_pipeline  # noqa: E402
+from garden.rerank.stages import SETTING_DEFAULTS, Settings  # noqa: E402
 
 GRID = {
     "semantic_weight": (0.5, 1.0),
@@ -74,14 +76,11 @@ MEASURES = (*TURN_MEASURES, "covered")
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("path", nargs="?", default="../shared/data/locomo")
-    ap.add_argument("--out", default="experiments/out")
-    ap.add_argument("--reuse", action="store_true",
-                    help="choose again from the measures the last run saved (OUT/locomo_weights_rows*.json)")
     ap.add_argument("--shard", default=(0, 1), type=parse_shard,
                     help="I/N: measure every N-th point from the I-th, and stop")
-    args = ap.parse_args(argv)
-    conversations = load_conversations(args.path)
+    args = arguments(ap, ("locomo",), argv,
+                     reuse="choose again from the measures the last run saved (OUT/locomo_weights_rows*.json)")
+    conversations = load_conversations(args.locomo)
     points = [dict(zip(GRID, values)) for values in itertools.product(*GRID.values())]
     reference = points.index(REFERENCE)
     shard, shards = args.shard
@@ -99,10 +98,11 @@ def main(argv: list[str] | None = None) -> int:
             return 0
     names = [c.story.story for c in conversations]
     folds, held_out = [], {m: [] for m in MEASURES}
-    for held in names:
-        best = choose(scores, range(len(points)), [c for c in names if c != held], reference)
+    for held, best in choose_then_hold_out(names, lambda train: choose(scores, range(len(points)), train,
+                                                                          reference)):
+        train = [c for c in names if c != held]
         folds.append({"held_out": held, "chosen": points[best],
-                      **{f"train {m}": mean(scores, best, [c for c in names if c != held], m) for m in MEASURES},
+                      **{f"train {m}": mean(scores, best, train, m) for m in MEASURES},
                       **{f"held-out {m}": float(scores[best][held][m].mean()) for m in MEASURES}})
         for m in MEASURES:
             held_out[m].append(scores[best][held][m])
@@ -118,12 +118,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  points chosen: {chosen}")
     print(f"  the rule on all seven: {on_all}")
     print(f"  shipped defaults: {shipped}")
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "locomo_weights.json").write_text(json.dumps({
+    write_json(out / "locomo_weights.json", {
         "grid": GRID, "choose_by": CHOOSE_BY, "ranking_at_least": {"measures": RANKING, "as": REFERENCE},
         "folds": folds, "held_out": loo, "on_all_seven": on_all, "shipped": shipped,
         "points": [{"point": p, **{m: float(np.concatenate([scores[n][c][m] for c in names]).mean())
-                                   for m in MEASURES}} for n, p in enumerate(points)]}, indent=2))
+                                   for m in MEASURES}} for n, p in enumerate(points)]})
     return 0
 
 
@@ -160,14 +159,14 @@ def measure(conversations, points: list[dict], which=None) -> dict[int, dict[str
     which = range(len(points)) if which is None else which
     pipeline = make_pipeline("default")
     for conv in conversations:
-        _prepare(pipeline, conv.story)
+        prepare(pipeline, conv.story)
     scores: dict[int, dict[str, dict[str, np.ndarray]]] = {}
     for n in which:
         point = points[n]
         scores[n] = {}
         for conv in conversations:
-            rankings = _rank_conversation(pipeline, conv, DEPTH, settings=Settings(**point))
-            run = {q.qid: _as_run(turn_ranking(conv.story, r, DEPTH)) for q, r in zip(conv.questions, rankings)}
+            rankings = rank_questions(pipeline, conv, DEPTH, settings=Settings(**point))
+            run = {q.qid: as_run(turn_ranking(conv.story, r, DEPTH)) for q, r in zip(conv.questions, rankings)}
             qrels = {q.qid: {t: 1 for t in q.evidence} for q in conv.questions}
             ev = evaluate(qrels, {"p": run}, TURN_MEASURES)
             scores[n][conv.story.story] = {m: ev.values("p", m) for m in TURN_MEASURES}

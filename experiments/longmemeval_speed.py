@@ -26,8 +26,15 @@ import os
 import random
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+PROJECT = Path(__file__).resolve().parents[1]
+if str(PROJECT) not in sys.path:
+    sys.path.insert(0, str(PROJECT))
+
+from experiments.harness.benchmarks import OUT  # noqa: E402
+from experiments.harness.results import write_json  # noqa: E402
+from experiments.harness.timing import timed  # noqa: E402
 
 TYPES = ("single-session-user", "single-session-assistant", "single-session-preference",
          "multi-session", "temporal-reasoning", "knowledge-update")
@@ -105,13 +112,12 @@ def write_file(path: Path, questions: int, sessions: int = 48, seed: int = 0) ->
             "bytes": path.stat().st_size}
 
 
-def timed(path: Path, home: Path) -> dict:
+def compared(path: Path, home: Path) -> dict:
     from garden.evaluation.longmemeval import compare_longmemeval
 
     os.environ["GARDEN_HOME"] = str(home)
-    start = time.perf_counter()
-    report = compare_longmemeval(path, ["bm25s", "default"], "bm25s", plot=home / "plot.png")
-    return {"seconds": time.perf_counter() - start, "ms_per_question": report.ms_per_query,
+    seconds, report = timed(lambda: compare_longmemeval(path, ["bm25s", "default"], "bm25s", plot=home / "plot.png"))
+    return {"seconds": seconds, "ms_per_question": report.ms_per_query,
             "success@5": {p: v["Success@5"] for p, v in report.turn.evaluation.aggregates.items()}}
 
 
@@ -119,26 +125,23 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--questions", type=int, default=500)
     ap.add_argument("--sessions", type=int, default=48)
-    ap.add_argument("--out", default="experiments/out")
+    ap.add_argument("--out", default=str(OUT), help=f"where the figures are saved (default {OUT})")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="longmemeval-speed-") as tmp:
         tmp = Path(tmp)
         path = tmp / "longmemeval_synthetic_s.json"
-        start = time.perf_counter()
-        shape = write_file(path, args.questions, args.sessions)
-        shape["write_seconds"] = time.perf_counter() - start
+        seconds, shape = timed(lambda: write_file(path, args.questions, args.sessions))
+        shape["write_seconds"] = seconds
         print(f"wrote {shape}", flush=True)
-        cold = timed(path, tmp / "home")
+        cold = compared(path, tmp / "home")
         print(f"cold {cold}", flush=True)
-        warm = timed(path, tmp / "home")
+        warm = compared(path, tmp / "home")
         print(f"warm {warm}", flush=True)
     ratio = {kind: run["ms_per_question"]["default"] / run["ms_per_question"]["bm25s"]
              for kind, run in (("cold", cold), ("warm", warm))}
     result = {"shape": shape, "cold": cold, "warm": warm, "default_over_bm25s": ratio, "cores": os.cpu_count()}
     print(json.dumps(result, indent=2))
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / f"longmemeval_speed_{args.questions}.json").write_text(json.dumps(result, indent=2) + "\n")
+    write_json(Path(args.out) / f"longmemeval_speed_{args.questions}.json", result)
     return 0
 
 

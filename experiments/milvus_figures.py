@@ -6,14 +6,14 @@
    in a new one (which loads the collection, and for `milvus-dense` the encoder).
 2. Latency: each query of the collection alone, `top(query, 1000)` (one search round trip
    for a Milvus member; the query's encoding included for the dense pair), after
-   `--warm-up` untimed queries: p50 and p95 in milliseconds, in-process members beside
-   the Milvus ones.
+   `--warm-up` untimed queries: p50 and p95 in milliseconds (experiments/harness/timing.py's
+   percentile), in-process members beside the Milvus ones.
 3. Figures: AP and nDCG@10 over the collection's 93 queries and its relevance judgments,
    through `garden.evaluation.compare.compare_collection`, as `garden compare` computes them.
    `milvus-bm25` indexes the garden's own terms, so it is held to `bm25`.
 
-    .venv/bin/python experiments/milvus_figures.py [--docs N] [--uri http://127.0.0.1:19530] [--json]
-    .venv/bin/python experiments/milvus_figures.py --standalone [URI] [--json]
+    .venv/bin/python experiments/milvus_figures.py [--docs N] [--uri http://127.0.0.1:19530] [--json] [--vaswani DIR]
+    .venv/bin/python experiments/milvus_figures.py --standalone [URI] [--json] [--vaswani DIR]
 
 `--standalone` measures a Milvus standalone instead (the one URI names, else one started
 here and stopped at the end): `milvus-dense` with its HNSW index at the default parameters
@@ -27,7 +27,7 @@ look. The garden home is a fresh temporary folder, removed at the end (`--home` 
 one, which is kept), so the local store starts empty; the embedding cache is the user's, so the dense vectors of Vaswani
 are read from it if an earlier run encoded them.
 
-Vaswani: ../shared/data/vaswani.
+Vaswani: ../shared/data/vaswani unless `--vaswani` says where.
 """
 from __future__ import annotations
 
@@ -35,15 +35,19 @@ import argparse
 import json
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-VASWANI = DATA / "vaswani"
+PROJECT = Path(__file__).resolve().parents[1]
+if str(PROJECT) not in sys.path:
+    sys.path.insert(0, str(PROJECT))
+
+from experiments.harness.benchmarks import arguments  # noqa: E402
+from experiments.harness.results import stamped  # noqa: E402
+from experiments.harness.timing import spread, timed  # noqa: E402
+
 PIPELINES = ("bm25", "milvus-bm25", "dense", "milvus-dense")
 MILVUS = ("milvus-bm25", "milvus-dense")
 MEASURES = ("AP", "nDCG@10")
@@ -72,11 +76,6 @@ def subset(source: Path, docs: int | None, folder: Path) -> Path:
     return root
 
 
-def percentile(values: list[float], share: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(share * (len(ordered) - 1))))]
-
-
 def ingest(collection, options: dict) -> dict[str, dict]:
     """Each Milvus member built into the store, then found there by a second retriever."""
     from garden.retrievers import make_retriever
@@ -84,13 +83,9 @@ def ingest(collection, options: dict) -> dict[str, dict]:
     out = {}
     for name in MILVUS:
         first = make_retriever(name, **options)
-        start = time.perf_counter()
-        first.index(collection.docs)
-        built = time.perf_counter() - start
-        second = make_retriever(name, **options)
-        start = time.perf_counter()
-        second.index(collection.docs)
-        reused = time.perf_counter() - start
+        built, _ = timed(lambda: first.index(collection.docs))
+        second = make_retriever(name, **options)   # made once the first has written the collection
+        reused, _ = timed(lambda: second.index(collection.docs))
         out[name] = {"ingest_s": built, "rows": first.inserted, "reuse_s": reused, "reuse_rows": second.inserted,
                      "encoded": getattr(first, "encoded", None), "collection": first.collection}
     return out
@@ -142,12 +137,8 @@ def timed_tops(retriever, queries: list[str], warm_up: int) -> dict[str, float]:
     """`top(query, DEPTH)` of each query alone after `warm_up` untimed ones: p50 and p95, ms."""
     for query in queries[:warm_up]:
         retriever.top(query, DEPTH)
-    times = []
-    for query in queries:
-        start = time.perf_counter()
-        retriever.top(query, DEPTH)
-        times.append((time.perf_counter() - start) * 1000)
-    return {"p50_ms": statistics.median(times), "p95_ms": percentile(times, 0.95)}
+    times = [timed(lambda: retriever.top(query, DEPTH))[0] * 1000 for query in queries]
+    return {f"{k}_ms": v for k, v in spread(times).items()}
 
 
 def figures(path: Path, uri: str | None) -> dict[str, dict[str, float]]:
@@ -168,13 +159,13 @@ def recall(exact: dict, approximate: dict, at: int = RECALL_AT) -> float:
     return found / max(1, sum(min(at, len(exact[q])) for q in exact))
 
 
-def on_standalone(uri: str | None, warm_up: int) -> dict:
+def on_standalone(uri: str | None, warm_up: int, vaswani: str) -> dict:
     """`dense` and `default` beside `milvus-dense` and `default@milvus-hybrid` on a Milvus
     standalone (`uri`, else one started here): figures, recall@100, build phases, latency."""
     from garden.evaluation.compare import evaluate, run_collection
     from garden.formats.corpora import load_collection
     from garden.retrievers import make_retriever
-    from garden.retrievers._milvus_server import start_standalone, stop_local_server
+    from garden.retrievers.milvus import start_standalone, stop_local_server
 
     scratch = Path(tempfile.mkdtemp(prefix="milvus-standalone-"))
     os.environ["GARDEN_HOME"] = str(scratch / ".garden")
@@ -182,11 +173,10 @@ def on_standalone(uri: str | None, warm_up: int) -> dict:
     try:
         if not uri:
             proc, uri = start_standalone(scratch / "standalone", scratch / "standalone.log")
-        collection = load_collection(VASWANI)
+        collection = load_collection(vaswani)
         built = make_retriever(f"milvus-dense:uri={uri}")
-        start = time.perf_counter()
-        built.index(collection.docs)
-        ingest = {"s": time.perf_counter() - start, "rows": built.inserted, "phases": built.build_s,
+        seconds, _ = timed(lambda: built.index(collection.docs))
+        ingest = {"s": seconds, "rows": built.inserted, "phases": built.build_s,
                   "index": built.index_type, "engine": built.engine()}
         names = ("dense", f"milvus-dense:uri={uri}", "default", f"default@milvus-hybrid:uri={uri}")
         runs = run_collection(collection, names, depth=DEPTH)
@@ -232,23 +222,24 @@ def table(result: dict) -> str:
     return "\n".join(rows)
 
 
-def run(docs: int | None, uri: str | None, warm_up: int, home: Path | None) -> dict:
+def run(docs: int | None, uri: str | None, warm_up: int, home: Path | None, vaswani: str) -> dict:
     scratch = Path(tempfile.mkdtemp(prefix="milvus-figures-"))
     os.environ["GARDEN_HOME"] = str(home or scratch / ".garden")
     from garden.formats.corpora import load_collection
 
     try:
-        path = subset(VASWANI, docs, scratch)
+        path = subset(Path(vaswani), docs, scratch)
         collection = load_collection(path)
         options = {"uri": uri} if uri else {}
-        started = time.perf_counter()
-        result = {"collection": str(VASWANI), "documents": len(collection.docs), "queries": len(collection.queries),
+        result = {"collection": str(vaswani), "documents": len(collection.docs), "queries": len(collection.queries),
                   "store": uri or str(Path(os.environ["GARDEN_HOME"]) / "milvus" / "garden.db")}
-        result["ingest"] = ingest(collection, options)
-        result["reuse_elsewhere"] = reuse_elsewhere(path, options)
-        result["latency"] = latencies(collection, options, warm_up)
-        result["figures"] = figures(path, uri)
-        result["wall_s"] = time.perf_counter() - started
+
+        def measure() -> None:
+            result["ingest"] = ingest(collection, options)
+            result["reuse_elsewhere"] = reuse_elsewhere(path, options)
+            result["latency"] = latencies(collection, options, warm_up)
+            result["figures"] = figures(path, uri)
+        result["wall_s"], _ = timed(measure)
         return result
     finally:
         if not uri:
@@ -267,19 +258,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print the result as JSON as well")
     parser.add_argument("--standalone", nargs="?", const="", default=None, metavar="URI",
                         help="measure a Milvus standalone (this URI, else one started here) instead")
-    args = parser.parse_args(argv)
+    args = arguments(parser, ("vaswani",), argv, out=False)
     if args.standalone is not None:
-        result = on_standalone(args.standalone or None, args.warm_up)
+        result = on_standalone(args.standalone or None, args.warm_up, args.vaswani)
         print(standalone_table(result))
         if args.json:
-            print(json.dumps(result, indent=2))
+            print(json.dumps(stamped(result), indent=2))
         return 0
-    result = run(args.docs, args.uri, args.warm_up, args.home)
+    result = run(args.docs, args.uri, args.warm_up, args.home, args.vaswani)
     print(f"Vaswani: {result['documents']} documents, {result['queries']} queries; Milvus: {result['store']}")
     print(table(result))
     print(f"wall time {result['wall_s']:.0f} s")
     if args.json:
-        print(json.dumps(result, indent=2))
+        print(json.dumps(stamped(result), indent=2))
     return 0
 
 

@@ -63,7 +63,6 @@ import hashlib
 import json
 import os
 import re
-import resource
 import shutil
 import subprocess
 import sys
@@ -77,9 +76,10 @@ PROJECT = Path(__file__).resolve().parents[1]
 if str(PROJECT) not in sys.path:  # run as a script: the project's packages by name
     sys.path.insert(0, str(PROJECT))
 
-from experiments.scale import SEED, WORK as SCALE_WORK, _spread, _timed, story_at  # noqa: E402
-from experiments.scale import case_queries  # noqa: E402
-from garden.retrievers._milvus_server import start_local_server, start_standalone, stop_local_server  # noqa: E402
+from experiments.harness.results import write_json  # noqa: E402
+from experiments.harness.stories import SEED, WORK as SCALE_WORK, case_queries, story_at  # noqa: E402
+from experiments.harness.timing import peak_mb, query_rounds, spread, timed  # noqa: E402
+from garden.retrievers.milvus import start_local_server, start_standalone, stop_local_server  # noqa: E402
 
 WORK = PROJECT / "experiments" / "out" / "milvus_scale"
 CONFIGURATIONS = ("in process", "embedded", "server", "standalone")
@@ -140,10 +140,6 @@ def use_random_vectors() -> None:
     DenseRetriever.embeddings = embeddings
 
 
-def _peak_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KB
-
-
 # --- the processes of one size -------------------------------------------------------------
 
 def encode(size: int, stores: Path, home: Path) -> dict:
@@ -157,7 +153,7 @@ def encode(size: int, stores: Path, home: Path) -> dict:
     story_path, _ = story_at(size, stores)
     docs = documents(load_story(story_path))
     dense = make_retriever("dense")
-    seconds, _ = _timed(lambda: dense.index(docs))
+    seconds, _ = timed(lambda: dense.index(docs))
     marker = story_path.parents[1] / FIRST_ENCODING
     if dense.encoded and not marker.exists():
         marker.write_text(json.dumps({"seconds": seconds, "encoded": dense.encoded}))
@@ -196,15 +192,15 @@ def ingest(size: int, configuration: str, uri: str | None, timeout: float | None
         retriever.settle()
     members = {}
     for name, member in retriever.members().items():
-        seconds, _ = _timed(lambda: member.index(docs))
+        seconds, _ = timed(lambda: member.index(docs))
         members[name] = {"seconds": seconds, "rows": getattr(member, "inserted", None),
                          "encoded": getattr(member, "encoded", None), "phases": getattr(member, "build_s", None),
                          "index": getattr(member, "index_type", None)}
     pipeline = structured_pipeline(pipeline_name(base), indexes=_prebuilt(base, retriever))
     specs, _ = case_queries(cases_dir, story, story_path)
-    answering, _ = _timed(lambda: [pipeline.run(spec) for spec in specs])
+    answering, _ = timed(lambda: [pipeline.run(spec) for spec in specs])
     return {"base": base, "members": members, "queries": len(specs), "answer_all_s": answering,
-            "peak_mb": _peak_mb()}
+            "peak_mb": peak_mb()}
 
 
 def _top(outcome) -> frozenset[str]:
@@ -242,25 +238,17 @@ def latency(size: int, uri: str | None, timeout: float | None, rounds: int, stor
         failed = {case for spec, outcome, (case, expect) in zip(specs, outcomes, expects)
                   if check(expect, outcome.packet, story, spec.include_private)}
         passed[c] = {"passed": len(cases - failed), "of": len(cases)}
-    times: dict[str, list[float]] = {c: [] for c in configurations}
-    stages: dict[str, dict[str, list[float]]] = {c: {} for c in configurations}
-    for _ in range(rounds):
-        for spec in specs:
-            for c, pipeline in pipelines.items():
-                seconds, outcome = _timed(lambda: pipeline.run(spec))
-                times[c].append(seconds * 1e3)
-                for stage, ms in outcome.timings_ms.items():
-                    stages[c].setdefault(stage, []).append(ms)
+    times, stages = query_rounds(rounds, specs, pipelines)
     return {"pipelines": names, "queries": len(specs), "rounds": rounds,
-            "query_ms": {c: _spread(v) for c, v in times.items()},
-            "stage_ms": {c: {s: _spread(v) for s, v in by.items()} for c, by in stages.items()},
+            "query_ms": {c: spread(v) for c, v in times.items()},
+            "stage_ms": {c: {s: spread(v) for s, v in by.items()} for c, by in stages.items()},
             "cases_passed": passed,
             "agreement": _agreement(runs, "in process"),
             "embedded_vs_server": _agreement(runs, "embedded")["server"] if "embedded" in runs and "server" in runs
             else None,
             "packets": {c: [o.packet.ids() for o in outcomes] for c, outcomes in runs.items()},
             "top": {c: [sorted(_top(o)) for o in outcomes] for c, outcomes in runs.items()},
-            "peak_mb": _peak_mb(),
+            "peak_mb": peak_mb(),
             **({f"recall@{RECALL_AT}": hnsw_recall(story, [spec.query for spec in specs], standalone)}
                if STANDALONE in configurations and retriever == "milvus-hybrid" else {})}
 
@@ -300,8 +288,8 @@ def stored_ingest(size: int, retriever: str, uri: str, stores: Path, home: Path)
     from garden.store.milvus import ingest
 
     story_path, _ = story_at(size, stores)
-    seconds, done = _timed(lambda: ingest(story_path, retriever, uri))
-    return {"seconds": seconds, **done, "peak_mb": _peak_mb()}
+    seconds, done = timed(lambda: ingest(story_path, retriever, uri))
+    return {"seconds": seconds, **done, "peak_mb": peak_mb()}
 
 
 def stored_latency(size: int, retriever: str, uri: str, rounds: int, stores: Path, home: Path) -> dict:
@@ -314,27 +302,21 @@ def stored_latency(size: int, retriever: str, uri: str, rounds: int, stores: Pat
     from garden.pipelines import make_pipeline
 
     story_path, cases_dir = story_at(size, stores)
-    opened, story = _timed(lambda: stored_story(story_path.stem))
+    opened, story = timed(lambda: stored_story(story_path.stem))
     specs, expects = case_queries(cases_dir, story, story_path)
     name = pipeline_name(base_retriever(STORED, uri, None, retriever))  # uri: the server's or the standalone's
     pipeline = make_pipeline(name)
-    first, outcomes = _timed(lambda: [pipeline.run(spec) for spec in specs])
+    first, outcomes = timed(lambda: [pipeline.run(spec) for spec in specs])
     failed = {case for spec, outcome, (case, expect) in zip(specs, outcomes, expects)
               if check(expect, outcome.packet, story, spec.include_private)}
     cases = {case for case, _ in expects}
-    times: list[float] = []
-    stages: dict[str, list[float]] = {}
-    for _ in range(rounds):
-        for spec in specs:
-            seconds, outcome = _timed(lambda: pipeline.run(spec))
-            times.append(seconds * 1e3)
-            for stage, ms in outcome.timings_ms.items():
-                stages.setdefault(stage, []).append(ms)
+    by_name, by_stage = query_rounds(rounds, specs, {name: pipeline})
+    times, stages = by_name[name], by_stage[name]
     return {"pipeline": name, "open_s": opened, "first_pass_s": first, "queries": len(specs), "rounds": rounds,
-            "query_ms": _spread(times), "stage_ms": {s: _spread(v) for s, v in stages.items()},
+            "query_ms": spread(times), "stage_ms": {s: spread(v) for s, v in stages.items()},
             "cases_passed": {"passed": len(cases - failed), "of": len(cases)},
             "packets": [o.packet.ids() for o in outcomes], "top": [sorted(_top(o)) for o in outcomes],
-            "peak_mb": _peak_mb()}
+            "peak_mb": peak_mb()}
 
 
 # --- the server ------------------------------------------------------------------------------
@@ -630,8 +612,7 @@ def main(argv: list[str] | None = None) -> int:
         report = {"seed": SEED, "rounds": args.rounds,
                   "results": [one_size(s, args.rounds, args.work, args.stores, args.timeout, args.retriever, chosen,
                                        args.random_vectors_above) for s in sizes]}
-        args.work.mkdir(parents=True, exist_ok=True)
-        (args.work / "milvus_scale.json").write_text(json.dumps(report, indent=1))
+        write_json(args.work / "milvus_scale.json", report, indent=1)
     print(table(report))
     print("\n".join(notes(report)))
     if args.json:

@@ -45,14 +45,19 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data"
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from experiments.harness.benchmarks import arguments  # noqa: E402
+from experiments.harness.folds import GROUPS as FOLDS, choose_then_hold_out, deal  # noqa: E402
+from experiments.harness.results import write_json  # noqa: E402
+
 # (passage_chars, passage_at) tried, the ones that cut least last: eight settings, no other.
 # The window alone (a record longer than the window is cut) was tried first; the
 # threshold at twice the window was added after that run showed LongMemEval's user turns,
 # where its evidence is, cut to the window.
 SETTINGS = tuple((w, t) for w in (300, 450, 600, 900) for t in (w, 2 * w))
 OFF = "off"
-FOLDS = 7
 BENCHMARKS = ("locomo", "longmemeval")
 FIGURES = ("answered", "covered", "shown", "precision", "answer", "chars", "items")
 
@@ -77,7 +82,7 @@ def holds(text: str, answer: str) -> bool:
 
 def locomo_stores(path: Path):
     """(story, answerable questions, qid -> answer) per conversation."""
-    from garden.evaluation.locomo import _category
+    from garden.evaluation.locomo import category_of
     from garden.evaluation.stores import questions_of
     from garden.formats.locomo import build, read_conversations
     from garden.models import Story
@@ -85,7 +90,7 @@ def locomo_stores(path: Path):
     for conv in read_conversations(path):
         imported = build(conv)
         story = Story.model_validate(imported.story)
-        questions = [q for q in questions_of(story, list(imported.cases.values()), _category) if q.evidence]
+        questions = [q for q in questions_of(story, list(imported.cases.values()), category_of) if q.evidence]
         answers = {f"{story.story}/{cid}": answer_of(c["about"]) for cid, c in imported.cases.items()}
         yield story.story, story, questions, answers
 
@@ -93,12 +98,12 @@ def locomo_stores(path: Path):
 def longmemeval_stores(path: Path):
     """(fold key, story, answerable questions, qid -> answer) per question, its fold key
     its type (the groups are dealt in `longmemeval_groups`)."""
-    from garden.evaluation.longmemeval import _from_built
+    from garden.evaluation.longmemeval import conversation_of
     from garden.formats.longmemeval import read_built
 
     _, built = read_built(path)
     for b in built:
-        conv = _from_built(b)
+        conv = conversation_of(b)
         questions = [q for q in conv.questions if q.evidence]
         if questions:
             yield b.qtype, conv.story, questions, {q.qid: answer_of(b.case["about"]) for q in questions}
@@ -106,12 +111,9 @@ def longmemeval_stores(path: Path):
 
 def longmemeval_groups(rows: list[dict]) -> None:
     """Deal LongMemEval's questions to FOLDS groups, stratified by type (module docstring)."""
-    n = 0
-    for qtype in sorted({r["fold"] for r in rows if r["bench"] == "longmemeval"}):
-        for r in sorted((r for r in rows if r["bench"] == "longmemeval" and r["fold"] == qtype),
-                        key=lambda r: r["qid"]):
-            r["group"] = n % FOLDS
-            n += 1
+    mine = [r for r in rows if r["bench"] == "longmemeval"]
+    for r, group in deal(mine, key=lambda r: (r["fold"], r["qid"]), groups=FOLDS):
+        r["group"] = group
 
 
 def collect(locomo: Path, longmemeval: Path) -> list[dict]:
@@ -189,14 +191,8 @@ def choose(rows: list[dict]) -> str:
 
 def held_out(rows: list[dict]) -> tuple[list[dict], dict[str, str]]:
     """Each row judged under its fold's chosen setting; and fold -> that setting."""
-    chosen = {}
-    out = []
-    for k in range(FOLDS):
-        training = [r for r in rows if r["group"] != k]
-        chosen[k] = choose(training)
-        for r in rows:
-            if r["group"] == k:
-                out.append({**r, "held": r["settings"][chosen[k]]})
+    chosen = dict(choose_then_hold_out(range(FOLDS), lambda train: choose([r for r in rows if r["group"] in train])))
+    out = [{**r, "held": r["settings"][chosen[k]]} for k in range(FOLDS) for r in rows if r["group"] == k]
     return out, chosen
 
 
@@ -277,21 +273,18 @@ def print_report(result: dict) -> None:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--locomo", type=Path, default=DATA / "locomo")
-    parser.add_argument("--longmemeval", type=Path, default=DATA / "longmemeval" / "longmemeval_s_dev.json.gz")
-    parser.add_argument("--out", type=Path, default=ROOT / "experiments" / "out")
-    parser.add_argument("--reuse", action="store_true", help="refit from the rows a previous run saved")
-    args = parser.parse_args(argv)
+    args = arguments(argparse.ArgumentParser(description=__doc__.splitlines()[0]), ("locomo", "longmemeval"), argv,
+                     reuse="refit from the rows a previous run saved")
+    args.out = Path(args.out)
     args.out.mkdir(parents=True, exist_ok=True)
     saved = args.out / "passages_rows.json"
     if args.reuse:
         rows = json.loads(saved.read_text(encoding="utf-8"))
     else:
-        rows = collect(args.locomo, args.longmemeval)
+        rows = collect(Path(args.locomo), Path(args.longmemeval))
         saved.write_text(json.dumps(rows), encoding="utf-8")
     result = report(rows)
-    (args.out / "passages.json").write_text(json.dumps(result, indent=1), encoding="utf-8")
+    write_json(args.out / "passages.json", result, indent=1)
     print_report(result)
     return 0
 

@@ -35,10 +35,17 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 PROJECT = Path(__file__).resolve().parents[1]
+if str(PROJECT) not in sys.path:
+    sys.path.insert(0, str(PROJECT))
+
+from experiments.harness.results import write_json  # noqa: E402
+from experiments.harness.benchmarks import OUT  # noqa: E402
+from experiments.harness.stories import size_options, story_at  # noqa: E402
+from experiments.harness.timing import STEP_TIMER, interleaved, timed  # noqa: E402
+
 WORK = PROJECT / "experiments" / "out" / "query_cost"
 GARDEN = Path(sys.executable).with_name("garden")
 QUESTION = "Why have I not felt like gaming recently?"
@@ -47,13 +54,8 @@ REFERENCE = "aurora-ridge"
 TARGET_S, TARGET_RATIO = 1.5, 1.3
 
 # Runs in a fresh interpreter: each step timed as a query meets it, nothing warm in memory.
-STEPS = r"""
-import json, os, statistics, sys, time
-t0 = time.perf_counter()
-marks = {}
-def mark(name):
-    global t0
-    now = time.perf_counter(); marks[name] = now - t0; t0 = now
+STEPS = STEP_TIMER + r"""
+import os, statistics
 import garden.cli                                  # what the command imports before it parses
 mark("start-up")
 from contextlib import nullcontext
@@ -65,8 +67,7 @@ with (in_memory() if sys.argv[3] == "off" else nullcontext()):
     from garden.rerank.decide import vocabulary
     vocabulary(story)
     mark("vocabulary")
-    from garden.retrievers._encoders import load_encoder
-    from garden.retrievers.dense import DEFAULT_BACKEND, model_dir
+    from garden.retrievers.dense import DEFAULT_BACKEND, load_encoder, model_dir
     load_encoder(DEFAULT_BACKEND, model_dir())
     mark("model")
     from garden.derived.indexes import PROCESS_INDEXES
@@ -96,9 +97,6 @@ STAGES = ("start-up", "story", "vocabulary", "model", "indexes", "query", "print
 
 def stores(sizes: list[int], work: Path) -> dict[str, Path]:
     """The reference and a generated story per size (made once per work folder)."""
-    sys.path.insert(0, str(PROJECT))
-    from experiments.scale import story_at
-
     out = {REFERENCE: PROJECT / "fixtures" / f"{REFERENCE}.yaml"}
     for size in sizes:
         out[f"{size:,}"] = story_at(size, work)[0]
@@ -110,17 +108,13 @@ def _env(work: Path) -> dict:
 
 
 def whole_process(story: Path, question: str, work: Path) -> float:
-    start = time.perf_counter()
-    subprocess.run([str(GARDEN), "query", str(story), question], cwd=PROJECT, check=True,
-                   stdout=subprocess.DEVNULL, env=_env(work))
-    return time.perf_counter() - start
+    return timed(lambda: subprocess.run([str(GARDEN), "query", str(story), question], cwd=PROJECT, check=True,
+                                        stdout=subprocess.DEVNULL, env=_env(work)))[0]
 
 
 def stepped(story: Path, question: str, saves: str, work: Path) -> dict:
-    start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-c", STEPS, str(story), question, saves], cwd=PROJECT, check=True,
-                          capture_output=True, text=True, env=_env(work))
-    wall = time.perf_counter() - start
+    wall, done = timed(lambda: subprocess.run([sys.executable, "-c", STEPS, str(story), question, saves], cwd=PROJECT,
+                                              check=True, capture_output=True, text=True, env=_env(work)))
     found = json.loads(done.stdout.strip().splitlines()[-1])
     wall -= found["warm_total"]   # the five warm runs are the in-process figure, not the process's
     found["marks"]["start-up"] += wall - sum(found["marks"].values())   # the interpreter's own start and exit
@@ -133,13 +127,13 @@ def measure(sizes: list[int], runs: int, work: Path) -> dict:
     asks = [(name, QUESTION) for name in found] + [(name, WIDE) for name in found if name != REFERENCE]
     for name, question in asks:           # untimed: every save and cache filled
         whole_process(found[name], question, work)
-    walls: dict = {a: [] for a in asks}
-    steps: dict = {(a, s): [] for a in asks for s in ("on", "off")}
-    for _ in range(runs):
-        for ask in asks:
-            walls[ask].append(whole_process(found[ask[0]], ask[1], work))
-            for saves in ("on", "off"):
-                steps[(ask, saves)].append(stepped(found[ask[0]], ask[1], saves, work))
+
+    def one(ask: tuple[str, str], _) -> tuple[float, dict]:
+        return (whole_process(found[ask[0]], ask[1], work),
+                {saves: stepped(found[ask[0]], ask[1], saves, work) for saves in ("on", "off")})
+    got = interleaved(runs, [None], asks, one)
+    walls = {a: [wall for wall, _ in got[a]] for a in asks}
+    steps = {(a, saves): [step[saves] for _, step in got[a]] for a in asks for saves in ("on", "off")}
     out: dict = {"runs": runs, "cpus": os.cpu_count(), "asks": []}
     reference = statistics.median(walls[(REFERENCE, QUESTION)])
     for ask in asks:
@@ -191,18 +185,14 @@ def show(result: dict) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sizes", default="1000,10000,100000")
+    size_options(ap, "1000,10000,100000", WORK, OUT / "query_cost.json", "show a saved run's figures instead")
     ap.add_argument("--runs", type=int, default=5)
-    ap.add_argument("--work", default=str(WORK), help="where the generated stories and their garden home live")
-    ap.add_argument("--json", default=str(PROJECT / "experiments" / "out" / "query_cost.json"))
-    ap.add_argument("--again", metavar="JSON", help="show a saved run's figures instead of measuring")
     args = ap.parse_args(argv)
     if args.again:
         result = json.loads(Path(args.again).read_text())
     else:
         result = measure([int(s) for s in args.sizes.split(",") if s], args.runs, Path(args.work))
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(result, indent=1))
+        write_json(args.json, result, indent=1)
     show(result)
     return 0
 

@@ -25,35 +25,35 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 PROJECT = Path(__file__).resolve().parents[1]
+if str(PROJECT) not in sys.path:
+    sys.path.insert(0, str(PROJECT))
+
+from experiments.harness.results import stamped  # noqa: E402
+from experiments.harness.timing import STEP_TIMER, interleaved, timed  # noqa: E402
+
 GARDEN = Path(sys.executable).with_name("garden")
 QUESTION = "Why have I not felt like gaming recently?"
 PIPELINES = ("bm25", "default")
 
 # Runs in a fresh interpreter: each step is timed as a real query meets it, nothing warm in memory.
-STEPS = r"""
-import json, sys, time
-t0 = time.perf_counter()
-marks = {}
-def mark(name):
-    global t0
-    now = time.perf_counter(); marks[name] = now - t0; t0 = now
+STEPS = STEP_TIMER + r"""
 import garden.cli                                  # what the command imports before it parses
-from garden.api import _story_path
+from pathlib import Path
+from garden.formats.stories import resolve_story_path
 mark("start-up")
 from garden.derived.stored import open_story       # what `garden query` reads: the story's save
 from garden.formats.stories import latest_date
-story = open_story(_story_path(sys.argv[1]))
+story = open_story(resolve_story_path(sys.argv[1], Path.cwd()))
 mark("story")
 from garden.pipelines import make_pipeline
 from garden.rerank.query import QuerySpec
 pipeline = make_pipeline(sys.argv[3])
 from garden.retrievers.dense import DEFAULT_BACKEND, model_dir
 if sys.argv[3] != "bm25":
-    from garden.retrievers._encoders import load_encoder
+    from garden.retrievers.dense import load_encoder
     load_encoder(DEFAULT_BACKEND, model_dir())
 mark("model")
 from garden.derived.indexes import PROCESS_INDEXES
@@ -68,18 +68,16 @@ print(json.dumps(marks))
 
 
 def whole_process(pipeline: str, story: str) -> float:
-    start = time.perf_counter()
-    subprocess.run([str(GARDEN), "query", story, QUESTION, "--pipeline", pipeline], cwd=PROJECT, check=True,
-                   stdout=subprocess.DEVNULL, env={**os.environ, "GARDEN_TRACE": "0"})
-    return time.perf_counter() - start
+    return timed(lambda: subprocess.run([str(GARDEN), "query", story, QUESTION, "--pipeline", pipeline], cwd=PROJECT,
+                                        check=True, stdout=subprocess.DEVNULL,
+                                        env={**os.environ, "GARDEN_TRACE": "0"}))[0]
 
 
 def stepped(pipeline: str, story: str) -> dict[str, float]:
     base = "hybrid" if pipeline == "default" else pipeline
-    start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-c", STEPS, story, QUESTION, pipeline, base], cwd=PROJECT, check=True,
-                          capture_output=True, text=True, env={**os.environ, "GARDEN_TRACE": "0"})
-    wall = time.perf_counter() - start
+    wall, done = timed(lambda: subprocess.run([sys.executable, "-c", STEPS, story, QUESTION, pipeline, base],
+                                              cwd=PROJECT, check=True, capture_output=True, text=True,
+                                              env={**os.environ, "GARDEN_TRACE": "0"}))
     marks = json.loads(done.stdout.strip().splitlines()[-1])
     return {"interpreter": wall - sum(marks.values()), **marks, "total": wall}
 
@@ -87,12 +85,9 @@ def stepped(pipeline: str, story: str) -> dict[str, float]:
 def measure(story: str, runs: int) -> dict:
     for pipeline in PIPELINES:  # warm every cache the query reads; untimed
         whole_process(pipeline, story)
-    walls: dict[str, list[float]] = {p: [] for p in PIPELINES}
-    steps: dict[str, list[dict[str, float]]] = {p: [] for p in PIPELINES}
-    for _ in range(runs):
-        for pipeline in PIPELINES:
-            walls[pipeline].append(whole_process(pipeline, story))
-            steps[pipeline].append(stepped(pipeline, story))
+    got = interleaved(runs, [story], PIPELINES, lambda pipeline, s: (whole_process(pipeline, s), stepped(pipeline, s)))
+    walls = {p: [wall for wall, _ in got[p]] for p in PIPELINES}
+    steps = {p: [step for _, step in got[p]] for p in PIPELINES}
     out: dict = {"story": story, "runs": runs, "cpus": os.cpu_count(), "pipelines": {}}
     for pipeline in PIPELINES:
         names = steps[pipeline][0].keys()
@@ -113,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     result = measure(args.story, args.runs)
     if args.json:
-        print(json.dumps(result, indent=2))
+        print(json.dumps(stamped(result), indent=2))
         return 0
     print(f"`garden query {args.story} ...`, caches warm, {args.runs} runs each, {result['cpus']} CPUs")
     print(f"{'pipeline':10} {'median':>8} {'min':>7} {'max':>7}   breakdown (medians, s)")

@@ -15,7 +15,7 @@ Per size, in a process of its own (so peak memory and cold caches are that size'
   come from each outcome's own timings (the triage stage includes the query's resolution);
 - peak memory is the process's maximum resident set (`ru_maxrss`).
 
-Figures are medians and 95th percentiles; across sizes, the slope of log(time) on
+Figures are medians and 95th percentiles (experiments/harness/timing.py); across sizes, the slope of log(time) on
 log(records) says how each cost grows (1 is linear).
 
     .venv/bin/python experiments/scale.py [--sizes 1000,10000,100000] [--rounds 3] [--plot docs/scale.png]
@@ -25,62 +25,25 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 
 PROJECT = Path(__file__).resolve().parents[1]
-WORK = PROJECT / "experiments" / "out" / "scale"
-SEED = 7
+if str(PROJECT) not in sys.path:
+    sys.path.insert(0, str(PROJECT))
+
+from experiments.harness.results import write_json  # noqa: E402
+from experiments.harness.benchmarks import OUT  # noqa: E402
+from experiments.harness.stories import SEED, WORK, case_queries, size_options, story_at  # noqa: E402
+from experiments.harness.timing import peak_mb, query_rounds, spread, timed  # noqa: E402
+
 KINDS = ("bm25", "bm25s", "tfidf", "phrase", "dense")
 PIPELINES = ("default", "bm25s")
 TARGETS = {"default_p50_ms": 50, "default_p95_ms": 150, "lexical_build_s": 30, "saved_load_s": 3,
            "peak_mb": 4096, "steepest_stage_slope": 1.0}
-
-
-def story_at(size: int, work: Path) -> tuple[Path, Path]:
-    """The generated story and its cases for `size`, made once per work folder."""
-    from garden.formats.generate import generate
-
-    root = work / f"r{size}"
-    name = f"scale-{size}"
-    story, cases = root / "fixtures" / f"{name}.jsonl", root / "cases" / name
-    if not story.exists() or not cases.is_dir():
-        start = time.perf_counter()
-        generate(name, size, SEED, out=story, force=True)
-        (root / "generated.json").write_text(json.dumps({"seconds": time.perf_counter() - start}))
-    return story, cases
-
-
-def _timed(make) -> tuple[float, object]:
-    start = time.perf_counter()
-    value = make()
-    return time.perf_counter() - start, value
-
-
-def _spread(ms: list[float]) -> dict[str, float]:
-    return {"p50": float(np.median(ms)), "p95": float(np.percentile(ms, 95))}
-
-
-def case_queries(cases_dir: Path, story, story_path: Path | None = None) -> tuple[list, list]:
-    """Every generated case's queries that build (the case and its controls) as query specs
-    on `story`, and beside each its (case id, expectation): what every run times. Given the
-    story's file (`story_path`), the records each case names are checked against `story`,
-    the one this process holds, not the file parsed again for every case file."""
-    from garden.formats.cases import load_case, spec_for
-
-    held = {story_path: story} if story_path is not None else None
-    specs, expects = [], []
-    for case_file in sorted(cases_dir.glob("*.yaml")):
-        loaded = load_case(case_file, held)
-        queries = [q for q in loaded.queries if not q.expect.build_error]
-        specs += [spec_for(q, story) for q in queries]
-        expects += [(loaded.id, q.expect) for q in queries]
-    return specs, expects
 
 
 def one_size(size: int, rounds: int, work: Path) -> dict:
@@ -94,8 +57,8 @@ def one_size(size: int, rounds: int, work: Path) -> dict:
     from garden.pipelines import make_pipeline
 
     story_path, cases_dir = story_at(size, work)
-    first, story = _timed(lambda: load_story(story_path))
-    second, _ = _timed(lambda: load_story(story_path))
+    first, story = timed(lambda: load_story(story_path))
+    second, _ = timed(lambda: load_story(story_path))
     out: dict = {"records": len(story.records), "bytes": story_path.stat().st_size,
                  "generate_s": json.loads((root / "generated.json").read_text())["seconds"],
                  "load_story_s": {"first": first, "second": second}, "build_s": {}, "load_saved_s": {},
@@ -104,10 +67,10 @@ def one_size(size: int, rounds: int, work: Path) -> dict:
     for kind in KINDS:
         def build(cache):
             return cache.phrase_index(story) if kind == "phrase" else cache.retriever(story, kind)
-        cold, _ = _timed(lambda: build(IndexCache(read_saved=False)))
+        cold, _ = timed(lambda: build(IndexCache(read_saved=False)))
         key = "phrase" if kind == "phrase" else f"retriever:{kind}"
         before = COUNTS.copy()
-        warm, _ = _timed(lambda: build(IndexCache()))
+        warm, _ = timed(lambda: build(IndexCache()))
         # what the warm pass did: it must have loaded the save the cold pass wrote
         out["warm"][kind] = {"loaded": COUNTS[f"{key}:loaded"] - before[f"{key}:loaded"],
                              "built": COUNTS[f"{key}:built"] - before[f"{key}:built"]}
@@ -124,21 +87,12 @@ def one_size(size: int, rounds: int, work: Path) -> dict:
                   if check(expect, pipeline.run(spec).packet, story, spec.include_private)}
         cases = {case for case, _ in expects}
         out["cases_passed"][name] = {"passed": len(cases - failed), "of": len(cases)}
-    totals: dict[str, list[float]] = {p: [] for p in PIPELINES}
-    stages: dict[str, dict[str, list[float]]] = {p: {} for p in PIPELINES}
-    for _ in range(rounds):
-        for spec in specs:
-            for name, pipeline in pipelines.items():
-                start = time.perf_counter()
-                outcome = pipeline.run(spec)
-                totals[name].append((time.perf_counter() - start) * 1e3)
-                for stage, ms in outcome.timings_ms.items():
-                    stages[name].setdefault(stage, []).append(ms)
+    totals, stages = query_rounds(rounds, specs, pipelines)
     out["queries"] = len(specs)
     out["rounds"] = rounds
-    out["query_ms"] = {p: _spread(v) for p, v in totals.items()}
-    out["stage_ms"] = {p: {s: _spread(v) for s, v in by.items()} for p, by in stages.items()}
-    out["peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KB
+    out["query_ms"] = {p: spread(v) for p, v in totals.items()}
+    out["stage_ms"] = {p: {s: spread(v) for s, v in by.items()} for p, by in stages.items()}
+    out["peak_mb"] = peak_mb()
     PROCESS_INDEXES.clear()
     return out
 
@@ -250,29 +204,25 @@ def show(report: dict) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sizes", default="1000,10000,100000")
+    size_options(ap, "1000,10000,100000", WORK, OUT / "scale.json", "show (and plot) a saved run's figures instead")
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--work", default=str(WORK), help="where the generated stories and their garden home live")
-    ap.add_argument("--json", default=str(PROJECT / "experiments" / "out" / "scale.json"))
-    ap.add_argument("--plot", default=str(PROJECT / "experiments" / "out" / "scale.png"))
-    ap.add_argument("--again", metavar="JSON", help="show (and plot) a saved run's figures instead of measuring")
+    ap.add_argument("--plot", default=str(OUT / "scale.png"))
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)  # one size, in this process
     args = ap.parse_args(argv)
     if args.one:
         print(json.dumps(one_size(args.one, args.rounds, Path(args.work))))
         return 0
     if args.again:
-        saved = json.loads(Path(args.again).read_text())["results"]
-        report = summary({int(k): v for k, v in saved.items()})
+        saved = json.loads(Path(args.again).read_text())
+        report = summary({int(k): v for k, v in saved["results"].items()})
+        report.update({"run": saved["run"]} if "run" in saved else {})
     else:
         report = run([int(s) for s in args.sizes.split(",")], args.rounds, Path(args.work))
-    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.json).write_text(json.dumps(report, indent=1))
+    write_json(args.json, report, indent=1)
     plot({int(k): v for k, v in report["results"].items()}, Path(args.plot))
     show(report)
     return 0
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(PROJECT))
     sys.exit(main())

@@ -11,7 +11,8 @@ on it as a subprocess. Then:
 3. Load: 1, 4 and 16 clients, each a thread with its own HTTP connection, take the
    questions from one shared queue until `--rounds` passes over them are asked or
    `--max-seconds` run out. Per level: requests, errors, p50 and p95 latency as the client
-   sees it (send to whole response), and queries per second. Each worker runs one query at
+   sees it (send to whole response; experiments/harness/timing.py's percentile), and
+   queries per second. Each worker runs one query at
    a time (see docs/serve.md), so with N clients on W workers a request waits for about
    N/W - 1 others.
 4. The same questions through the Python API in this process, on the story loaded once
@@ -20,7 +21,8 @@ on it as a subprocess. Then:
 5. Checks: no request failed; every line of the server's trace is whole JSON, one per
    query it answered; the server's resident memory before and after the load.
 
-    .venv/bin/python experiments/serve_load.py [FILE] [--questions N] [--rounds 1] [--max-seconds 60] [--workers 2]
+    .venv/bin/python experiments/serve_load.py [--locomo FILE] [--questions N] [--rounds 1] [--max-seconds 60]
+        [--workers 2] [--json FILE]
 
 LoCoMo: Maharana et al., ACL 2024, CC BY-NC 4.0; read from ../shared/data/locomo.
 """
@@ -42,15 +44,17 @@ from pathlib import Path
 import httpx
 
 PROJECT = Path(__file__).resolve().parents[1]
-DEFAULT_FILE = PROJECT.parent / "shared" / "data" / "locomo" / "conv-47.json"
+if str(PROJECT) not in sys.path:
+    sys.path.insert(0, str(PROJECT))
+
+from experiments.harness.benchmarks import DEFAULTS, arguments  # noqa: E402
+from experiments.harness.results import write_json  # noqa: E402
+from experiments.harness.timing import percentile  # noqa: E402
+
+CONVERSATION = DEFAULTS["locomo"] / "conv-47.json"
 GARDEN = [sys.executable, "-m", "garden.cli"]
 LEVELS = (1, 4, 16)
 TARGETS = {"p50_ms": 30.0, "p95_ms": 80.0, "startup_s": 10.0}   # warm, 4 clients, two cores
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
 
 
 def rss_mb(pid: int) -> float:
@@ -133,7 +137,7 @@ def load(url: str, bodies: list[dict], clients: int, rounds: int, max_seconds: f
         t.join()
     wall = time.perf_counter() - t0
     return {"clients": clients, "requests": len(latencies), "errors": len(errors), "first_error": errors[:1],
-            "p50_ms": 1000 * statistics.median(latencies), "p95_ms": 1000 * percentile(latencies, 0.95),
+            "p50_ms": 1000 * percentile(latencies, 50), "p95_ms": 1000 * percentile(latencies, 95),
             "qps": len(latencies) / wall, "wall_s": wall}
 
 
@@ -162,8 +166,8 @@ def through_api(root: Path, story_name: str, bodies: list[dict], by_name: int) -
             named.append(time.perf_counter() - t0)
     finally:
         os.chdir(cwd)
-    return {"requests": len(times), "p50_ms": 1000 * statistics.median(times),
-            "p95_ms": 1000 * percentile(times, 0.95), "qps": len(times) / wall,
+    return {"requests": len(times), "p50_ms": 1000 * percentile(times, 50),
+            "p95_ms": 1000 * percentile(times, 95), "qps": len(times) / wall,
             "by_name_p50_ms": 1000 * statistics.median(named) if named else None, "by_name": len(named)}
 
 
@@ -182,20 +186,19 @@ def check_traces(home: Path) -> tuple[int, int]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("file", nargs="?", default=str(DEFAULT_FILE), help="a LoCoMo conversation file")
     parser.add_argument("--questions", type=int, default=0, help="ask the first N questions (default: all)")
     parser.add_argument("--rounds", type=int, default=1, help="passes over the questions at each level (default 1)")
     parser.add_argument("--max-seconds", type=float, default=60, help="time bound of each level (default 60)")
     parser.add_argument("--workers", type=int, default=2, help="the server's worker processes (default 2: two cores)")
     parser.add_argument("--json", help="also write the figures to this file")
-    args = parser.parse_args(argv)
+    args = arguments(parser, ("locomo",), argv, defaults={"locomo": CONVERSATION}, out=False)
 
     root = Path(tempfile.mkdtemp(prefix="serve-load-"))
     home = root / ".garden"
     env = {**os.environ, "GARDEN_HOME": str(home), "PYTHONPATH": str(PROJECT)}
     os.environ["GARDEN_HOME"] = str(home)   # the API half runs in this process, on the same home
     try:
-        subprocess.run([*GARDEN, "import", "locomo", args.file, "--out", str(root)], cwd=root, env=env, check=True,
+        subprocess.run([*GARDEN, "import", "locomo", args.locomo, "--out", str(root)], cwd=root, env=env, check=True,
                        stdout=subprocess.DEVNULL)
         from garden.evaluation.locomo import load_conversations
 
@@ -252,11 +255,10 @@ def main(argv: list[str] | None = None) -> int:
           f"(expected {expected} whole: {'ok' if whole == expected and not torn else 'MISMATCH'})")
     print(f"server RSS: {rss_before:.0f} MB before the load, {rss_after:.0f} MB after")
     if args.json:
-        Path(args.json).write_text(json.dumps({
+        write_json(args.json, {
             "story": story_name, "questions": len(bodies), "cold_first_answer_s": cold_first,
             "warm_first_answer_s": warm_first, "levels": levels, "api": api_figures, "trace_whole": whole,
-            "trace_torn": torn, "trace_expected": expected, "rss_mb_before": rss_before, "rss_mb_after": rss_after},
-            indent=2) + "\n")
+            "trace_torn": torn, "trace_expected": expected, "rss_mb_before": rss_before, "rss_mb_after": rss_after})
     return 0 if not any(row["errors"] for row in levels) and whole == expected and not torn else 1
 
 

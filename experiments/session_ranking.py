@@ -8,7 +8,7 @@ and its text embedded whole, and each store's sessions, voices and dates; saved 
 --out as JSON (`session_rows_<benchmark>.json`). Then every variant of `variants()` is
 scored at session level by ir-measures (each question judged by the sessions holding its
 evidence turns; kept in `session_variant_scores.json`), and the fourteen folds of
-experiments/chat_protocol.py choose among them (`choose`: a variant is eligible on a
+experiments/harness/folds.py choose among them (`choose`: a variant is eligible on a
 fold's training questions when it lowers neither benchmark's figures against today's
 rule, a session ranked where its first turn is). Printed, and written as
 `session_ranking.json` and the tables of `session_ranking.md`: every variant in sample,
@@ -19,6 +19,7 @@ rows (and the scores, when the variants are the same) and chooses again.
 """
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import sys
@@ -30,7 +31,9 @@ PROJECT = Path(__file__).resolve().parents[1]
 if str(PROJECT) not in sys.path:
     sys.path.insert(0, str(PROJECT))
 
-from experiments.chat_protocol import DEPTH, MEASURES, benchmark_arguments, folds_of, load  # noqa: E402
+from experiments.harness.benchmarks import DEPTH, MEASURES, arguments, load_chats  # noqa: E402
+from experiments.harness.folds import folds_of, hold_out_questions  # noqa: E402
+from experiments.harness.results import write_json  # noqa: E402
 from garden.evaluation.measures import evaluate  # noqa: E402
 from garden.pipelines import make_pipeline  # noqa: E402
 from garden.rerank.query import QuerySpec  # noqa: E402
@@ -111,7 +114,7 @@ def question_rows(bench: str, conv, store: dict) -> list[dict]:
             row[name] = [[index[rid], s] for rid, s in bare[name][n]]
         cos = dense.score(q.text)
         row["cos"] = [round(float(cos.get(rid, 0.0)), 6) for rid in store["ids"]]
-        qv = dense._query_vector(q.text)
+        qv = dense.query_vector(q.text)
         for k, (numbers, matrix) in vectors.items():
             row[f"doc_{k}"] = {str(s): round(float(v), 6) for s, v in zip(numbers, matrix @ qv)}
         window = named_window(q.text, q.as_of)
@@ -121,7 +124,7 @@ def question_rows(bench: str, conv, store: dict) -> list[dict]:
 
 
 def collect(locomo: str, longmemeval: str, out: Path) -> None:
-    data = load(locomo, longmemeval)
+    data = load_chats(locomo, longmemeval)
     for bench, convs in data.items():
         stores, questions = [], []
         for s, conv in enumerate(convs):
@@ -316,11 +319,8 @@ def choose(scores: list, folds: dict[str, dict[str, str]], names: list[str], amo
     same) of the training questions' session nDCG@10 is chosen, ties to the variant listed
     first (the simpler), and the fold is scored with it."""
     among = sorted({0, *(range(len(names)) if among is None else among)})
-    every = sorted({f for per in folds.values() for f in per.values()})
-    chosen, held = [], {b: {} for b in folds}
-    for fold in every:
-        train = {b: [q for q, f in per.items() if f != fold] for b, per in folds.items()}
 
+    def pick(train: dict[str, list[str]]) -> int:
         def mean(n, b, m):
             return float(np.mean([scores[n][b][m][q] for q in train[b]]))
 
@@ -330,11 +330,9 @@ def choose(scores: list, folds: dict[str, dict[str, str]], names: list[str], amo
 
         def objective(n):
             return float(np.mean([mean(n, b, "nDCG@10") for b in train if train[b]]))
-        best = max((n for n in among if eligible(n)), key=lambda n: (objective(n), -n))
-        chosen.append({"held_out": fold, "chosen": names[best]})
-        for b, per in folds.items():
-            held[b].update({q: best for q, f in per.items() if f == fold})
-    return chosen, held
+        return max((n for n in among if eligible(n)), key=lambda n: (objective(n), -n))
+    picked, held = hold_out_questions(folds, pick)
+    return [{"held_out": fold, "chosen": names[best]} for fold, best in picked], held
 
 
 def family(v: dict) -> str:
@@ -429,7 +427,7 @@ def report(rows: dict[str, dict], out: Path) -> dict:
                                                   for b in rows for m in MEASURES}}
             result["bare"].append(row)
             print(f"{row['variant']:<58} " + " ".join(f"{row[f'{b} {m}']:16.3f}" for b in rows for m in MEASURES))
-    (out / "session_ranking.json").write_text(json.dumps(result, indent=2))
+    write_json(out / "session_ranking.json", result)
     (out / "session_ranking.md").write_text(markdown(result))
     return result
 
@@ -459,7 +457,8 @@ def markdown(result: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = benchmark_arguments(__doc__.splitlines()[0], "choose again from the rows saved by the last run", argv)
+    args = arguments(argparse.ArgumentParser(description=__doc__.splitlines()[0]), ("locomo", "longmemeval"), argv,
+                     reuse="choose again from the rows saved by the last run")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     if not args.reuse:

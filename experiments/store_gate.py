@@ -26,14 +26,14 @@ Three kinds of store, each judged by its benchmark's evidence turns:
 Every question runs once through `default` with the answer forced, recording the support's
 parts (ln top, held, known, ln second), the lanes' largest standout ratio, the packet's
 evidence coverage and precision (as served whenever answered), and `bm25s`'s packet for the
-same question. The folds are experiments/chat_protocol.py's fourteen: LoCoMo's conversations
+same question. The folds are experiments/harness/folds.py's fourteen: LoCoMo's conversations
 (a conversation's two forms in one fold) and LongMemEval's questions dealt into seven groups
 by type. Holding each fold out in turn, on the other thirteen:
 
 1. the support's weights: a logistic regression of answerable against negatives (L2, C 1;
    each kind of store weighing the same);
 2. the level's weights (a_known, a_foreign) from LEVEL_GRID, and with each the threshold
-   `answer_at` by experiments/locomo_gate.py's answer-first rule (the lowest calibrated
+   `answer_at` by experiments/harness/gate.py's answer-first rule (the lowest calibrated
    support at which every kind answers at most 24% of its negatives, unless a kind would
    then answer fewer than 91% of its answerable questions); the point whose threshold gives
    the best mean over the kinds of (answered - negatives answered) is chosen;
@@ -45,18 +45,18 @@ one threshold), one threshold refitted without a level, each reference alone, an
 choice fitted on LoCoMo and LongMemEval only (`locomo-raw` held out of every fit). Packet
 coverage per kind: never silent, as the gate decides, and `bm25s`'s.
 
-    .venv/bin/python experiments/store_gate.py [--out experiments/out] [--reuse]
+    .venv/bin/python experiments/store_gate.py [--locomo PATH] [--longmemeval FILE] [--out DIR] [--reuse]
 
 `--reuse` refits from the rows the last run saved.
 """
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import re
 import sys
 import tempfile
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -66,8 +66,12 @@ PROJECT = Path(__file__).resolve().parents[1]
 if str(PROJECT) not in sys.path:
     sys.path.insert(0, str(PROJECT))
 
-from experiments.chat_protocol import benchmark_arguments  # noqa: E402
-from experiments.locomo_gate import FORCED, LONGMEMEVAL_FOREIGN, NEGATIVE_CAP, _ratio, threshold_rule  # noqa: E402
+from experiments.harness.benchmarks import arguments, load_chats  # noqa: E402
+from experiments.harness.folds import choose_then_hold_out, folds_of  # noqa: E402
+from experiments.harness.gate import (FORCED, LONGMEMEVAL_FOREIGN, NEGATIVE_CAP, negatives_in_folds,  # noqa: E402
+                                      standout_ratio, threshold_rule)
+from experiments.harness.results import write_json  # noqa: E402
+from experiments.harness.timing import timed  # noqa: E402
 from garden.rerank.decide import PARTS, features  # noqa: E402
 
 KINDS = ("locomo", "locomo-raw", "longmemeval")
@@ -103,25 +107,16 @@ def raw_chat_logs(source: Path, dest: Path) -> Path:
 def stores(locomo: str, longmemeval: str) -> dict[str, tuple[list, dict, dict]]:
     """kind -> (conversations, store -> its negatives, qid -> fold), from LoCoMo's folder
     and LongMemEval's file."""
-    from dataclasses import replace
-
-    from experiments.chat_protocol import folds_of, load
     from garden.evaluation.locomo import load_conversations
-    from garden.evaluation.negatives import foreign_negatives
 
-    loaded = load(locomo, longmemeval)
+    loaded = load_chats(locomo, longmemeval)
     with tempfile.TemporaryDirectory() as scratch:
         raw = load_conversations(raw_chat_logs(Path(locomo), Path(scratch)))
     out = {}
     for kind, convs in (("locomo", loaded["locomo"]), ("locomo-raw", raw), ("longmemeval", loaded["longmemeval"])):
-        judged = [replace(c, questions=[q for q in c.questions if q.evidence]) for c in convs]
-        per_store = LONGMEMEVAL_FOREIGN if kind == "longmemeval" else None
-        negatives = foreign_negatives([c for c in judged if c.questions], per_store=per_store)
-        folds = folds_of("longmemeval" if kind == "longmemeval" else "locomo", convs)
-        store_fold = {c.story.story: folds[q.qid] for c in convs for q in c.questions if q.qid in folds}
-        for c in convs:
-            for q in c.questions + negatives.get(c.story.story, []):
-                folds.setdefault(q.qid, store_fold.get(c.story.story, "longmemeval-group-1"))
+        bench = "longmemeval" if kind == "longmemeval" else "locomo"
+        negatives, folds = negatives_in_folds(convs, folds_of(bench, convs),
+                                              per_store=LONGMEMEVAL_FOREIGN if bench == "longmemeval" else None)
         out[kind] = (convs, negatives, folds)
     return out
 
@@ -138,9 +133,8 @@ def collect(kind: str, conversations, negatives, folds) -> list[dict]:
     default, bm25s = make_pipeline("default"), make_pipeline("bm25s")
     rows = []
     for conv in conversations:
-        story, started = conv.story, time.perf_counter()
-        reference = build_reference(default, story)
-        built = time.perf_counter() - started
+        story = conv.story
+        built, reference = timed(lambda: build_reference(default, story))
         questions = []
         for q in conv.questions + negatives.get(story.story, []):
             answerable = bool(q.evidence)
@@ -151,7 +145,7 @@ def collect(kind: str, conversations, negatives, folds) -> list[dict]:
             row = {"qid": q.qid, "fold": folds[q.qid], "answerable": answerable, "core": core,
                    "negative": q.negative,
                    "x": [float(stages["decide"][p]) for p in PARTS] if "decide" in stages else None,
-                   "ratio": _ratio(stages) if "decide" in stages else 0.0}
+                   "ratio": standout_ratio(stages) if "decide" in stages else 0.0}
             if answerable:
                 served = packet_row(q, outcome.packet, story)
                 base = packet_row(q, bm25s.run(QuerySpec(story, q.text, q.as_of)).packet, story)
@@ -225,7 +219,7 @@ def fit_weights(t: Table, mask: np.ndarray, kinds) -> tuple[np.ndarray, float]:
 
 
 def rule(score: np.ndarray, t: Table, mask: np.ndarray, kinds, target: float = ANSWER_TARGET) -> float:
-    """locomo_gate's answer-first threshold over these kinds' rows under `mask`."""
+    """The answer-first threshold (experiments/harness/gate.py) over these kinds' rows under `mask`."""
     return threshold_rule({k: (list(score[mask & (t.kind == k) & t.core]),
                                list(score[mask & (t.kind == k) & ~t.answerable])) for k in kinds},
                           answer_target=target, negative_cap=NEGATIVE_CAP)
@@ -262,16 +256,19 @@ def held_out(t: Table, variant: dict, bounds=None) -> dict:
     docstring); `variant`: `weights` ("fit" or fixed (w, b)), `grid` (level weights tried),
     `fit_on` (the kinds fitted and chosen on), `at` (a fixed threshold instead of the rule),
     `stats` (the reference's statistics), `target` (the rule's floor on answered)."""
-    decided = np.zeros(len(t.kind), bool)
-    chosen = []
-    for fold in sorted(set(t.fold)):
-        test = t.fold == fold
-        train = ~test
+    def choose(train_folds: list[str]) -> tuple:
+        train = np.isin(t.fold, train_folds)
         w, b = fit_weights(t, train, variant["fit_on"]) if variant["weights"] == "fit" else variant["weights"]
         w = np.asarray(w, dtype=float)
         _, point, at, calibrated, _, _ = choose_level(
             t, w, b, train, variant["grid"], variant["fit_on"], variant.get("stats", SHIPPED_STATISTICS),
             variant.get("target", ANSWER_TARGET), bounds, variant.get("at"))
+        return w, b, point, at, calibrated
+
+    decided = np.zeros(len(t.kind), bool)
+    chosen = []
+    for fold, (w, b, point, at, calibrated) in choose_then_hold_out(sorted(set(t.fold)), choose):
+        test = t.fold == fold
         decided[test] = (calibrated >= at)[test] | (t.ratio >= 10.0)[test]
         chosen.append({"fold": fold, "weights": [round(float(v), 3) for v in w], "bias": round(float(b), 3),
                        "level": point, "answer_at": round(float(at), 3)})
@@ -324,7 +321,7 @@ def case_rows() -> list[dict]:
             spec = spec_for(q, story)
             spec.settings = spec.settings.merged(Settings(answer_at=FORCED))
             stages = default.run(spec).stages
-            if "decide" not in stages or _ratio(stages) >= 10.0:
+            if "decide" not in stages or standout_ratio(stages) >= 10.0:
                 continue
             key = str(q.story_path)
             if key not in refs:
@@ -376,7 +373,8 @@ VARIANTS = {
 
 
 def main(argv=None) -> int:
-    args = benchmark_arguments(__doc__.split("\n\n")[0], "refit from the rows the last run saved", argv)
+    args = arguments(argparse.ArgumentParser(description=__doc__.split("\n\n")[0]), ("locomo", "longmemeval"), argv,
+                     reuse="refit from the rows the last run saved")
     out = Path(args.out)
     saved = out / "store_gate_rows.json"
     if args.reuse:
@@ -415,7 +413,7 @@ def main(argv=None) -> int:
                              round(float(np.median([r["seconds"] for r in t.stores])), 1),
                              round(float(max(r["seconds"] for r in t.stores)), 1)]}
     print(f"\nfit on every fold: {report['shipped']}")
-    (out / "store_gate.json").write_text(json.dumps(report, indent=1))
+    write_json(out / "store_gate.json", report, indent=1)
     return 0
 
 

@@ -245,7 +245,7 @@ def test_a_query_is_encoded_once_per_user_and_alike_alone_or_in_a_batch(dense_ca
     batch = first.top_many(questions, 3)
     assert first.queries_encoded == 3
     assert describe()["spaces"][first.query_cache.space] == 3   # kept beside the documents, in a space of its own
-    alone = [first._query_vector(q) for q in questions]
+    alone = [first.query_vector(q) for q in questions]
     # as another process would: nothing remembered in memory, the user's cache read
     QUERY_VECTORS.clear()
     second = make_retriever("dense")

@@ -53,67 +53,10 @@ def test_the_weights_experiment_refuses_a_bad_shard_in_one_line(capsys):
     assert parse_shard("1/2") == (1, 2)
     for bad in ("2/2", "x/2", "1", "-1/3"):
         with pytest.raises(SystemExit) as exc:
-            main([f"--shard={bad}", "/nonexistent"])
+            main([f"--shard={bad}", "--locomo", "/nonexistent"])
         assert exc.value.code == 2
         error = capsys.readouterr().err.strip().splitlines()[-1]
         assert "error: argument --shard" in error and bad in error  # before any data is read
-
-
-FEEDBACK_DOCS = ["the lighthouse keeper painted the red door", "a ferry crossed the harbour at dawn",
-                 "the keeper of the lighthouse logged the ferry", "red paint dried on the harbour wall",
-                 "gulls circled the lighthouse lamp all night"]
-
-
-def test_the_feedback_experiments_bm25_is_bm25s():
-    """Its term weights must score as the garden's `bm25s` does (Lucene BM25, k1 1.5, b 0.75),
-    or the expanded queries are compared against some other BM25."""
-    from experiments.locomo_feedback import Index
-    from garden.retrievers import Doc, make_retriever
-
-    index = Index(FEEDBACK_DOCS)
-    reference = make_retriever("bm25s")
-    reference.index([Doc(str(i), t) for i, t in enumerate(FEEDBACK_DOCS)])
-    for query in ("lighthouse keeper", "red harbour ferry", "gulls"):
-        ours = index.scores(index.query(query)) * len(query.split())  # the query is a distribution
-        theirs = reference.score(query)
-        for i in range(len(FEEDBACK_DOCS)):
-            assert ours[i] == pytest.approx(float(theirs.get(str(i), 0.0)), rel=1e-6, abs=1e-9)
-
-
-def test_rm3_mixes_the_first_records_terms_into_the_query():
-    from experiments.locomo_feedback import Index, rm3, shown_within
-
-    index = Index(FEEDBACK_DOCS)
-    q = index.query("lighthouse keeper")
-    assert np.array_equal(rm3(index, q, records=2, terms=5, mix=0.0), q)
-    expanded = rm3(index, q, records=2, terms=40, mix=0.5)
-    assert expanded.sum() == pytest.approx(1.0)
-    # the kept terms are renormalized: three of them, the query's two among them, still sum to 1
-    three = rm3(index, q, records=2, terms=3, mix=0.5)
-    assert np.count_nonzero(three) == 3 and three.sum() == pytest.approx(1.0)
-    # "ferry" is only in the second record about the keeper: feedback reaches it, the query did not
-    ferry = index.vocab[analyze_one("ferry")]
-    assert q[ferry] == 0 < expanded[ferry]
-    assert index.scores(expanded)[1] > index.scores(q)[1] == 0
-    # a record shows what it cites: evidence e is shown at rank 0 through record 0
-    shown = shown_within(np.array([2.0, 1.0, 0.0]), [{"a", "e"}, {"b"}, {"c"}], {"e", "b", "c"}, depths=(1, 2, 3))
-    assert shown == {1: pytest.approx(1 / 3), 2: pytest.approx(2 / 3), 3: pytest.approx(2 / 3)}
-
-
-def analyze_one(word: str) -> str:
-    from garden.analyzer import analyze
-
-    (term,) = analyze(word)
-    return term
-
-
-def test_the_feedback_experiment_names_a_missing_path_in_one_line(tmp_path, capsys):
-    from experiments.locomo_feedback import main
-
-    with pytest.raises(SystemExit) as stopped:
-        main([str(tmp_path / "nowhere")])
-    err = capsys.readouterr().err.strip().splitlines()
-    assert stopped.value.code == 2 and str(tmp_path / "nowhere") in err[-1] and "Traceback" not in "".join(err)
 
 
 def test_the_passage_experiment_keeps_a_setting_only_when_neither_benchmark_loses():
@@ -164,34 +107,10 @@ def test_the_spread_study_ranks_by_cosine_ties_by_id():
     assert [d for d, _ in run["q"]] == ["d10", "d9", "d2"]   # the tie by id, as strings
 
 
-def test_known_item_queries_are_drawn_from_their_record_and_seeded(project):
-    from experiments.known_item_gate import LENGTHS, conformal_threshold, known_item_queries
-    from garden.formats.stories import load_story
-    from garden.retrievers import documents
-
-    story = load_story(project / "fixtures" / "aurora-ridge.yaml")
-    searchable = {d.id: d.text for d in documents(story)}   # what the retrievers read: title and text
-    first, again = known_item_queries(story, 12), known_item_queries(story, 12)
-    assert first == again and len(first) == 12
-    assert known_item_queries(story, 12, seed=1) != first
-    for rid, query in first:
-        words = query.split()
-        assert LENGTHS[0] <= len(words) <= LENGTHS[1]
-        text = searchable[rid]
-        assert all(w in text for w in words), (rid, query)
-        at, start = [], 0
-        for w in words:   # in the record's order
-            at.append(text.index(w, start))
-            start = at[-1] + len(w)
-    # split-conformal: the floor(alpha (n + 1))-th smallest; too few queries for the level: every one answers
-    assert conformal_threshold([5.0, 1.0, 3.0, 2.0, 4.0], 0.34) == 2.0
-    assert conformal_threshold([1.0, 2.0], 0.3) == float("-inf")
-
-
 def test_the_gate_threshold_rule_answers_first_then_refuses():
     import math
 
-    from experiments.locomo_gate import threshold_rule
+    from experiments.harness.gate import threshold_rule
 
     # every answerable question answered and every negative refused: just above the best negative
     at = threshold_rule({"a": ([3.0, 2.0, 1.0], [0.5, 0.2])})
@@ -203,25 +122,10 @@ def test_the_gate_threshold_rule_answers_first_then_refuses():
     assert threshold_rule({"a": ([3.0], [0.5]), "b": ([3.0], [0.9])}, "refuse-first") > 0.9
 
 
-def test_sentence_queries_come_from_one_sentence_of_their_record(project):
-    from experiments.known_item_gate import SENTENCE, sentence_queries
-    from garden.formats.stories import load_story
-    from garden.retrievers import documents
-
-    story = load_story(project / "fixtures" / "aurora-ridge.yaml")
-    searchable = {d.id: d.text for d in documents(story)}
-    drawn = sentence_queries(story, 20)
-    assert drawn == sentence_queries(story, 20) and len(drawn) == 20
-    for rid, query in drawn:
-        words = query.split()
-        assert len(words) >= 2
-        assert any(all(w in part for w in words) for part in SENTENCE.split(searchable[rid])), (rid, query)
-
-
 def test_the_development_subset_is_every_eighth_by_type_then_id(tmp_path):
     import json
 
-    from experiments.chat_protocol import write_development_subset
+    from experiments.harness.benchmarks import write_development_subset
 
     questions = [{"question_type": t, "question_id": f"q{i:02d}"} for i, t in
                  enumerate(["temporal", "multi-session"] * 10)]

@@ -99,9 +99,9 @@ def _first_store(path: Path):
     report, built = read_built(path)
     for b in built:
         if b.evidence and not b.abstention:
-            from garden.evaluation.longmemeval import _from_built
+            from garden.evaluation.longmemeval import conversation_of
 
-            return _from_built(b)
+            return conversation_of(b)
     raise AssertionError("no judged question")
 
 

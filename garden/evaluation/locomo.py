@@ -36,13 +36,10 @@ from garden.evaluation.compare import ALPHA, PERMUTATIONS
 from garden.evaluation.negatives import FOREIGN_HOW, NEGATIVE_KINDS, SEED as NEGATIVES_SEED, foreign_negatives
 from garden.evaluation.packets import plot_decisions
 from garden.evaluation.stores import (ALL_AT, DEPTH, TURN_KIND, TURN_MEASURES, Conversation, Question, Reference,
-                                      StoresReport, as_run, iter_imported, judge_runs, prepare, questions_of,
-                                      rank_questions, run_stores, stores_report, turn_ranking)
+                                      StoresReport, iter_imported, judge_runs, questions_of,
+                                      run_stores, stores_report, turn_ranking)
 from garden.models import DEFAULT_BUDGET, Story
 
-# the names experiments and older callers know these by
-LocomoReport = StoresReport
-_as_run, _prepare, _rank_conversation = as_run, prepare, rank_questions
 __all__ = ["ALL_AT", "DEPTH", "TURN_MEASURES", "Conversation", "Question", "turn_ranking", "compare_locomo",
            "is_locomo", "load_conversations", "five_list_fusion", "FUSION_NAME"]
 
@@ -53,7 +50,8 @@ JUDGMENTS = ("LoCoMo evidence turns (Maharana et al., ACL 2024; CC BY-NC 4.0): a
              "relevant documents are its evidence turns; derived records stand for the turns they cite")
 
 
-def _category(text: str | None) -> str:
+def category_of(text: str | None) -> str:
+    """A LoCoMo case's category ("5 adversarial") from its `about`, else "uncategorized"."""
     m = CATEGORY.search(text or "")
     return f"{m.group(1)} {m.group(2)}" if m else "uncategorized"
 
@@ -80,14 +78,14 @@ def load_conversations(path: str | Path) -> list[Conversation]:
     for conv in counted(read_conversations(path), Progress(f"reading {path.name}", unit="conversations")):
         imported = build(conv)
         story = Story.model_validate(imported.story)
-        out.append(Conversation(story, questions_of(story, list(imported.cases.values()), _category)))
+        out.append(Conversation(story, questions_of(story, list(imported.cases.values()), category_of)))
     return out
 
 
 def _load_imported(root: Path) -> list[Conversation]:
     from garden._terminal import Progress, counted
 
-    out = list(counted(iter_imported(root, "locomo-*.yaml", _category),
+    out = list(counted(iter_imported(root, "locomo-*.yaml", category_of),
                        Progress(f"reading {root.name}", unit="conversations")))
     if not out:
         raise GardenError(f"{root}: no fixtures/locomo-*.yaml to compare on")

@@ -78,7 +78,9 @@ def _type(text: str | None) -> str:
     return text if text else "uncategorized"
 
 
-def _from_built(built) -> Conversation:
+def conversation_of(built) -> Conversation:
+    """A built haystack (garden/formats/longmemeval.py's `read_built`) as a conversation
+    with its question; no question when it is left unjudged."""
     question = Question(f"{built.name}/{built.key}", built.case["query"], built.qtype,
                         [] if built.abstention else list(built.evidence), built.case["as_of"],
                         negative="declared" if built.abstention else None)
@@ -101,7 +103,7 @@ class _Source:
             self.report, self._built = read_built(path)
 
     def __iter__(self) -> Iterator[tuple[Conversation, list[Question]]]:
-        stores = (_from_built(b) for b in self._built) if self.report is not None else \
+        stores = (conversation_of(b) for b in self._built) if self.report is not None else \
             iter_imported(self.path, "longmemeval-*", _type)
         for conv in stores:
             if not conv.questions:

@@ -366,7 +366,7 @@ def quiet_transformers() -> None:
     os.environ.update(OFFLINE)
     # and before torch is (its OpenMP reads it once): a waiting thread sleeps, as the ONNX
     # sessions' do, rather than spin on a core another process needs; on two loaded cores
-    # spinning made a cross-encoder's reranking many times slower (experiments/torch_waiting.py).
+    # spinning made a cross-encoder's reranking many times slower (docs/encoding.md).
     # A policy the user set is kept.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     from transformers.utils import logging as hf_logging

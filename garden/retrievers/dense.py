@@ -43,6 +43,8 @@ from garden.retrievers._scores import shared_doc_ids
 from garden.retrievers import (SEMANTIC, ArrayScores, Doc, DocIds, ProcessCache, RetrieverBase, State, choice, custom,
                                integer, register)
 from garden.retrievers._encoders import BACKENDS, SPACES, export_blocker, load_encoder
+# public here: the encoders and their threads, for the experiments that time the backends
+from garden.retrievers._encoders import OnnxEncoder, session_threads  # noqa: F401
 from garden.retrievers._model_folder import embedding_width, folder_option, model_folder, onnx_blocker, pooling
 
 MODEL_NAME = "all-MiniLM-L6-v2"
@@ -235,7 +237,8 @@ class DenseRetriever(RetrieverBase):
         near-ties in a thousand-deep ranking then swap between a batch and its subset."""
         return np.stack([self.matrix @ vector for vector in self._query_vectors(queries)])
 
-    def _query_vector(self, query: str) -> np.ndarray:
+    def query_vector(self, query: str) -> np.ndarray:
+        """A question's embedding, the one `score` multiplies the documents by."""
         return self._query_vectors([query])[0]
 
     def _query_vectors(self, queries: list[str]) -> np.ndarray:
@@ -267,7 +270,7 @@ class DenseRetriever(RetrieverBase):
         if self._last is None or self._last[0] != query:
             # the last query's scores are kept: a pipeline reads them twice (to fuse, and to
             # normalize), and at 100,000 records the product costs milliseconds
-            self._last = (query, self._docs.scores((self.matrix @ self._query_vector(query)).astype(np.float64)))
+            self._last = (query, self._docs.scores((self.matrix @ self.query_vector(query)).astype(np.float64)))
         return self._last[1]
 
     def score_many(self, queries: Sequence[str]) -> list[dict[str, float]]:

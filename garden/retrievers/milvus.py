@@ -323,7 +323,7 @@ class MilvusDense(_MilvusRetriever):
     def _score_one(self, query: str, where: str = "") -> dict[str, float]:
         if self.collection is None or not query.strip():
             return {}
-        vector = self._dense._query_vector(query).astype(np.float32).tolist()
+        vector = self._dense.query_vector(query).astype(np.float32).tolist()
         return dict(self._search([vector], self._every(), where)[0])
 
     def scores_of(self, query: str, ids: Sequence[str], eligible=None) -> dict[str, float]:
@@ -338,7 +338,7 @@ class MilvusDense(_MilvusRetriever):
         if not found:
             return {}
         matrix = np.asarray([vectors[rid] for rid in found], dtype=np.float32)
-        products = matrix @ self._dense._query_vector(query).astype(np.float32)
+        products = matrix @ self._dense.query_vector(query).astype(np.float32)
         return dict(zip(found, products.astype(np.float64).tolist()))
 
     def vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
@@ -423,3 +423,17 @@ class MilvusHybrid(HybridRetriever):
             dense.vectors([rid for rid, _ in rank(lexical, depth + TIE_MARGIN)])
         found = {self.lexical: lexical, "milvus-dense": pending.result()}
         return {name: found[name] for name in members}
+
+
+SERVERS = ("start_local_server", "start_standalone", "stop_local_server")
+
+
+def __getattr__(name: str):
+    """A local Milvus server, embedded or standalone, started and stopped: public here for
+    the experiments that measure one, and loaded only when asked for, so that making a
+    pipeline (which imports this module) does not import what starting a process needs."""
+    if name in SERVERS:
+        from garden.retrievers import _milvus_server
+
+        return getattr(_milvus_server, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
