@@ -70,6 +70,7 @@ from garden.retrievers import Doc, id_order, make_retriever
 # 4: the stages' declared tables, each saved by its codec; 3: the records collection's place a
 # float vector (Milvus 2.3 has no sparse ones); 2: sessions
 FORMAT = 4
+RECORDS_FORMAT = 3   # the records collection's own: unchanged since 3, so an older one is found again
 CHUNK = 10_000            # records validated and written at once
 RECORDS_KEPT = 20_000     # records a stored story keeps after reading them from Milvus
 SUFFIX_SAVED = ".npz"     # a saved table or index beside the manifest
@@ -568,7 +569,7 @@ class RecordsTable:
             for block in iter(lambda: fh.read(1 << 20), b""):
                 digest.update(block)
         key = digest.hexdigest()
-        self.name = f"garden_records_s{FORMAT}_{key[:16]}"
+        self.name = f"garden_records_s{RECORDS_FORMAT}_{key[:16]}"
         client = self.client
         client.collection = self.name
         milvus = client._connect()
