@@ -313,8 +313,9 @@ class DocumentIds:
 
 
 class StoredStory(Story):
-    """A story whose records live in Milvus: `records` is empty; what the stages read of the
-    whole store is the saved tables; a record is read by id (`by_id`, `records_of`)."""
+    """A story whose records live in Milvus: `records` has their count and is never read
+    whole (`NotHeld`); what the stages read of the whole store is the saved tables
+    (`StoredTables`); a record is read by id (`by_id`, `records_of`)."""
 
     def records_of(self, ids) -> dict[str, Record]:
         return self.by_id.fetch(ids)
