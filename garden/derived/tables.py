@@ -38,16 +38,13 @@ import sys
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+from typing import Any, Callable, Iterable
 
 import numpy as np
 
 from garden._bulk import collector_paused
 from garden._state import State
-from garden.models import folded
-
-if TYPE_CHECKING:  # the stages that import this module are imported by garden.models itself
-    from garden.models import Record, Story
+from garden.models import Record, Story, folded
 
 USE_SAVES = [True]   # a list, so `in_memory` can turn it off for a block
 
