@@ -242,8 +242,9 @@ class Story(Strict):
     @property
     def people(self) -> list[list[str]]:
         """The store's speakers in the order they first speak, each as the names it goes by
-        (its entity's name first, then its aliases; a speaker with no entity, its id)."""
-        return self.remembered("people", _people)
+        (its entity's name first, then its aliases; a speaker with no entity, its id): the
+        table the calibration stage registers (garden/rerank/calibration.py), folded here."""
+        return self.remembered("people", lambda story: folded(story, People))
 
     @property
     def latest(self) -> dt.date | None:
@@ -251,17 +252,34 @@ class Story(Strict):
         return self.remembered("latest_date", _latest) or None
 
 
-def _people(story: Story) -> list[list[str]]:
-    out: list[list[str]] = []
-    seen: set[str] = set()
+def folded(story: Story, fold):
+    """What `fold` (a whole-store table's fold, garden/derived/tables.py) makes of the
+    story's records, given in the story's order."""
+    made = fold(story)
     for record in story.records:
-        who = record.speaker
-        if who and who not in seen:
-            seen.add(who)
-            entity = story.entities.get(who)
+        made.add(record)
+    return made.value()
+
+
+class People:
+    """`Story.people`, folded record by record: the speakers in the order they first speak,
+    each named as the story's entities name it."""
+
+    def __init__(self, story: Story):
+        self.entities = story.entities
+        self.seen: dict[str, None] = {}
+
+    def add(self, record: Record) -> None:
+        if record.speaker:
+            self.seen.setdefault(record.speaker)
+
+    def value(self) -> list[list[str]]:
+        out = []
+        for who in self.seen:
+            entity = self.entities.get(who)
             names = [entity.name, *entity.aliases] if entity is not None else [who]
             out.append(list(dict.fromkeys(n for n in names if n)))
-    return out
+        return out
 
 
 def _latest(story: Story):

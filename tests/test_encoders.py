@@ -204,3 +204,32 @@ def test_unknown_backend_names_the_valid_ones():
         with pytest.raises(ValueError) as caught:
             call("tensorflow", MODEL)
         assert "tensorflow" in str(caught.value) and all(name in str(caught.value) for name in BACKENDS)
+
+
+@pytest.mark.parametrize("backend", ["onnx", "onnx-int8"])
+def test_an_exported_minilm_that_is_a_link_is_refused_in_one_line(cache, project, tmp_path, monkeypatch, capsys,
+                                                                   backend):
+    """The exported model in the user's cache follows the rule of every derived file: a
+    file there that is a symbolic link (here to a good export kept elsewhere) is never
+    loaded through; the command stops on one line naming it, and nothing is written
+    through it or over it."""
+    from garden.cli import main
+    from garden.retrievers import make_retriever
+
+    retriever = make_retriever(f"dense:backend={backend}")
+    load_encoder(backend, retriever.model_path).encode(["an export to link to"], BATCH)   # the shared cache's
+    good = exported_file(backend, retriever.model_path)
+    elsewhere = tmp_path / "elsewhere.onnx"
+    elsewhere.write_bytes(good.read_bytes())
+    mine = tmp_path / "user-cache"
+    monkeypatch.setenv("GARDEN_CACHE", str(mine))    # a cache holding no vector: the model must load
+    file = exported_file(backend, retriever.model_path)   # its folder made as the garden makes it
+    file.symlink_to(elsewhere)
+    _encoders.ENCODERS.clear()   # a new process: the file is looked at when the model loads
+    capsys.readouterr()
+    code = main(["query", "aurora-ridge", "a question never asked before", "--pipeline", f"dense:backend={backend}"])
+    out, err = capsys.readouterr()
+    lines = [line for line in (out + err).splitlines() if line.strip()]
+    assert code == 2 and len(lines) == 1, out + err
+    assert f"{file} is a symbolic link" in lines[0] and "Traceback" not in out + err
+    assert file.is_symlink() and elsewhere.read_bytes() == good.read_bytes()   # nothing written through it

@@ -224,3 +224,34 @@ def test_a_save_of_an_earlier_format_is_removed_when_the_new_one_lands(project):
     old.write_bytes(b"an old pickle")
     IndexCache().retriever(story, "bm25")
     assert path.exists() and not old.exists()
+
+
+def test_a_save_made_by_other_index_code_is_not_served(project, tmp_path, monkeypatch):
+    """A saved index's name hashes the source of the code that built it: after a change to
+    a retriever's `index()` (here its module's source, as a new checkout would have it) the
+    old save is never read; the code as it was reads it again."""
+    from garden.derived import tables
+    from garden.retrievers import bm25
+
+    story = load_story("fixtures/aurora-ridge.yaml")
+    IndexCache().retriever(story, "bm25")
+    old = saved_path(story, "retriever:bm25")
+    assert old.is_file()
+    original = bm25.__file__
+    source = Path(original).read_text(encoding="utf-8")
+    signature = "    def index(self, docs: Sequence[Doc]) -> None:\n"
+    assert source.count(signature) == 1
+    changed = tmp_path / "bm25.py"
+    changed.write_text(source.replace(signature, signature + "        docs = list(docs)  # a changed rule\n"),
+                       encoding="utf-8")
+    monkeypatch.setattr(bm25, "__file__", str(changed))
+    monkeypatch.setattr(tables, "_CODE", {})
+    new = saved_path(story, "retriever:bm25")
+    assert new != old
+    loaded, built = COUNTS["retriever:bm25:loaded"], COUNTS["retriever:bm25:built"]
+    IndexCache().retriever(story, "bm25")
+    assert (COUNTS["retriever:bm25:loaded"], COUNTS["retriever:bm25:built"]) == (loaded, built + 1)
+    assert new.is_file() and not old.exists()   # the new code's save replaced the old one
+    monkeypatch.setattr(bm25, "__file__", original)
+    monkeypatch.setattr(tables, "_CODE", {})
+    assert saved_path(story, "retriever:bm25") == old   # the code as it was names the old save again

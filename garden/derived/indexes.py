@@ -9,12 +9,16 @@ never candidates.
 
 Indexes are also saved under the garden home (`index/`, garden/derived/saves.py), content-addressed: the file's
 name carries a hash of the story's content, the retriever's name with its options, the
-save format and the versions of the libraries that computed the saved numbers. A second
-process on an unchanged story loads them instead of building; anything changed gives
-another name, so a stale index is never read. A save is written to a temporary file in the
-same folder and renamed into place: a crash or a concurrent build never leaves a torn
-index, and the previous one stays readable until the new one is complete. Older saves of
-the same story and retriever are removed once the new one is in place.
+source of the code that built it (`index_code`: the modules defining the retriever's
+class, its members' and their bases, or the phrase index's, as a whole-store table is keyed
+by its fold's module, garden/derived/tables.py), the save format and the versions of the
+libraries that computed the saved numbers. A second process on an unchanged story loads
+them instead of building; anything changed gives another name, so a stale index is never
+read: after a change to a retriever's `index()`, whatever the package's version says. A
+save is written to a temporary file in the same folder and renamed into place: a crash or
+a concurrent build never leaves a torn index, and the previous one stays readable until
+the new one is complete. Older saves of the same story and retriever are removed once the
+new one is in place.
 
 A save is data, never code: arrays and a JSON header (`garden._state`), read with pickle
 refused. Its header names its kind and type, and every array is checked as it is read; a
@@ -27,6 +31,7 @@ it out and takes it back in `load_state`.
 """
 from __future__ import annotations
 
+import sys
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Sequence
@@ -36,6 +41,7 @@ from garden._state import State
 from garden.derived.home import derived_dir
 from garden.derived.saves import (COUNTS, SAVE_FORMAT, SUFFIX, load_saved, save, save_path,  # noqa: F401
                                   story_key)
+from garden.derived.tables import code_key
 from garden.models import Story
 from garden.rerank.phrase import PhraseIndex
 from garden.rerank.timeline import record_fields
@@ -47,9 +53,27 @@ def doc_ids(docs: Sequence[Doc]) -> list[str]:
     return docs.ids if hasattr(docs, "ids") else [d.id for d in docs]
 
 
-def saved_path(story: Story, kind: str) -> Path:
-    """Where the index of `kind` for this story's content is saved."""
-    return save_path(story.story, kind, story_key(story))
+def index_code(*classes: type) -> str:
+    """`code_key` of the modules that define `classes` and their bases (those read from a
+    file): an index built by other code is saved under another name."""
+    modules = sorted({c.__module__ for cls in classes for c in cls.__mro__
+                      if getattr(sys.modules.get(c.__module__), "__file__", None)})
+    return code_key(*modules)
+
+
+def _builders(kind: str) -> tuple[type, ...]:
+    """The classes whose code builds the index of `kind` ("phrase", "retriever:SPEC")."""
+    if kind == "phrase":
+        return (PhraseIndex,)
+    retriever = make_retriever(kind.split(":", 1)[1])
+    return tuple(type(m) for m in (retriever, *retriever.members().values()))
+
+
+def saved_path(story: Story, kind: str, builders: tuple[type, ...] | None = None) -> Path:
+    """Where the index of `kind` for this story's content, built by the code of `builders`
+    (the classes that build it; found from `kind` when not given), is saved."""
+    code = index_code(*(builders or _builders(kind)))
+    return save_path(story.story, kind, f"{story_key(story)}:{code}")
 
 
 class IndexCache:
@@ -57,11 +81,12 @@ class IndexCache:
         self._entries: ProcessCache = ProcessCache(bound)
         self.read_saved = read_saved  # False: build afresh (and save) rather than load a save
 
-    def _saved_or_built(self, story: Story, kind: str, type_name: str, build, load, state_of):
-        """The index of `kind`: `load(state)` of its save when there is a good one, else
-        `build()`, then saved as `state_of(index)` gives it."""
+    def _saved_or_built(self, story: Story, kind: str, type_name: str, build, load, state_of,
+                        builders: tuple[type, ...]):
+        """The index of `kind` built by the code of `builders`: `load(state)` of its save
+        when there is a good one, else `build()`, then saved as `state_of(index)` gives it."""
         with collector_paused():  # see garden._bulk: an index is a few hundred thousand objects
-            path = saved_path(story, kind)
+            path = saved_path(story, kind, builders)
             if self.read_saved:
                 value = load_saved(path, kind, type_name, load)
                 if value is not None:
@@ -93,7 +118,8 @@ class IndexCache:
             if not retriever.persist:
                 return build()
             return self._saved_or_built(story, f"retriever:{name}", type(retriever).__qualname__, build, load,
-                                        lambda r: r.state())
+                                        lambda r: r.state(),
+                                        tuple(type(m) for m in (retriever, *retriever.members().values())))
 
         return self._entries.get(("retriever", story_key(story), name, str(derived_dir())), make)
 
@@ -107,7 +133,7 @@ class IndexCache:
                                         lambda: PhraseIndex({d.id: d.text for d in docs}),
                                         lambda state: PhraseIndex.from_state(
                                             state, docs if hasattr(docs, "encoded_ids") else doc_ids(docs)),
-                                        lambda index: index.state())
+                                        lambda index: index.state(), (PhraseIndex,))
 
         return self._entries.get(("phrase", story_key(story), str(derived_dir())), make)
 

@@ -37,32 +37,29 @@ import datetime as dt
 import hashlib
 import json
 import random
-import re
-from functools import lru_cache
 from importlib import resources
+from typing import Callable, Sequence
 
 import numpy as np
 
 from garden._state import State
-from garden.analyzer import analyze
 from garden.derived.saves import story_key
 from garden.derived.tables import Codec, code_key, remembered
 from garden.models import Story
+from garden.rerank.calibration import KNOWN_ITEM_POOL, MIN_WORDS, PEOPLE, content_terms  # noqa: F401
 from garden.rerank.decide import PARTS, Reference, vocabulary
 from garden.rerank.query import QuerySpec
 from garden.rerank.stages import Settings
-from garden.retrievers import ProcessCache, documents
+from garden.retrievers import ProcessCache
 
 KNOWN_ITEMS = 100
 WORDS = (3, 5)
-MIN_WORDS = 4
 MIN_RECORDS = 100
 SEED = 0
 STAND_INS = ("Ardith", "Bexley")
 FOREIGN_QUESTIONS = "foreign_questions.txt"
 FALLBACK_AS_OF = dt.date(2000, 1, 1)   # a story that mentions no date: no record is dated after it
 FORCED = -1e9                          # an answer_at below every support: the gate always answers
-WORD = re.compile(r"\w+(?:['’]\w+)*", re.UNICODE)
 
 
 _NONE = Reference(np.zeros((0, len(PARTS))), np.zeros((0, len(PARTS))))   # a store too small for one
@@ -71,41 +68,47 @@ _NONE = Reference(np.zeros((0, len(PARTS))), np.zeros((0, len(PARTS))))   # a st
 def foreign_questions(story: Story) -> list[str]:
     """The fixed foreign questions, each person named as one of `story`'s people."""
     text = resources.files("garden.pipelines").joinpath(FOREIGN_QUESTIONS).read_text(encoding="utf-8")
-    names = [names[0] for names in story.people[:2]]
+    names = [names[0] for names in PEOPLE.of(story)[:2]]
     a, b = (names + list(STAND_INS[len(names):]))[:2]
     return [line.strip().replace("{A}", a).replace("{B}", b) for line in text.splitlines() if line.strip()]
 
 
-@lru_cache(maxsize=1 << 18)
-def _terms(word: str) -> tuple[str, ...]:
-    # a store's words repeat from record to record: each is analyzed once, not once a use
-    return tuple(analyze(word))
-
-
 def content_words(text: str, vocab) -> list[tuple[str, float]]:
-    """Each word of `text` that is one content term, first use only, with its term's weight."""
-    words, seen = [], set()
-    for word in WORD.findall(text):
-        terms = _terms(word)
-        if len(terms) == 1 and terms[0] not in seen:
-            seen.add(terms[0])
-            words.append((word, vocab.weight(terms[0])))
-    return words
+    """Each word of `text` that is one content term, first use only (the calibration
+    stage's `content_terms`), with its term's weight in the store."""
+    return [(word, vocab.weight(term)) for word, term in content_terms(text)]
+
+
+class _DrawnWords(Sequence):
+    """The pool's (record id, weighted content words), the words made for a record when it
+    is drawn: only the drawn records are read."""
+
+    def __init__(self, ids: tuple[str, ...], words_of: Callable[[str], list[tuple[str, float]]]):
+        self._ids, self._words_of = ids, words_of
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def __getitem__(self, n):
+        return self._ids[n], self._words_of(self._ids[n])
 
 
 def known_item_queries(story: Story, count: int = KNOWN_ITEMS, seed: int = SEED,
                        lengths: tuple[int, int] = WORDS) -> list[tuple[str, str]]:
     """(record id, query) pairs drawn from `story`'s own records (see the module
     docstring), each of `lengths` words (inclusive); none when fewer than MIN_RECORDS
-    records hold MIN_WORDS content words."""
-    vocab = vocabulary(story)
-    pool = [(d.id, words) for d in documents(story) if len(words := content_words(d.text, vocab)) >= MIN_WORDS]
+    records hold MIN_WORDS content words. The pool of records is a whole-store table
+    (`KNOWN_ITEM_POOL`); only the records drawn are read, by id (a story in Milvus reads
+    them from there)."""
+    pool = KNOWN_ITEM_POOL.of(story)
     if len(pool) < MIN_RECORDS:
         return []
-    return draw_queries(pool, count, random.Random(seed), lengths)
+    vocab = vocabulary(story)
+    words = _DrawnWords(pool, lambda rid: content_words(story.by_id[rid].searchable, vocab))
+    return draw_queries(words, count, random.Random(seed), lengths)
 
 
-def draw_queries(pool: list[tuple[str, list[tuple[str, float]]]], count: int, rng: random.Random,
+def draw_queries(pool: Sequence[tuple[str, list[tuple[str, float]]]], count: int, rng: random.Random,
                  lengths: tuple[int, int]) -> list[tuple[str, str]]:
     """`count` (record id, query) pairs from `pool` ((record id, its weighted content words)):
     a record picked uniformly, then `lengths` of its words drawn without replacement, each in

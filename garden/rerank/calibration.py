@@ -33,10 +33,62 @@ The level is a statistic of the store's reference, so it moves with what the sto
 not with the question asked; the trace says where a query's support falls among the
 store's own known-item and foreign supports (`standing`). With the cutoff off (`standout`
 1) every query answers whatever its support.
+
+The reference is drawn from three whole-store tables this stage declares, so a story whose
+records live in Milvus holds them too: the vocabulary (decide.py), the store's people and
+its records that a known-item query may be drawn from (`KNOWN_ITEM_POOL`: the documents
+holding at least MIN_WORDS content words, in the story's order).
 """
 from __future__ import annotations
 
+import re
+from functools import lru_cache
+
+from garden.analyzer import analyze
+from garden.derived.tables import ids_codec, lists_codec, table
+from garden.models import People, Record
 from garden.rerank.context import QueryContext, StageBase
+from garden.rerank.decide import VOCABULARY
+
+MIN_WORDS = 4
+WORD = re.compile(r"\w+(?:['’]\w+)*", re.UNICODE)
+
+
+@lru_cache(maxsize=1 << 18)
+def _terms(word: str) -> tuple[str, ...]:
+    # a store's words repeat from record to record: each is analyzed once, not once a use
+    return tuple(analyze(word))
+
+
+def content_terms(text: str) -> list[tuple[str, str]]:
+    """Each word of `text` that is one content term, first use of its term only, with the term."""
+    words, seen = [], set()
+    for word in WORD.findall(text):
+        terms = _terms(word)
+        if len(terms) == 1 and terms[0] not in seen:
+            seen.add(terms[0])
+            words.append((word, terms[0]))
+    return words
+
+
+class KnownItemPool:
+    """The ids of the documents (records that are not control records) whose searchable
+    text holds at least MIN_WORDS content words, in the story's order: what a known-item
+    query is drawn from (garden/pipelines/store_reference.py), folded record by record."""
+
+    def __init__(self, story):
+        self.ids: list[str] = []
+
+    def add(self, r: Record) -> None:
+        if r.kind != "control" and len(content_terms(r.searchable)) >= MIN_WORDS:
+            self.ids.append(r.id)
+
+    def value(self) -> tuple[str, ...]:
+        return tuple(self.ids)
+
+
+KNOWN_ITEM_POOL = table("known_item_pool", KnownItemPool, ids_codec())
+PEOPLE = table("people", People, lists_codec())   # `Story.people`: the foreign questions name them
 
 
 class Calibration(StageBase, name="calibration", mode="selects", writes=("calibrated",),
@@ -44,6 +96,8 @@ class Calibration(StageBase, name="calibration", mode="selects", writes=("calibr
     """Arms the store's reference for the decide stage (built once per store's content and
     pipeline, and saved: garden/pipelines/store_reference.py). It only selects: a ranking
     stops before it, and never builds a reference."""
+
+    tables = (VOCABULARY, KNOWN_ITEM_POOL, PEOPLE)
 
     def run(self, ctx: QueryContext) -> None:
         if ctx.reference is None:

@@ -85,6 +85,9 @@ class StageBase:
     reasons: ClassVar[tuple[str, ...]]
     supports: ClassVar[tuple[str, ...]]
     title: ClassVar[str]
+    # the whole-store tables it reads (garden/derived/tables.py), set in its class body: what a
+    # story ingested into Milvus folds and saves for it
+    tables: ClassVar[tuple] = ()
 
     def __init_subclass__(cls, name: str, settings: tuple[Setting, ...] = (), uses: tuple[str, ...] = (),
                           essential: bool = False, mode: str = "scores", reads: tuple[str, ...] = (),

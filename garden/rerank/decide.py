@@ -61,9 +61,9 @@ import numpy as np
 
 from garden._state import State
 from garden.analyzer import analyze
-from garden.derived.tables import Codec, remembered
+from garden.derived.tables import Codec, table
+from garden.models import Record
 from garden.rerank.context import Setting, QueryContext, StageBase
-from garden.retrievers import documents
 
 ANSWER_AT = Setting("answer_at", float, -5.61, "a query whose support less its store's level reaches this is "
                     "answered (experiments/store_gate.py)")
@@ -93,12 +93,25 @@ class Vocabulary:
 def vocabulary(story) -> Vocabulary:
     """The store's vocabulary, made once per story's content and saved
     (garden/derived/tables.py): made again, it analyzes every record."""
-    return remembered(story, "vocabulary", _vocabulary, VOCABULARY)
+    return VOCABULARY.of(story)
 
 
-def _vocabulary(story) -> Vocabulary:
-    docs = documents(story)
-    return Vocabulary(len(docs), Counter(t for d in docs for t in set(analyze(d.text))))
+class Terms:
+    """The vocabulary, folded record by record (garden/derived/tables.py): each document
+    (a record that is not a control record) counts once for every term its searchable text
+    holds, as the indexes read it (garden.retrievers.documents)."""
+
+    def __init__(self, story):
+        self.documents = 0
+        self.df: Counter = Counter()
+
+    def add(self, r: Record) -> None:
+        if r.kind != "control":
+            self.documents += 1
+            self.df.update(set(analyze(r.searchable)))
+
+    def value(self) -> Vocabulary:
+        return Vocabulary(self.documents, self.df)
 
 
 def _save_vocabulary(vocab: Vocabulary) -> State:
@@ -116,7 +129,7 @@ def _load_vocabulary(state: State) -> Vocabulary:
     return Vocabulary(int(state.number("documents", 0)), Counter(dict(zip(terms, df.tolist()))))
 
 
-VOCABULARY = Codec(_save_vocabulary, _load_vocabulary)
+VOCABULARY = table("vocabulary", Terms, Codec(_save_vocabulary, _load_vocabulary))
 
 
 def features(parts) -> np.ndarray:
@@ -196,6 +209,8 @@ def gate_score(stages: dict) -> float | None:
 class Decide(StageBase, name="decide", settings=(ANSWER_AT, DECISIVE), mode="selects", needs=("candidates",),
              reads=("window", "calibrated"), writes=("answers", "decisive"), title="Decide: answer, or stay silent"):
     """Answers the query or keeps it silent, by its support against the store's level."""
+
+    tables = (VOCABULARY,)
 
     def run(self, ctx: QueryContext) -> None:
         # each candidate's own match: a rank prior (its session's rank, an unasked voice) orders

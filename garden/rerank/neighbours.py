@@ -23,36 +23,52 @@ the forced packet's evidence coverage from 0.774 to 0.781.
 """
 from __future__ import annotations
 
-from garden.derived.tables import groups_codec, remembered
-from garden.models import Story
+from garden.derived.tables import groups_codec, table
+from garden.models import Record, Story
 from garden.rerank.context import Setting, QueryContext, StageBase, give_credit, lenders
 
 CONTEXT_SHARE = Setting("context_share", float, 0.75, "share of its best neighbour's own match a raw record receives",
                         ge=0, le=1)
 
 RAW_KINDS = ("source", "chunk")
-GROUPS = groups_codec()
+
+
+class Adjacent:
+    """The rule above, folded record by record in the story's order (garden/derived/tables.py):
+    two records next to each other once control records are set aside, raw, of one kind,
+    with one date and one title, are each other's neighbours."""
+
+    def __init__(self, story: Story):
+        self.found: dict[str, list[str]] = {}
+        self.last: Record | None = None
+
+    def add(self, b: Record) -> None:
+        if b.kind == "control":
+            return
+        a, self.last = self.last, b
+        if (a is not None and a.kind in RAW_KINDS and a.kind == b.kind and a.title is not None
+                and (a.at, a.title) == (b.at, b.title)):
+            self.found.setdefault(a.id, []).append(b.id)
+            self.found.setdefault(b.id, []).append(a.id)
+
+    def value(self) -> dict[str, tuple[str, ...]]:
+        return {rid: tuple(ids) for rid, ids in self.found.items()}
+
+
+NEIGHBOURS = table("neighbours", Adjacent, groups_codec())
 
 
 def neighbours(story: Story) -> dict[str, tuple[str, ...]]:
     """Record id -> the ids of its neighbours (see the module docstring); remembered on
     the story, which never changes, and saved (garden/derived/tables.py)."""
-    return remembered(story, "neighbours", _adjacent, GROUPS)
-
-
-def _adjacent(story: Story) -> dict[str, tuple[str, ...]]:
-    found: dict[str, list[str]] = {}
-    records = [r for r in story.records if r.kind != "control"]
-    for a, b in zip(records, records[1:]):
-        if a.kind in RAW_KINDS and a.kind == b.kind and a.title is not None and (a.at, a.title) == (b.at, b.title):
-            found.setdefault(a.id, []).append(b.id)
-            found.setdefault(b.id, []).append(a.id)
-    return {rid: tuple(ids) for rid, ids in found.items()}
+    return NEIGHBOURS.of(story)
 
 
 class Neighbours(StageBase, name="neighbours", settings=(CONTEXT_SHARE,), needs=("candidates",),
                  writes=("candidates",), labels=("structured_context",), supports=("structured_context",),
                  title="Neighbours: a record shares in its neighbour's score"):
+    tables = (NEIGHBOURS,)
+
     def run(self, ctx: QueryContext) -> None:
         share = ctx.settings.context_share
         if share <= 0:

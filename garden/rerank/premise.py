@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 
 from garden.analyzer import without_function_words
-from garden.derived.tables import remembered, strings_codec
+from garden.derived.tables import strings_codec, table
 from garden.models import Record, Story
 from garden.rerank.context import Setting, QueryContext, StageBase
 from garden.retrievers import is_semantic, relevance
@@ -36,17 +36,30 @@ PREMISE_RATIO = Setting("premise_ratio", float, 1.6, "another person's best evid
 
 LABEL = "premise_mismatch"
 WARNING = "premise:"  # how the packet's warning begins
-STRINGS = strings_codec()
+
+
+class Speakers:
+    """The entities that speak somewhere in the story, folded record by record
+    (garden/derived/tables.py)."""
+
+    def __init__(self, story: Story):
+        self.found: set[str] = set()
+
+    def add(self, r: Record) -> None:
+        if r.speaker:
+            self.found.add(r.speaker)
+
+    def value(self) -> frozenset[str]:
+        return frozenset(self.found)
+
+
+SPEAKERS = table("speakers", Speakers, strings_codec())
 
 
 def speakers(story: Story) -> frozenset[str]:
     """The entities that speak somewhere in the story (some record's `speaker`); saved
     (garden/derived/tables.py)."""
-    return remembered(story, "speakers", _speakers, STRINGS)
-
-
-def _speakers(story: Story) -> frozenset[str]:
-    return frozenset(r.speaker for r in story.records if r.speaker)
+    return SPEAKERS.of(story)
 
 
 def owner(record: Record, people: frozenset[str]) -> str | None:
@@ -90,6 +103,8 @@ def best_by_owner(ctx: QueryContext, people: frozenset[str], person: str) -> dic
 
 class Premise(StageBase, name="premise", settings=(PREMISE_RATIO,), mode="selects", needs=("packed",),
               labels=("premise_mismatch",), title="Premise: whose evidence is it?"):
+    tables = (SPEAKERS,)
+
     def run(self, ctx: QueryContext) -> None:
         story = ctx.spec.story
         people = speakers(story)

@@ -22,29 +22,38 @@ worth, with every answer forced and with the gate).
 """
 from __future__ import annotations
 
-from garden.derived.tables import groups_codec, remembered
-from garden.models import Story
+from garden.derived.tables import groups_codec, table
+from garden.models import Record, Story
 from garden.rerank.candidates import Candidate
 from garden.rerank.context import QueryContext, StageBase
 
 # a note cut only by its own rank may still stand for the record that earned the place
 LIFTED = ("rank_cut",)
-GROUPS = groups_codec()
+
+
+class NotesCiting:
+    """Record id -> the notes citing it, folded record by record (garden/derived/tables.py):
+    each note's size and id under every record it names, sorted at the end."""
+
+    def __init__(self, story: Story):
+        self.found: dict[str, list[tuple[int, str]]] = {}
+
+    def add(self, r: Record) -> None:
+        if r.kind == "note":
+            for sid in r.sources:
+                self.found.setdefault(sid, []).append((len(r.body), r.id))
+
+    def value(self) -> dict[str, tuple[str, ...]]:
+        return {sid: tuple(rid for _, rid in sorted(notes)) for sid, notes in self.found.items()}
+
+
+NOTES_CITING = table("notes_citing", NotesCiting, groups_codec())
 
 
 def notes_citing(story: Story) -> dict[str, tuple[str, ...]]:
     """Record id -> the notes that cite it, shortest first (ties by id); remembered on the
     story, which never changes, and saved (garden/derived/tables.py)."""
-    return remembered(story, "notes_citing", _notes_citing, GROUPS)
-
-
-def _notes_citing(story: Story) -> dict[str, tuple[str, ...]]:
-    found: dict[str, list[tuple[int, str]]] = {}
-    for r in story.records:
-        if r.kind == "note":
-            for sid in r.sources:
-                found.setdefault(sid, []).append((len(r.body), r.id))
-    return {sid: tuple(rid for _, rid in sorted(notes)) for sid, notes in found.items()}
+    return NOTES_CITING.of(story)
 
 
 def shorter_note(ctx: QueryContext, c: Candidate, packed: set[str]) -> Candidate | None:
@@ -79,6 +88,8 @@ class Restated(StageBase, name="restated", mode="selects", writes=("restate",),
                title="Restated: a raw record rides as its shorter note"):
     """Arms the pack stage to pack a raw record's shorter note in its place: which notes
     are free is known only while packing, so the pack stage calls `shorter_note` then."""
+
+    tables = (NOTES_CITING,)
 
     def run(self, ctx: QueryContext) -> None:
         ctx.restate = True

@@ -34,8 +34,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from garden.derived.tables import numbers_codec, remembered
-from garden.models import Story
+from garden.derived.tables import numbers_codec, table
+from garden.models import Record, Story
 from garden.rerank.context import QueryContext, Setting, StageBase
 from garden.rerank.neighbours import RAW_KINDS
 from garden.retrievers import is_semantic
@@ -44,34 +44,35 @@ SESSION_WEIGHT = Setting("session_weight", float, 2.0, "a turn's score is multip
                          "rank as a share of the first's, to this power (sessions.py)", ge=0)
 SESSION_K = 60          # reciprocal rank fusion's constant (Cormack et al. 2009)
 SESSION_TOP = 3         # a session's evidence: its best candidates' cosines, this many summed
-SESSION_NUMBERS = numbers_codec("i")
+
+
+class SessionCount:
+    """The rule above, folded record by record in the story's order
+    (garden/derived/tables.py): record id -> the number of its session from 1, for the
+    records that sit in one."""
+
+    def __init__(self, story: Story):
+        self.key, self.number = None, 0
+        self.found: dict[str, int] = {}
+
+    def add(self, record: Record) -> None:
+        if record.kind not in RAW_KINDS or record.title is None:
+            return   # a control, or a note between two turns of a sitting, does not end it
+        if (record.kind, record.at, record.title) != self.key:
+            self.key, self.number = (record.kind, record.at, record.title), self.number + 1
+        self.found[record.id] = self.number
+
+    def value(self) -> dict[str, int]:
+        return self.found
+
+
+SESSIONS = table("sessions", SessionCount, numbers_codec("i"))
 
 
 def sessions(story: Story) -> dict[str, int]:
     """Record id -> the number of its session, for the raw records that sit in one (see the
     module docstring); remembered on the story, and saved."""
-    return remembered(story, "sessions", _sessions, SESSION_NUMBERS)
-
-
-def _sessions(story: Story) -> dict[str, int]:
-    count = SessionCount()
-    return {record.id: number for record in story.records if (number := count.add(record))}
-
-
-class SessionCount:
-    """The rule above, read record by record in the story's order (a story ingested into
-    Milvus folds it in as it is read): `add` gives the number of the record's session from
-    1, or 0 for a record in none."""
-
-    def __init__(self):
-        self.key, self.number = None, 0
-
-    def add(self, record) -> int:
-        if record.kind not in RAW_KINDS or record.title is None:
-            return 0   # a control, or a note between two turns of a sitting, does not end it
-        if (record.kind, record.at, record.title) != self.key:
-            self.key, self.number = (record.kind, record.at, record.title), self.number + 1
-        return self.number
+    return SESSIONS.of(story)
 
 
 def session_ranks(cosines: dict[int, list[float]]) -> dict[int, int]:
@@ -84,6 +85,8 @@ def session_ranks(cosines: dict[int, list[float]]) -> dict[int, int]:
 
 class Sessions(StageBase, name="sessions", settings=(SESSION_WEIGHT,), needs=("candidates",),
                writes=("candidates",), title="Sessions: the session that matches as a whole, then its turns"):
+    tables = (SESSIONS,)
+
     def run(self, ctx: QueryContext) -> None:
         weight = ctx.settings.session_weight
         semantic = [name for name, member in ctx.retriever.members().items() if is_semantic(member)]

@@ -41,7 +41,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 from garden.models import Record, Sitting, Story
 from garden.rerank.context import QueryContext, Setting, StageBase, lenders
 from garden.rerank.gate import hard_reason
-from garden.rerank.sessions import sessions
+from garden.rerank.sessions import SESSIONS, sessions
 from garden.retrievers import is_semantic
 
 SITTING_WHOLE = Setting("sitting_whole", float, 3.0, "a sitting's score adds this times the mean cosine of its turns "
@@ -173,6 +173,8 @@ def _said(top: Sequence[tuple[float, str]]) -> str:
 class Sittings(StageBase, name="sittings", settings=(SITTING_WHOLE, SITTING_DATED), mode="arms",
                needs=("candidates",), reads=("window",), writes=("sittings",),
                title="Sittings: the sittings themselves, ranked"):
+    tables = (SESSIONS,)
+
     def run(self, ctx: QueryContext) -> None:
         story, settings = ctx.spec.story, ctx.settings
         if not sessions(story):

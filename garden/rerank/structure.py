@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import math
 
-from garden.derived.tables import numbers_codec, remembered
-from garden.models import Story
+from garden.derived.tables import numbers_codec, table
+from garden.models import Record, Story
 from garden.rerank.context import Setting, QueryContext, StageBase
 from garden.rerank import addressee, window
 
@@ -30,30 +30,45 @@ ADDRESSED = Setting("addressed", float, 0.5, "a turn the addressee said counts t
                     "asks what it said (addressee.py)", ge=0)
 UNASKED = Setting("unasked", float, 0.4, "what the addressee said counts this much when the question does not ask "
                   "for it (addressee.py)", ge=0, le=1)
-NUMBERS = numbers_codec("f")
+
+
+class Selectivity:
+    """Each entity's selectivity (the module docstring), folded record by record
+    (garden/derived/tables.py): the records that are not control records, and how many
+    carry each entity."""
+
+    def __init__(self, story: Story):
+        self.total = 0
+        self.counts: dict[str, int] = {}
+
+    def add(self, r: Record) -> None:
+        if r.kind == "control":
+            return
+        self.total += 1
+        for e in dict.fromkeys(r.entities):
+            self.counts[e] = self.counts.get(e, 0) + 1
+
+    def value(self) -> dict[str, float]:
+        total = self.total
+        return {e: (math.log(total / n) / math.log(total) if total > 1 else 1.0) for e, n in self.counts.items()}
+
+
+ENTITY_SELECTIVITY = table("entity_selectivity", Selectivity, numbers_codec("f"))
 
 
 def entity_selectivity(story: Story) -> dict[str, float]:
     """Entity id -> log(N / n) / log(N), N the story's records that are not control
     records, n those carrying the entity; remembered on the story (it never changes) and
     saved (garden/derived/tables.py)."""
-    return remembered(story, "entity_selectivity", _selectivity, NUMBERS)
-
-
-def _selectivity(story: Story) -> dict[str, float]:
-    records = [r for r in story.records if r.kind != "control"]
-    counts: dict[str, int] = {}
-    for r in records:
-        for e in set(r.entities):
-            counts[e] = counts.get(e, 0) + 1
-    total = len(records)
-    return {e: (math.log(total / n) / math.log(total) if total > 1 else 1.0) for e, n in counts.items()}
+    return ENTITY_SELECTIVITY.of(story)
 
 
 class Structure(StageBase, name="structure", settings=(TOPIC, ENTITY, RELATED_DECAY, WINDOW, ADDRESSED, UNASKED),
                 mode="moves", needs=("candidates",), reads=("window", "addressee", "addressed_by", "unasked"),
                 labels=("structured_context",), supports=("structured_context",),
                 title="Structure: resolved topics and people"):
+    tables = (ENTITY_SELECTIVITY,)
+
     def run(self, ctx: QueryContext) -> None:
         res, settings = ctx.resolution, ctx.settings
         for c in ctx.candidates.values():

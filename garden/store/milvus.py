@@ -15,18 +15,23 @@ then one record a line) into Milvus without holding it whole:
    lexical member is `bm25` in the garden's process: it indexes the documents here and
    its index is saved beside the tables (`<story>.bm25.npz`).
 
-What the stages read of the whole store is kept in the garden, counted in pass 2 and
-saved under the garden home (arrays and JSON, `garden._state`): the ids and kinds, each
-record's size, the holders of each topic and entity, the neighbours, the notes citing a
-record, the speakers, the vocabulary (garden.rerank.decide), the phrase index
-(garden.rerank._span_index, built from streamed chunks) and the latest date the story
-names. The header (story, project, topics, entities, addressee) is the manifest's.
+What the stages read of the whole store is kept in the garden, folded in pass 2 and
+saved under the garden home (arrays and JSON, `garden._state`): the story's own columns
+(the ids and kinds, each record's size, the holders of each topic and entity, the latest
+date the story names), every whole-store table a stage of the stage list declares
+(`declared_tables`: each folded by the one fold the registry holds for it,
+garden/derived/tables.py, and saved with its codec; no table is named here), and the
+phrase index (garden.rerank._span_index, built from streamed chunks). The header (story,
+project, topics, entities, addressee) is the manifest's.
 
-`stored_story(name)` gives a `Story` whose `records` is empty and whose tables are those
-saved; `by_id` reads a record from Milvus the first time it is asked for (`records_of`
-reads many in one round trip, as the retrieve stage does), keeping the last
-`RECORDS_KEPT`. The pipeline's base retriever attaches to the ingested collections
-(`IndexCache.retriever`), and a member in the garden's process reads its saved index. The
+`stored_story(name)` gives a `Story` whose records are never all in the process: its
+`records` has their count but refuses to be read whole (`RecordsNotHeld`), and its tables
+are those saved, read when first asked for (`StoredTables`); a table it was not given at
+ingest is refused in one line naming the story and the table, never folded from nothing.
+`by_id` reads a record from Milvus the first time it is asked for (`records_of` reads many
+in one round trip, as the retrieve stage does), keeping the last `RECORDS_KEPT`. The
+pipeline's base retriever attaches to the ingested collections (`IndexCache.retriever`),
+and a member in the garden's process reads its saved index. The
 phrase index and that saved index are read mapped (`garden._state.read_state`): checked
 from their files, their pages in the process only when a query reads them, so what a
 process holds of a million records is the ids and the small tables, not their indexes.
@@ -41,11 +46,11 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 import json
-import math
 import os
 import stat
 import time
-from collections import Counter, OrderedDict
+from collections import OrderedDict
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
@@ -53,18 +58,19 @@ import numpy as np
 
 from garden._files import open_regular
 from garden._state import State, read_state, write_state
-from garden.analyzer import analyze
 from garden.derived.home import derived_folder, distrust, refuse_link, write_whole
 from garden.derived.stored import share_doc_ids
+from garden.derived.tables import TABLES, Table
 from garden.errors import GardenError, StoryError
 from garden.formats.jsonl_reader import MAX_LINE_BYTES, SUFFIX, _parse
 from garden.models import Record, Story
 from garden.rerank.phrase import PhraseIndex
-from garden.rerank.neighbours import RAW_KINDS
-from garden.rerank.sessions import SessionCount
 from garden.retrievers import Doc, id_order, make_retriever
 
-FORMAT = 3   # 3: the records collection's place a float vector (Milvus 2.3 has no sparse ones); 2: sessions
+# 4: the stages' declared tables, each saved by its codec; 3: the records collection's place a
+# float vector (Milvus 2.3 has no sparse ones); 2: sessions
+FORMAT = 4
+RECORDS_FORMAT = 3   # the records collection's own: unchanged since 3, so an older one is found again
 CHUNK = 10_000            # records validated and written at once
 RECORDS_KEPT = 20_000     # records a stored story keeps after reading them from Milvus
 SUFFIX_SAVED = ".npz"     # a saved table or index beside the manifest
@@ -116,23 +122,27 @@ def _documents(path: Path) -> Iterator[Doc]:
 
 # --- the tables ---------------------------------------------------------------------------
 
-class Tables:
-    """What the stages read of the whole store, folded in record by record."""
+def declared_tables() -> list[Table]:
+    """Every whole-store table a stage of the stage list reads (its `tables`), once each, in
+    the stages' order: what a story in Milvus folds and saves."""
+    from garden.rerank.stages import STAGES
 
-    def __init__(self):
+    return list({t.name: t for stage in STAGES for t in stage.tables}.values())
+
+
+class Tables:
+    """What the stages read of the whole store, folded in record by record: the story's own
+    columns, and each declared table by its own fold."""
+
+    def __init__(self, header: Story, tables: list[Table]):
         self.ids: list[str] = []
         self.kinds: list[int] = []
         self.sizes: list[int] = []
         self.holders: dict[str, dict[str, list[int]]] = {"topics": {}, "entities": {}}
-        self.neighbours: list[tuple[int, int]] = []
-        self.sessions: list[int] = []     # by place: the record's session from 1, 0 in none
-        self._session = SessionCount()
-        self.citing: dict[int, list[tuple[int, int]]] = {}   # cited place -> (note size, note place)
-        self.speakers: set[str] = set()
-        self.df: Counter = Counter()
         self.documents = 0
         self.latest: dt.date | None = None
-        self._last: tuple | None = None   # the last non-control record: (place, kind, at, title)
+        self.folds = {t.name: t.fold(header) for t in tables}
+        self._adds = [f.add for f in self.folds.values()]
 
     def add(self, record: Record) -> None:
         place = len(self.ids)
@@ -142,26 +152,18 @@ class Tables:
         for d in (record.at, record.observed_at, record.decided_at, record.valid_from, record.last_confirmed_at):
             if d and (self.latest is None or d > self.latest):
                 self.latest = d
-        if record.speaker:
-            self.speakers.add(record.speaker)
-        self.sessions.append(self._session.add(record))
+        for add in self._adds:
+            add(record)
         if record.kind == "control":
             return
         for field in ("topics", "entities"):
             for name in dict.fromkeys(getattr(record, field)):
                 self.holders[field].setdefault(name, []).append(place)
-        last, self._last = self._last, (place, record.kind, record.at, record.title)
-        if last is not None and last[1] in RAW_KINDS and last[1:] == self._last[1:] and record.title is not None:
-            self.neighbours.append((last[0], place))
-        if record.kind == "note":
-            for sid in record.sources:
-                self.citing.setdefault(sid, []).append((len(record.body), place))
         self.documents += 1
-        self.df.update(set(analyze(record.searchable)))
 
     def state(self) -> State:
         state = State(meta={"documents": self.documents, "latest": self.latest and self.latest.isoformat(),
-                            "speakers": sorted(self.speakers)})
+                            "tables": list(self.folds)})
         state.put_strings("ids", self.ids)
         state.put("kinds", np.asarray(self.kinds, dtype=np.int8))
         state.put("sizes", np.asarray(self.sizes, dtype=np.int64))
@@ -169,14 +171,8 @@ class Tables:
             state.put_strings(f"{field}.names", list(by_name))
             state.put(f"{field}.counts", np.asarray([len(v) for v in by_name.values()], dtype=np.int64))
             state.put(f"{field}.places", np.asarray([p for v in by_name.values() for p in v], dtype=np.int64))
-        state.put("neighbours", np.asarray(self.neighbours, dtype=np.int64).reshape(-1))  # pairs, flat
-        state.put("sessions", np.asarray(self.sessions, dtype=np.int64))
-        cited = sorted(self.citing.items())
-        state.put_strings("cited", [sid for sid, _ in cited])
-        state.put("cited.counts", np.asarray([len(v) for _, v in cited], dtype=np.int64))
-        state.put("cited.notes", np.asarray([p for _, v in cited for p in v], dtype=np.int64).reshape(-1))
-        state.put_strings("terms", list(self.df))
-        state.put("df", np.fromiter(self.df.values(), dtype=np.int64, count=len(self.df)))
+        for name, fold in self.folds.items():
+            state.nest(f"table:{name}", TABLES[name].codec.save(fold.value()))
         control = KINDS.index("control")
         state.put("documents.order", id_order([rid for rid, kind in zip(self.ids, self.kinds) if kind != control]))
         return state
@@ -249,31 +245,47 @@ class StoredRecords(Mapping):
 
 
 class _Column(Mapping):
-    """Record id -> one value per record, read off an array by the record's place; with
-    `absent`, a record whose value is that one is not a key (a record in no session)."""
+    """Record id -> one value per record, read off an array by the record's place."""
 
-    def __init__(self, places: dict[str, int], values, decode=None, absent: int | None = None):
-        self._places, self._values, self._decode, self._absent = places, values, decode, absent
+    def __init__(self, places: dict[str, int], values, decode=None):
+        self._places, self._values, self._decode = places, values, decode
 
     def __getitem__(self, rid: str):
         value = self._values[self._places[rid]]
-        if self._absent is not None and value == self._absent:
-            raise KeyError(rid)
         return self._decode(value) if self._decode else int(value)
 
     def __contains__(self, rid: object) -> bool:
-        place = self._places.get(rid)
-        return place is not None and (self._absent is None or self._values[place] != self._absent)
+        return rid in self._places
 
     def __iter__(self):
-        if self._absent is None:
-            return iter(self._places)
-        return (rid for rid, place in self._places.items() if self._values[place] != self._absent)
+        return iter(self._places)
 
     def __len__(self) -> int:
-        if self._absent is None:
-            return len(self._places)
-        return int(np.count_nonzero(self._values != self._absent))
+        return len(self._places)
+
+
+class RecordsNotHeld(GardenError):
+    """Something asked for every record of a story whose records live in Milvus."""
+
+
+class NotHeld(Sequence):
+    """A stored story's `records`: their count, never the records themselves (each is read
+    by id); reading them whole is refused in one line naming the story."""
+
+    def __init__(self, story: str, count: int):
+        self._story, self._count = story, count
+
+    def __len__(self) -> int:
+        return self._count
+
+    def _refuse(self):
+        raise RecordsNotHeld(f"story {self._story} lives in Milvus: its records are read by id, never all at once")
+
+    def __getitem__(self, n):
+        self._refuse()
+
+    def __iter__(self):
+        self._refuse()
 
 
 class DocumentIds:
@@ -301,8 +313,9 @@ class DocumentIds:
 
 
 class StoredStory(Story):
-    """A story whose records live in Milvus: `records` is empty; what the stages read of the
-    whole store is the saved tables; a record is read by id (`by_id`, `records_of`)."""
+    """A story whose records live in Milvus: `records` has their count and is never read
+    whole (`NotHeld`); what the stages read of the whole store is the saved tables
+    (`StoredTables`); a record is read by id (`by_id`, `records_of`)."""
 
     def records_of(self, ids) -> dict[str, Record]:
         return self.by_id.fetch(ids)
@@ -344,46 +357,59 @@ class StoredStory(Story):
 
 
 def _story(manifest: dict, tables: State, phrase: State, records_retriever) -> StoredStory:
-    from garden.rerank.decide import Vocabulary
-
     story = StoredStory.model_validate({**manifest["header"], "records": []})
-    ids = tables.strings("ids")
-    places = {rid: n for n, rid in enumerate(ids)}
-    kinds = tables.array("kinds", "i", 1, len(ids))
-    parts = dict(story.__dict__)
-    parts["_indexed"] = indexed = _indexed(tables, ids, places, kinds)
-    parts["_manifest"] = manifest
-    parts["_key"] = manifest["key"]
-    parts["_by_id"] = StoredRecords(records_retriever, manifest["records"], places)
-    parts["_kinds"] = _Column(places, kinds, lambda code: KINDS[int(code)])
-    parts["_record_order"] = places
-    parts["_sizes"] = _Column(places, tables.array("sizes", "i", 1, len(ids)))
-    for field in ("topics", "entities"):
+    saved = StoredTables(story.story, manifest, tables, records_retriever)
+    indexed = _indexed(tables, saved.ids, saved.places, saved.kinds)
+    story.__dict__.update(records=NotHeld(story.story, len(saved.ids)), _saved=saved.read, _key=manifest["key"],
+                          _indexed=indexed, _manifest=manifest, _phrase=PhraseIndex.from_state(phrase, indexed))
+    return story
+
+
+class StoredTables:
+    """A stored story's tables (what `Story.remembered` reads of it, `read`): the story's own
+    columns off the tables file's arrays, each table a stage declared by its codec from the
+    same file, both when first asked for; anything else is made from those (a sitting's
+    records from the sessions, the store's reference by running queries) and a table made
+    from every record is refused in one line."""
+
+    def __init__(self, name: str, manifest: dict, tables: State, records_retriever):
+        self.name, self.manifest, self.tables = name, manifest, tables
+        self.ids = tables.strings("ids")
+        self.places = {rid: n for n, rid in enumerate(self.ids)}
+        self.kinds = tables.array("kinds", "i", 1, len(self.ids))
+        self.own = {"by_id": lambda: StoredRecords(records_retriever, manifest["records"], self.places),
+                    "kinds": lambda: _Column(self.places, self.kinds, lambda code: KINDS[int(code)]),
+                    "record_order": lambda: self.places,
+                    "sizes": lambda: _Column(self.places, tables.array("sizes", "i", 1, len(self.ids))),
+                    "holders_topics": lambda: self._holders("topics"),
+                    "holders_entities": lambda: self._holders("entities"),
+                    "latest_date": self._latest}
+
+    def read(self, name: str, story: Story, build):
+        own = self.own.get(name)
+        if own is not None:
+            return own()
+        if name in TABLES:
+            if name not in (self.tables.meta.get("tables") or ()):
+                raise GardenError(f"{_folder() / f'{self.name}.tables.npz'}: story {self.name} in Milvus holds no "
+                                  f"table {name} (a stage reads it that was not there at ingest); ingest the "
+                                  "story again")
+            return TABLES[name].codec.load(self.tables.inner(f"table:{name}"))
+        try:
+            return build(story)
+        except RecordsNotHeld as exc:
+            raise GardenError(f"{exc.messages[0]}; {name} is made from every record and was not saved at "
+                              "ingest") from None
+
+    def _holders(self, field: str) -> dict[str, tuple[str, ...]]:
+        tables, ids = self.tables, self.ids
         grouped = _grouped(tables.strings(f"{field}.names"), tables.array(f"{field}.counts", "i"),
                            tables.positions(f"{field}.places", len(ids)))
-        parts[f"_holders_{field}"] = {name: tuple(ids[p] for p in where.tolist()) for name, where in grouped.items()}
-    beside: dict[str, list[str]] = {}
-    for a, b in tables.array("neighbours", "i").reshape(-1, 2).tolist():
-        beside.setdefault(ids[a], []).append(ids[b])
-        beside.setdefault(ids[b], []).append(ids[a])
-    parts["_neighbours"] = {rid: tuple(v) for rid, v in beside.items()}
-    parts["_sessions"] = _Column(places, tables.array("sessions", "i", 1, len(ids)), absent=0)
-    notes = _grouped(tables.strings("cited"), tables.array("cited.counts", "i"),
-                     tables.array("cited.notes", "i").reshape(-1, 2))
-    parts["_notes_citing"] = {sid: tuple(rid for _, rid in sorted((size, ids[p]) for size, p in pairs.tolist()))
-                              for sid, pairs in notes.items()}
-    total = int(tables.number("documents", 0))
-    entity_counts = {name: len(holders) for name, holders in parts["_holders_entities"].items()}
-    parts["_entity_selectivity"] = {e: (math.log(total / n) / math.log(total) if total > 1 else 1.0)
-                                    for e, n in entity_counts.items()}
-    parts["_speakers"] = frozenset(tables.meta.get("speakers") or [])
-    terms = tables.strings("terms")
-    parts["_vocabulary"] = Vocabulary(total, Counter(dict(zip(terms, tables.array("df", "i", 1, len(terms)).tolist()))))
-    dates = [d for d in (tables.meta.get("latest"), manifest["header"].get("reviewed_at")) if d]
-    parts["_latest_date"] = max(dt.date.fromisoformat(d) for d in dates) if dates else None
-    parts["_phrase"] = PhraseIndex.from_state(phrase, indexed)
-    story.__dict__.update(parts)
-    return story
+        return {name: tuple(ids[p] for p in where.tolist()) for name, where in grouped.items()}
+
+    def _latest(self):
+        dates = [d for d in (self.tables.meta.get("latest"), self.manifest["header"].get("reviewed_at")) if d]
+        return max(dt.date.fromisoformat(d) for d in dates) if dates else False
 
 
 def _indexed(tables: State, ids: list[str], places: dict[str, int], kinds: np.ndarray) -> DocumentIds:
@@ -467,7 +493,7 @@ def ingest(path: str | Path, retriever: str = "milvus-hybrid", uri: str | None =
     timings["ids_s"] = time.perf_counter() - start
     records = RecordsTable(uri)
     key = records.open(path, len(known))
-    tables = Tables()
+    tables = Tables(Story.model_validate({**header, "records": []}), declared_tables())
     start = time.perf_counter()
     raws = _raw_records(path)
     while chunk := list(itertools.islice(raws, CHUNK)):
@@ -544,7 +570,7 @@ class RecordsTable:
             for block in iter(lambda: fh.read(1 << 20), b""):
                 digest.update(block)
         key = digest.hexdigest()
-        self.name = f"garden_records_s{FORMAT}_{key[:16]}"
+        self.name = f"garden_records_s{RECORDS_FORMAT}_{key[:16]}"
         client = self.client
         client.collection = self.name
         milvus = client._connect()
@@ -622,6 +648,7 @@ def stored_story(name: str, uri: str | None = None) -> StoredStory:
         raise GardenError(f"{path}: not a stored story's manifest ({exc}); ingest the story again") from None
     if manifest.get("format") != FORMAT:
         raise GardenError(f"{path}: written by another version of the garden; ingest the story again")
+    declared_tables()   # the stages registered: the codecs of the tables the file holds
     tables = _read_owned(_folder() / f"{name}.tables.npz", "stored:tables", "Tables")
     phrase = _read_owned(_folder() / f"{name}.phrase.npz", "phrase", "PhraseIndex", mapped=True)
     records = RecordsTable(uri or manifest.get("uri"))
