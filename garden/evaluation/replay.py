@@ -310,7 +310,7 @@ def kendall_tau_b(x: list, y: list) -> float | None:
 
 
 def outcome(packet) -> str:
-    return "asked" if packet.decision == "ask" else "answered" if packet.items else "silent"
+    return packet.outcome   # the packet's own word (garden.models.Packet.outcome)
 
 
 def agreement(packets: dict[str, dict[str, list[str]]], outcomes: dict[str, dict[str, str]],

@@ -183,7 +183,7 @@ def _packet_schemas() -> dict:
     from) with its definitions as OpenAPI components."""
     from garden.models import Packet
 
-    schema = Packet.model_json_schema(ref_template="#/components/schemas/{model}")
+    schema = Packet.model_json_schema(ref_template="#/components/schemas/{model}", mode="serialization")
     defs = schema.pop("$defs", {})
     schema["properties"].pop("fallback", None)   # never in a served packet, as in `garden query --json`
     return {**defs, "Packet": schema}
