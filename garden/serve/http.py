@@ -30,15 +30,10 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from garden.serve._access import Access
-from garden.serve._core import (DEFAULT_READ_TIMEOUT, FIELDS, MAX_BUDGET, MAX_HINTS, MAX_QUERY_CHARS, MAX_SESSION,
-                                MAX_SETTING, Garden, RequestError)
+from garden.serve._core import DEFAULT_READ_TIMEOUT, FIELDS, Garden, RequestError, packet_schema, request_schema
 from garden.text import one_line
 
 MAX_BODY = 64 * 1024   # bytes of a request body: a query, its hints, settings and session fit many times over
-
-
-def _error(exc: RequestError) -> JSONResponse:
-    return JSONResponse(exc.to_json(), status_code=exc.status)
 
 
 def _refuse_constant(name: str):
@@ -150,7 +145,7 @@ def build_app(garden: Garden, shared: bool = False, access: Access | None = None
         return JSONResponse(packet, headers=close)
 
     async def openapi(request: Request) -> JSONResponse:
-        return JSONResponse(openapi_document(list(garden.served)))
+        return JSONResponse(openapi_document(list(garden.served), garden.shelf.names()))
 
     async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
         if exc.status_code == 404:
@@ -179,60 +174,27 @@ def build_app(garden: Garden, shared: bool = False, access: Access | None = None
 
 
 def _packet_schemas() -> dict:
-    """The packet's JSON Schema (from the model `garden schemas` writes packet.schema.json
-    from) with its definitions as OpenAPI components."""
-    from garden.models import Packet
-
-    schema = Packet.model_json_schema(ref_template="#/components/schemas/{model}", mode="serialization")
-    defs = schema.pop("$defs", {})
-    schema["properties"].pop("fallback", None)   # never in a served packet, as in `garden query --json`
-    return {**defs, "Packet": schema}
+    """The packet's JSON Schema with its definitions as OpenAPI components."""
+    schema = packet_schema("#/components/schemas/{model}")
+    return {**schema.pop("$defs", {}), "Packet": schema}
 
 
 def _ref(name: str) -> dict:
     return {"$ref": f"#/components/schemas/{name}"}
 
 
-def _get(summary: str, description: str, schema: dict) -> dict:
-    return {"get": {"summary": summary, "responses": {"200": {
+def _get(operation: str, summary: str, description: str, schema: dict) -> dict:
+    return {"get": {"operationId": operation, "summary": summary, "responses": {"200": {
         "description": description, "content": {"application/json": {"schema": schema}}}}}}
 
 
-def openapi_document(pipelines: list[str] | None = None) -> dict:
-    """This interface as OpenAPI 3.1; `pipelines`, the names a server serves (the only
-    values its `pipeline` field takes)."""
-    pipeline = {"type": "string", "default": "default", "description": "a pipeline served (GET /pipelines)"}
-    if pipelines is not None:
-        pipeline["enum"] = list(pipelines)
+def openapi_document(pipelines: list[str] | None = None, stories: list[str] | None = None) -> dict:
+    """This interface as OpenAPI 3.1; `pipelines`, `stories`: the names a server serves (the
+    only values its `pipeline` and `story` fields take). The request body's schema is the one
+    MCP's `recall` takes its arguments by (`garden.serve._core.request_schema`)."""
     error = {"description": "refused: one line, and the field it is about",
              "content": {"application/json": {"schema": _ref("Error")}}}
-    query_request = {
-        "type": "object", "additionalProperties": False, "required": ["text"],
-        "properties": {
-            "story": {"type": "string", "description": "a story served (GET /stories); optional when only one is"},
-            "text": {"type": "string", "maxLength": MAX_QUERY_CHARS, "description": "the query"},
-            "pipeline": pipeline,
-            "as_of": {"type": ["string", "null"], "format": "date",
-                      "description": "injected now, YYYY-MM-DD (default: the latest date the story mentions)"},
-            "budget": {"type": "integer", "minimum": 1, "maximum": MAX_BUDGET, "default": 1200,
-                       "description": "packet budget in characters of item text"},
-            "hints": {"type": ["object", "null"], "additionalProperties": False,
-                      "properties": {"topics": {"type": "array", "maxItems": MAX_HINTS, "items": {"type": "string"}},
-                                     "entities": {"type": "array", "maxItems": MAX_HINTS,
-                                                  "items": {"type": "string"}}}},
-            "settings": {"type": ["object", "null"],
-                         "description": 'pipeline settings to override, e.g. {"standout": 1.2}; a setting no stage '
-                                        "of the pipeline uses is refused; a whole-number one is at most "
-                                        f"{MAX_SETTING}"},
-            "include_private": {"type": "boolean", "default": False,
-                                "description": "allow private records into the packet"},
-            "session": {"type": ["array", "null"], "maxItems": MAX_SESSION,
-                        "items": {"type": "string", "maxLength": MAX_QUERY_CHARS},
-                        "description": "the session's earlier queries, oldest first: what they delivered is not "
-                                       "served again"},
-        },
-    }
-    assert set(query_request["properties"]) == set(FIELDS)
+    query_request = request_schema(FIELDS, stories, pipelines)
     return {
         "openapi": "3.1.0",
         "info": {"title": "garden serve", "version": "1",
@@ -240,13 +202,14 @@ def openapi_document(pipelines: list[str] | None = None) -> dict:
                                 "Each packet is what `garden query --json` prints for the same inputs, and each "
                                 "query is written to the trace as that command writes it."},
         "paths": {
-            "/health": _get("is the server up, and what it serves", "ok", _ref("Health")),
-            "/stories": _get("the stories served", "each story: name, path, story id, records, ok (or error)",
-                             _ref("Stories")),
-            "/pipelines": _get("every pipeline name with what it does",
+            "/health": _get("health", "is the server up, and what it serves", "ok", _ref("Health")),
+            "/stories": _get("listStories", "the stories served",
+                             "each story: name, path, story id, records, ok (or error)", _ref("Stories")),
+            "/pipelines": _get("listPipelines", "every pipeline name with what it does",
                                "name -> description, as `garden pipelines --json`",
                                {"type": "object", "additionalProperties": {"type": "string"}}),
             "/query": {"post": {
+                "operationId": "query",
                 "summary": "one query: the packet, written to the trace",
                 "requestBody": {"required": True, "content": {"application/json": {"schema": _ref("QueryRequest")}}},
                 "responses": {"200": {"description": "the packet `garden query --json` prints",
@@ -264,7 +227,7 @@ def openapi_document(pipelines: list[str] | None = None) -> dict:
                               "500": {**error, "description": "the server failed (its garden home, a bug)"},
                               "503": {**error, "description": "the query ran past the server's time limit, or "
                                                               "the server holds as many connections as it takes"}}}},
-            "/openapi.json": _get("this document", "OpenAPI 3.1", {"type": "object"}),
+            "/openapi.json": _get("openapi", "this document", "OpenAPI 3.1", {"type": "object"}),
         },
         "components": {"schemas": {
             "QueryRequest": query_request,
