@@ -150,7 +150,7 @@ def serve(stories: list[str] | None = None, host: str = DEFAULT_HOST, port: int 
     if workers > 1 and (mcp or not can_fork()):
         raise GardenError("`workers`: more than one needs HTTP on a system that can fork; "
                           + ("MCP serves one client over stdio" if mcp else "this one cannot"))
-    _require(*(("mcp",) if mcp else ("starlette", "uvicorn")))
+    _require(*(("mcp",) if mcp else ("starlette", "uvicorn", "mcp")))
     if mcp:
         with _stdout_to_stderr():
             garden = Garden(Shelf.open(stories, Path(root) if root else None), pipelines=served_pipelines(pipelines),
@@ -190,7 +190,7 @@ def serve(stories: list[str] | None = None, host: str = DEFAULT_HOST, port: int 
         # and four clients, uvloop put p50 at 36-40 ms against 28-29 ms (experiments/serve_load.py)
         shared = workers > 1
         config = uvicorn.Config(build_app(garden, shared=shared, access=access, read_timeout=read_timeout),
-                                log_level="warning", access_log=False, lifespan="off", server_header=False,
+                                log_level="warning", access_log=False, lifespan="on", server_header=False,
                                 timeout_graceful_shutdown=10, loop="asyncio",
                                 http=bounded_protocol(read_timeout, max_connections),
                                 backlog=1 if shared else LISTEN_BACKLOG)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+from contextlib import asynccontextmanager
 from typing import Any
 
 from starlette.applications import Starlette
@@ -59,10 +60,9 @@ async def _read_body(request: Request) -> bytes:
     return b"".join(chunks)
 
 
-async def read_json(request: Request, timeout: float = DEFAULT_READ_TIMEOUT) -> Any:
-    """The request's body as JSON, read up to MAX_BODY bytes within `timeout` seconds (the
-    declared length is checked before anything is read, the bytes read are counted as they
-    come); RequestError otherwise."""
+async def _bounded_body(request: Request, timeout: float) -> bytes:
+    """The request's body, up to MAX_BODY bytes (its declared length checked before a byte
+    is read, the bytes counted as they come) within `timeout` seconds; RequestError otherwise."""
     declared = request.headers.get("content-length")
     if declared is not None:
         if not declared.isascii() or not declared.isdigit():
@@ -70,9 +70,16 @@ async def read_json(request: Request, timeout: float = DEFAULT_READ_TIMEOUT) -> 
         if int(declared) > MAX_BODY:
             raise RequestError(413, f"the body is {int(declared):,} bytes; a query is at most {MAX_BODY:,}", "body")
     try:
-        raw = await asyncio.wait_for(_read_body(request), timeout)
+        return await asyncio.wait_for(_read_body(request), timeout)
     except asyncio.TimeoutError:
         raise RequestError(408, f"the body did not arrive within {timeout:g} s", "body") from None
+
+
+async def read_json(request: Request, timeout: float = DEFAULT_READ_TIMEOUT) -> Any:
+    """The request's body as JSON, read up to MAX_BODY bytes within `timeout` seconds (the
+    declared length is checked before anything is read, the bytes read are counted as they
+    come); RequestError otherwise."""
+    raw = await _bounded_body(request, timeout)
     if not raw.strip():
         raise RequestError(400, "the body is empty: send a JSON object with at least text", "body")
     try:
@@ -163,11 +170,70 @@ def build_app(garden: Garden, shared: bool = False, access: Access | None = None
         print(f"garden: warning: {request.method} {request.url.path} failed: {line}", file=sys.stderr, flush=True)
         return JSONResponse({"error": f"the server failed on this request: {line}", "field": None}, status_code=500)
 
+    mcp, session_manager = mcp_endpoint(garden, read_timeout)
+
+    @asynccontextmanager
+    async def lifespan(app):
+        async with session_manager.run():   # the MCP SDK's task group, for the requests to /mcp
+            yield
+
     routes = [Route("/health", health, methods=["GET"]), Route("/stories", stories, methods=["GET"]),
               Route("/pipelines", pipelines, methods=["GET"]), Route("/query", query, methods=["POST"]),
-              Route("/openapi.json", openapi, methods=["GET"])]
-    app = Starlette(routes=routes, exception_handlers={HTTPException: http_error, Exception: fault})
+              Route("/openapi.json", openapi, methods=["GET"]), Route("/mcp", mcp, methods=["GET", "POST", "DELETE"])]
+    app = Starlette(routes=routes, exception_handlers={HTTPException: http_error, Exception: fault}, lifespan=lifespan)
     return app if access is None else Guarded(app, access)
+
+
+def mcp_endpoint(garden: Garden, read_timeout: float = DEFAULT_READ_TIMEOUT):
+    """MCP over Streamable HTTP (`garden.serve.mcp`'s server), as an ASGI endpoint, and the
+    SDK's session manager it runs in. Stateless, each answer one JSON response: any worker
+    answers any request, as for `POST /query`. It sits behind the same access rule (`Host`,
+    `Origin`, token); a POST's body is read under the same bounds as a query's (MAX_BODY
+    bytes, within `read_timeout` seconds) before the SDK sees it; the query under the
+    same deadline, the pipelines and stories the operator chose."""
+    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    from garden.serve.mcp import build_server
+
+    manager = StreamableHTTPSessionManager(
+        build_server(garden), json_response=True, stateless=True, max_request_body_size=MAX_BODY,
+        # the Host and Origin are the access rule's, with the names the operator allowed
+        security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False))
+
+    return MCPEndpoint(manager, read_timeout), manager
+
+
+class MCPEndpoint:
+    """The ASGI application at `/mcp` (a class: Starlette calls a function with a request)."""
+
+    def __init__(self, manager, read_timeout: float):
+        self.manager, self.read_timeout = manager, read_timeout
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["method"] == "POST":
+            try:
+                raw = await _bounded_body(Request(scope, receive), self.read_timeout)
+            except RequestError as exc:
+                await JSONResponse(exc.to_json(), status_code=exc.status, headers={"connection": "close"})(
+                    scope, receive, send)
+                return
+            receive = _replaying(raw, receive)
+        await self.manager.handle_request(scope, receive, send)
+
+
+def _replaying(raw: bytes, receive):
+    """An ASGI `receive` that hands over a body already read, then waits as the first did."""
+    given = False
+
+    async def replay():
+        nonlocal given
+        if given:
+            return await receive()
+        given = True
+        return {"type": "http.request", "body": raw, "more_body": False}
+
+    return replay
 
 
 # --- the interface, described ---------------------------------------------------------------
