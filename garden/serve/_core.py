@@ -59,6 +59,11 @@ def _first_line(exc: GardenError) -> str:
     return messages[0] + (f" (and {more} more problem{'s' * (more > 1)})" if more else "")
 
 
+def not_served(story: str, served: list[str]) -> RequestError:
+    return RequestError(404, f"no story named {shown(story, 80)} is served here; served: " + ", ".join(served),
+                        "story")
+
+
 # --- the stories served ---------------------------------------------------------------------
 
 
@@ -117,8 +122,7 @@ class Shelf:
 
         path = self.paths.get(name)
         if path is None:
-            raise RequestError(404, f"no story named {shown(name, 80)} is served here; served: "
-                               + ", ".join(self.paths), "story")
+            raise not_served(name, list(self.paths))
         try:
             st = os.stat(path)
         except OSError as exc:
@@ -292,6 +296,8 @@ def parse_request(body: Any, stories: list[str], pipelines: list[str] | None = N
         if len(stories) != 1:
             raise RequestError(422, "story: required: this server serves " + ", ".join(stories), "story")
         story = stories[0]
+    if story not in stories:
+        raise not_served(story, stories)
     _check_length("text", text)
     pipeline = typed("pipeline", (str,), "a pipeline name (see /pipelines)", "default")
     if pipelines is not None and pipeline not in pipelines:

@@ -90,7 +90,7 @@ def render(packet: dict) -> str:
 
 def refused(exc: RequestError) -> types.CallToolResult:
     """A refused call: the documented line, `refused: FIELD: ...`, and `{"error", "field"}`."""
-    where = f"{exc.field}: " if exc.field and not exc.message.startswith(exc.field) else ""
+    where = f"{exc.field}: " if exc.field and not exc.message.startswith(f"{exc.field}:") else ""
     return types.CallToolResult(content=[types.TextContent(type="text", text=f"refused: {where}{exc.message}")],
                                 structured_content=exc.to_json(), is_error=True)
 
