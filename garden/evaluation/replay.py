@@ -399,8 +399,9 @@ class SourceReport:
             echo(["no question has judgments: no graded metric (a free query is never scored against the packet "
                   "it was served)"])
         if self.agreement:
-            table = Table(title=f"agreement with {self.baseline} over {len(self.side_by_side)} questions "
-                                "(no judgments)")
+            # "no judgments" only when no question is graded: the agreement is shown either way
+            table = Table(title=f"agreement with {self.baseline} over {len(self.side_by_side)} questions"
+                                + (" (no judgments)" if self.report is None else ""))
             for col in ("pipeline", "answered", "asked", "silent", "overlap", "rank correlation"):
                 table.add_column(col, justify="left" if col == "pipeline" else "right")
             for p, row in self.agreement.items():
