@@ -4,9 +4,10 @@ wrapped at word boundaries, and progress shown on a terminal alone.
 What a person reads must fit the terminal without a word broken across lines: a terminal
 wraps an over-long line wherever the column ends, mid-word. So tables are drawn at the
 terminal's width (`COLUMNS` when set, else the terminal's own, else 80 when the output is a
-pipe or a file), and a report's long line is wrapped at spaces, its continuation indented,
-wherever it goes: a file read later is read in a terminal too. `--json` output (for
-scripts) never passes through here.
+pipe or a file), and a report's long line is wrapped at spaces, its continuation indented.
+Written to a pipe or a file with no `COLUMNS`, a line naming one finding stays one line,
+whole, for grep and for scripts; prose (a summary in sentences) is wrapped at 80 wherever
+it goes. `--json` output never passes through here.
 
 Progress goes to standard error: on a terminal, a count drawn in place; to a pipe or a
 file, once work has run PIPE_DELAY seconds, one plain line every PIPE_EVERY seconds, so a
@@ -122,11 +123,19 @@ def wrap(line: str, columns: int | None = None, indent: str | None = None) -> li
     return out
 
 
-def echo(lines, file=None) -> None:
-    """Print report lines, each wrapped at the reader's width (80 for a pipe or a file)."""
+def width_known() -> bool:
+    """Whether the width is the reader's: COLUMNS is set or standard output is a terminal."""
+    return _columns() is not None or sys.stdout.isatty()
+
+
+def echo(lines, file=None, prose: bool = False) -> None:
+    """Print report lines: wrapped at the reader's width when it is known, whole otherwise,
+    so that a line naming one finding (a path, a record) stays one line for grep. `prose`:
+    sentences for a person to read, wrapped at 80 even in a pipe or a file (read later in a
+    terminal all the same)."""
     out = file or sys.stdout
     for line in lines:
-        for part in wrap(line):
+        for part in (wrap(line) if prose or width_known() else [line]):
             print(part, file=out)
 
 

@@ -392,12 +392,12 @@ class SourceReport:
 
         from garden._terminal import echo, print_table
 
-        echo(self.lines_before())
+        echo(self.lines_before(), prose=True)
         if self.report is not None:
             print_table(self.report.table())
         else:
             echo(["no question has judgments: no graded metric (a free query is never scored against the packet "
-                  "it was served)"])
+                  "it was served)"], prose=True)
         if self.agreement:
             # "no judgments" only when no question is graded: the agreement is shown either way
             table = Table(title=f"agreement with {self.baseline} over {len(self.side_by_side)} questions"
@@ -434,7 +434,7 @@ class SourceReport:
             lines.append(f"{len(self.report.evaluation.qids)} graded questions, "
                          f"{len(self.report.evaluation.aggregates)} pipelines; best {first}: {best[0]} "
                          f"{best[1][first]:.4f}")
-        echo(lines)
+        echo(lines, prose=True)
 
 
 SIDE_BY_SIDE = 3  # top items shown per pipeline and query
