@@ -10,6 +10,7 @@ embeddings, the query encoder) are not known to be safe to use from two threads 
 from __future__ import annotations
 
 import datetime as dt
+import math
 import os
 import re
 import threading
@@ -285,7 +286,9 @@ def parse_request(body: Any, stories: list[str], pipelines: list[str] | None = N
         if value is None:
             return default
         if (isinstance(value, bool) and bool not in types) or not isinstance(value, types):
-            raise RequestError(422, f"{name}: must be {what}, got {_kind(value)} {shown(value, 80)}", name)
+            got = ("a number past what a double holds (read as infinity)"
+                   if isinstance(value, float) and math.isinf(value) else f"{_kind(value)} {shown(value, 80)}")
+            raise RequestError(422, f"{name}: must be {what}, got {got}", name)
         return value
 
     text = typed("text", (str,), "the query, a string")
