@@ -1,7 +1,8 @@
 """`garden serve`: one long-lived process answering queries, its stories and model kept warm.
 
-Over HTTP (Starlette on uvicorn, `garden.serve.http`) by default; with ``mcp=True``, as an
-MCP server over stdio (`garden.serve.mcp`), for an agent to call. Either way each packet is
+Over HTTP (Starlette on uvicorn, `garden.serve.http`) by default, MCP over Streamable HTTP
+at `/mcp` beside it; with ``mcp=True``, as an MCP server over stdio (`garden.serve.mcp`),
+for an agent to call. Either way each packet is
 exactly what `garden query --json` prints for the same inputs, and each query is written to
 the trace as that command writes it, so `garden compare`, `judge` and `capture` read a served
 day like any other. See docs/serve.md.

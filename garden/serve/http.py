@@ -5,6 +5,7 @@
     GET  /pipelines     every pipeline name with one line saying what it does (`garden pipelines --json`)
     POST /query         one query: the packet `garden query --json` prints, written to the trace
     GET  /openapi.json  this interface as OpenAPI 3.1
+    POST /mcp           MCP over Streamable HTTP: the tools `garden serve --mcp` serves (garden.serve.mcp)
 
 Every request first passes the access rule (`garden.serve._access`: its `Host`, its
 `Origin`, its token, a query's `Content-Type`). Every refusal is one JSON object,
