@@ -1,11 +1,14 @@
-"""What a served garden holds and does, whatever the door (HTTP or MCP over stdio).
+"""What a served garden holds and does, whatever the door (HTTP, MCP over stdio or over
+Streamable HTTP).
 
 `Shelf` is the set of stories a server answers for, each kept loaded until its file changes
 on disk (one `stat` a query tells; an edited file is read again, a broken edit refused with
 its located error until it is fixed). `Garden` checks a request field by field, so every
 refusal names the field it is about, and runs the query as `garden query` runs it: the same
-packet, the same trace line. One lock serializes the queries: the pipeline's caches (indexes,
-embeddings, the query encoder) are not known to be safe to use from two threads at once.
+packet, the same trace line. `request_schema` describes what `parse_request` takes, once,
+for `POST /query` and for MCP's `recall` alike. One lock serializes the queries: the
+pipeline's caches (indexes, embeddings, the query encoder) are not known to be safe to use
+from two threads at once.
 """
 from __future__ import annotations
 
@@ -316,7 +319,7 @@ def parse_request(body: Any, stories: list[str], pipelines: list[str] | None = N
         except ValueError:
             raise RequestError(422, f"as_of: not a date (YYYY-MM-DD, from 0001-01-01 to 9999-12-31): "
                                f"{shown(as_of, 80)}", "as_of") from None
-    body = {**body, "budget": _whole(body.get("budget"))}
+    body = {**body, "budget": _whole(body.get("budget"))}   # `typed` reads this body: 2.0 is 2
     budget = typed("budget", (int,), "a whole number of characters", DEFAULT_BUDGET)
     if not 1 <= budget <= MAX_BUDGET:
         raise RequestError(422, f"budget: a positive number of characters, at most {MAX_BUDGET:,}; got {budget}",
