@@ -5,11 +5,13 @@ What a person reads must fit the terminal without a word broken across lines: a 
 wraps an over-long line wherever the column ends, mid-word. So tables are drawn at the
 terminal's width (`COLUMNS` when set, else the terminal's own, else 80 when the output is a
 pipe or a file), and a report's long line is wrapped at spaces, its continuation indented.
-Written to a pipe or a file with no `COLUMNS`, a report line stays one line, whole, for
-grep and for scripts. `--json` output never passes through here.
+Written to a pipe or a file with no `COLUMNS`, a line naming one finding stays one line,
+whole, for grep and for scripts; prose (a summary in sentences) is wrapped at 80 wherever
+it goes. `--json` output never passes through here.
 
-Progress goes to standard error, and only when standard error is a terminal: a pipe, a
-file, a notebook or `--json` read by a script sees nothing of it.
+Progress goes to standard error: on a terminal, a count drawn in place; to a pipe or a
+file, once work has run PIPE_DELAY seconds, one plain line every PIPE_EVERY seconds, so a
+long run written to a log says it is still working. Standard output never carries it.
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import os
 import re
 import shutil
 import sys
+import threading
 import time
 
 DEFAULT_WIDTH = 80     # a pipe or a file, when COLUMNS names none
@@ -30,11 +33,6 @@ def _columns() -> int | None:
     if text.isascii() and text.isdigit():
         return min(max(int(text), MIN_WIDTH), MAX_WIDTH)
     return None
-
-
-def width_known() -> bool:
-    """Whether the width is the reader's: COLUMNS is set or standard output is a terminal."""
-    return _columns() is not None or sys.stdout.isatty()
 
 
 def width() -> int:
@@ -125,11 +123,19 @@ def wrap(line: str, columns: int | None = None, indent: str | None = None) -> li
     return out
 
 
-def echo(lines, file=None) -> None:
-    """Print report lines: wrapped at the reader's width when it is known, whole otherwise."""
+def width_known() -> bool:
+    """Whether the width is the reader's: COLUMNS is set or standard output is a terminal."""
+    return _columns() is not None or sys.stdout.isatty()
+
+
+def echo(lines, file=None, prose: bool = False) -> None:
+    """Print report lines: wrapped at the reader's width when it is known, whole otherwise,
+    so that a line naming one finding (a path, a record) stays one line for grep. `prose`:
+    sentences for a person to read, wrapped at 80 even in a pipe or a file (read later in a
+    terminal all the same)."""
     out = file or sys.stdout
     for line in lines:
-        for part in (wrap(line) if width_known() else [line]):
+        for part in (wrap(line) if prose or width_known() else [line]):
             print(part, file=out)
 
 
@@ -145,6 +151,8 @@ class Progress:
 
     DELAY = 1.0      # seconds before the first drawing
     EVERY = 0.2      # seconds between drawings
+    PIPE_DELAY = 5.0   # not a terminal: seconds before the first line (a quick command writes none)
+    PIPE_EVERY = 5.0   # and between lines
 
     def __init__(self, what: str, total: int | None = None, unit: str = "", delay: float | None = None,
                  stream=None):
@@ -156,12 +164,23 @@ class Progress:
         self.doing = ""          # what runs now (`locomo-conv-30 under default`), shown after the count
         self.start = time.monotonic()
         self.drawn_at: float | None = None
+        self.closed = False
+        self._lock = threading.Lock()
 
     def __enter__(self) -> "Progress":
+        # a ticker, so that one long step (a model loaded, a collection encoded cold) still
+        # shows the time passing on a terminal and still writes its line to a log
+        self._stop = threading.Event()
+        self._ticker = threading.Thread(target=self._tick, name="progress", daemon=True)
+        self._ticker.start()
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+    def _tick(self) -> None:
+        while not self._stop.wait(min(self.EVERY, self.PIPE_EVERY) or 0.05):
+            self.advance(0)
 
     def text(self) -> str:
         elapsed = time.monotonic() - self.start
@@ -176,22 +195,41 @@ class Progress:
         self.advance(0)
 
     def advance(self, n: int = 1) -> None:
-        self.done += n
-        if not self.live:
-            return
+        with self._lock:   # the ticker's thread and the work's
+            self.done += n
+            if self.closed:
+                return
+            if not self.live:
+                self._line()
+                return
+            now = time.monotonic()
+            if now - self.start < self.delay or (self.drawn_at is not None and now - self.drawn_at < self.EVERY):
+                return
+            self.drawn_at = now
+            text = self.text()[:max(width() - 1, 10)]
+            self.stream.write(f"\r{text}\x1b[K")
+            self.stream.flush()
+
+    def _line(self) -> None:
+        """To a pipe or a file: a whole line now and then, never drawn over."""
         now = time.monotonic()
-        if now - self.start < self.delay or (self.drawn_at is not None and now - self.drawn_at < self.EVERY):
+        if now - self.start < self.PIPE_DELAY or (self.drawn_at is not None and now - self.drawn_at < self.PIPE_EVERY):
             return
         self.drawn_at = now
-        text = self.text()[:max(width() - 1, 10)]
-        self.stream.write(f"\r{text}\x1b[K")
+        for part in wrap(self.text(), DEFAULT_WIDTH):
+            self.stream.write(part + "\n")
         self.stream.flush()
 
     def close(self) -> None:
-        if self.live and self.drawn_at is not None:
-            self.stream.write("\r\x1b[K")
-            self.stream.flush()
-            self.drawn_at = None
+        stop = getattr(self, "_stop", None)
+        if stop is not None:
+            stop.set()
+        with self._lock:
+            self.closed = True
+            if self.live and self.drawn_at is not None:
+                self.stream.write("\r\x1b[K")
+                self.stream.flush()
+                self.drawn_at = None
 
 
 def counted(items, bar: Progress):

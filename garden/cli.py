@@ -83,12 +83,13 @@ def _seconds(text: str) -> float:
     return value
 
 
-def _say(*lines: str) -> None:
+def _say(*lines: str, prose: bool = False) -> None:
     """Report lines for a person: each wrapped at spaces to the reader's width when the
-    output is a terminal or COLUMNS names one, whole otherwise (see garden/_terminal.py)."""
+    output is a terminal or COLUMNS names one, whole otherwise; `prose`, at 80 even then
+    (see garden/_terminal.py)."""
     from garden._terminal import echo
 
-    echo([part for line in lines for part in str(line).split("\n")])
+    echo([part for line in lines for part in str(line).split("\n")], prose=prose)
 
 
 def print_json(data) -> None:
@@ -353,7 +354,7 @@ def cmd_explore(args) -> int:
 def cmd_generate(args) -> int:
     from garden.formats.generate import generate
 
-    _say(*generate(args.name, args.records, args.seed, args.out, args.force).lines())
+    _say(*generate(args.name, args.records, args.seed, args.out, args.force).lines(), prose=True)
     return 0
 
 

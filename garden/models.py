@@ -18,11 +18,14 @@ import re
 import unicodedata
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, computed_field, field_validator
 
 Kind = Literal["source", "chunk", "state", "decision", "note", "view", "control"]
 Fidelity = Literal["transcript", "snapshot", "hybrid", "summary", "projection"]
 Decision = Literal["retrieve", "ask", "skip"]
+# What a packet does for its reader, in one word: it answers (items), asks back (decision
+# `ask`: which one?), or stays silent (no item; `Packet.silent` says why)
+Outcome = Literal["answered", "asked", "silent"]
 
 FIDELITY_ORDER = ["transcript", "snapshot", "hybrid", "summary", "projection"]
 DEFAULT_FIDELITY = {"source": "transcript", "chunk": "transcript", "state": "projection",
@@ -442,6 +445,33 @@ class Packet(BaseModel):
     fallback: bool = False
     gate: Gate | None = None          # set by a pipeline with a decide stage that reached it
     sittings: list[Sitting] = []   # the best sittings, best first (empty when nothing is served)
+
+    @computed_field
+    @property
+    def outcome(self) -> Outcome:
+        """answered (the packet holds items), asked (decision `ask`: the reader is to ask the
+        user which one was meant) or silent (nothing served; `silent` says why). Worked out
+        from the packet, never stored, so it cannot disagree with the items."""
+        return "asked" if self.decision == "ask" else "answered" if self.items else "silent"
+
+    @computed_field
+    @property
+    def silent(self) -> str | None:
+        """Why a silent packet holds nothing, one sentence; null unless `outcome` is silent."""
+        if self.outcome != "silent":
+            return None
+        if self.decision == "skip":
+            return "Triage decided the query needs no memory, so nothing was searched."
+        if not self.rejected:
+            return "No record matched the query closely enough to be a candidate, so nothing answers it."
+        standout = next((r for r in self.rejected if r.reason == "below_standout" and r.detail), None)
+        if standout is not None:
+            return f"Nothing stood out as an answer: {standout.detail.rstrip('.')}."
+        counts: dict[str, int] = {}
+        for r in self.rejected:
+            counts[r.reason] = counts.get(r.reason, 0) + 1
+        listed = ", ".join(f"{n} {reason}" for reason, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+        return f"Every candidate was rejected ({listed})."
 
     def ids(self) -> list[str]:
         return [item.id for item in self.items]

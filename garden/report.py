@@ -31,21 +31,13 @@ def lane_of(item, structured: bool) -> str:
 
 
 def silence(packet: Packet) -> str | None:
-    """Why a packet holds nothing, in one sentence; None when it holds something."""
+    """Why a packet holds nothing, in one sentence (the packet's own `silent`, which HTTP
+    and MCP serve too); None when it holds something."""
     if packet.items:
         return None
-    if packet.decision == "skip":
-        return "silent: triage decided the query needs no memory, so nothing was searched"
     if packet.decision == "ask":
         return "no packet yet: the garden asks the user first (the reason above says what)"
-    if not packet.rejected:
-        return "silent: no record matched the query closely enough to be a candidate, so nothing answers it"
-    reasons = Counter(r.reason for r in packet.rejected)
-    standout = next((r for r in packet.rejected if r.reason == "below_standout"), None)
-    if standout is not None and standout.detail:
-        return f"silent: nothing stood out as an answer: {standout.detail}"
-    counts = ", ".join(f"{n} {reason}" for reason, n in reasons.most_common())
-    return f"silent: every candidate was rejected ({counts})"
+    return f"silent: {packet.silent[0].lower()}{packet.silent[1:]}"
 
 
 def decision_lines(packet: Packet, columns: int) -> list[str]:

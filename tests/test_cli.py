@@ -287,3 +287,27 @@ def test_a_backticked_word_that_is_not_a_flag_of_the_command_is_left_as_it_is():
     flags = {"records": "--records", "trace_source": "--source"}
     assert with_flags("`trace_source` must be one of query, case", flags) == "--source must be one of query, case"
     assert with_flags("see `garden judge`; `records` and `seed`", flags) == "see `garden judge`; --records and `seed`"
+
+
+def test_the_readmes_trace_path_says_where_the_traces_are_when_garden_home_is_elsewhere(project, capsys,
+                                                                                        monkeypatch):
+    """The README's `.garden/traces` is the home by default; with GARDEN_HOME naming another
+    home, a `.garden/...` path that is not there says where that home keeps its traces."""
+    home = project / "elsewhere"
+    monkeypatch.setenv("GARDEN_HOME", str(home))
+    assert main(["query", "kiln-lane", "What did the studio rent change to?", "--pipeline", "bm25"]) == 0
+    capsys.readouterr()
+    assert main(["compare", ".garden/traces", "--pipelines", "bm25"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("garden: .garden/traces: no such collection folder, case file or trace file; ")
+    assert f"GARDEN_HOME is set: the traces are in {home / 'traces'}" in err
+    assert main(["compare", str(home / "traces"), "--pipelines", "bm25", "--json"]) == 0
+
+
+def test_a_packet_that_asks_back_gives_its_reason_and_its_question_as_sentences(project, capsys):
+    code, out, _ = run_cli(["query", "aurora-ridge", "What did the captain decide?", "--json"], capsys)
+    assert code == 0
+    packet = json.loads(out)
+    assert packet["decision"] == "ask" and packet["outcome"] == "asked" and packet["silent"] is None
+    reason, question = packet["reason"].split(" Question: ")
+    assert reason.endswith(".") and not reason.endswith("..") and question.endswith("?")

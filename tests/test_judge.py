@@ -119,10 +119,16 @@ def test_compare_scores_a_free_query_by_the_persons_grades_not_its_packet(projec
     assert battery["AP"] == {"bm25s": 0.0, "default": 0.0}
     assert per_query[f"query: {SLEEP}"]["AP"]["default"] == 1.0
     assert data["question_verdicts"]["default"] == {"matched": 2, "questions": 2}
+    # as a person reads it: every question graded, so the agreement table says nothing of "no judgments"
+    assert main(["compare", str(traced), "--pipelines", "bm25s,default", "--judgments", str(qrels)]) == 0
+    shown = " ".join(capsys.readouterr().out.split())
+    assert "agreement with bm25s over 2 questions" in shown and "no judgments" not in shown
     # without the judgments the same free queries get no graded figure at all
     assert main(["compare", str(traced), "--pipelines", "bm25s,default", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["queries"] == 0 and data["judgments"]["graded"].startswith("none")
+    assert main(["compare", str(traced), "--pipelines", "bm25s,default"]) == 0
+    assert "agreement with bm25s over 2 questions (no judgments)" in " ".join(capsys.readouterr().out.split())
     # judgments apply to a trace only
     assert main(["compare", "regression/named-phrase.yaml", "--pipelines", "bm25s", "--judgments",
                  str(qrels)]) == 2

@@ -54,7 +54,8 @@ async def conversation(store: Path, errlog) -> dict:
             out["bad_date"] = await session.call_tool("recall", {"text": GAMING, "story": "aurora-ridge",
                                                                  "as_of": "2030-02-30"})
             out["no_story"] = await session.call_tool("recall", {"text": GAMING})
-            out["bad_type"] = await session.call_tool("recall", {"text": GAMING, "budget": "lots"})
+            out["bad_type"] = await session.call_tool("recall", {"text": GAMING, "story": "aurora-ridge",
+                                                                 "budget": "lots"})
             # a pipeline with options (a path, a host) is the operator's to serve, never a caller's
             out["uri"] = await session.call_tool("recall", {"text": GAMING, "story": "aurora-ridge",
                                                             "pipeline": f"milvus-bm25:uri={store}/planted/x.db"})
@@ -87,8 +88,9 @@ def test_it_offers_recall_and_list_stories(session):
     tools = {tool.name: tool for tool in session["tools"]}
     assert set(tools) == {"recall", "list_stories"}
     schema = tools["recall"].input_schema
-    assert schema["required"] == ["text"]
+    assert schema["required"] == ["text", "story"]   # five stories served: none is the default
     assert {"text", "story", "budget", "as_of", "pipeline"} == set(schema["properties"])
+    assert schema["additionalProperties"] is False
     assert session["init"].server_info.name == "garden"
 
 
@@ -113,7 +115,7 @@ def test_recall_returns_the_packet_the_http_server_returns(session, http):
     first = session["recall"]
     assert first.structured_content["items"][0]["id"] == "state.mira.gaming"
     text = first.content[0].text
-    assert text.startswith("decision: retrieve") and "1. state.mira.gaming (state" in text
+    assert text.startswith("outcome: answered\ndecision: retrieve") and "1. state.mira.gaming (state" in text
 
 
 def test_a_caller_cannot_name_a_path_through_the_pipeline(session, store):
@@ -124,12 +126,12 @@ def test_a_caller_cannot_name_a_path_through_the_pipeline(session, store):
 
 
 def test_refusals_are_tool_errors_and_the_server_carries_on(session):
-    for name, field in (("unknown_story", "story"), ("bad_date", "as_of"), ("no_story", "story")):
+    for name, field in (("unknown_story", "story"), ("bad_date", "as_of"), ("no_story", "story"),
+                        ("bad_type", "budget")):
         result = session[name]
         assert result.is_error, name
         assert result.structured_content["field"] == field
-        assert result.content[0].text.startswith("refused: ") and "\n" not in result.content[0].text
-    assert session["bad_type"].is_error   # refused by the SDK's own check of the arguments
+        assert result.content[0].text.startswith(f"refused: {field}: ") and "\n" not in result.content[0].text
     assert not session["after"].is_error
 
 

@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from rich.cells import cell_len
 
-from garden._terminal import wrap
+from garden._terminal import cells, wrap
 from garden.cli import main
 
 WIDTHS = (80, 120)
@@ -209,3 +209,54 @@ def test_long_work_shows_progress_on_a_terminal_and_nothing_in_a_pipe(project, c
         assert stderr.text.endswith("\r\x1b[K")  # the line cleared at the end
     else:
         assert err == "" and stderr.text == ""
+
+
+def test_piped_long_work_writes_a_plain_line_now_and_then(project, capsys, monkeypatch):
+    """Written to a pipe or a log (standard error no terminal), long work says it is still
+    working: a whole line every PIPE_EVERY seconds once PIPE_DELAY have passed (here at once),
+    never drawn over with a carriage return, and nothing of it on standard output."""
+    from garden._terminal import Progress
+
+    monkeypatch.setattr(Progress, "PIPE_DELAY", 0.0)
+    monkeypatch.setattr(Progress, "PIPE_EVERY", 0.0)
+    assert main(["query", "aurora-ridge", GAMING, "--pipeline", "bm25"]) == 0
+    capsys.readouterr()
+    trace = next((project / ".garden" / "traces").glob("trace-*.jsonl"))
+    assert main(["compare", str(trace), "--pipelines", "bm25,bm25s", "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["trace"]["distinct"] == 1
+    lines = err.splitlines()
+    assert "compare: bm25s: 1/1 questions, 0 s" in lines and "\r" not in err
+    assert all(cells(line) <= 80 for line in lines)
+
+
+def test_a_slow_step_still_shows_time_passing(monkeypatch):
+    """One long step with no count to advance (a model loading) still writes its line: the
+    progress has a ticker of its own while it is entered."""
+    import io
+    import time
+
+    from garden._terminal import Progress
+
+    monkeypatch.setattr(Progress, "PIPE_DELAY", 0.0)
+    monkeypatch.setattr(Progress, "PIPE_EVERY", 0.05)
+    log = io.StringIO()
+    with Progress("compare: default", total=3, unit="questions", stream=log) as bar:
+        bar.now("loading the pipeline")
+        time.sleep(0.5)
+    lines = log.getvalue().splitlines()
+    assert len(lines) >= 3 and all(line.startswith("compare: default: 0/3 questions") for line in lines)
+    written = log.getvalue()
+    time.sleep(0.2)
+    assert log.getvalue() == written   # closed: the ticker stopped
+
+
+@pytest.mark.parametrize("command", [
+    ["generate", "tiny-town", "--records", "200"],
+    ["compare", "regression/similar-wording.yaml", "--pipelines", "bm25,bm25s,tfidf"],
+])
+def test_output_to_a_pipe_or_a_file_fits_80_columns(project, capsys, monkeypatch, command):
+    monkeypatch.delenv("COLUMNS", raising=False)
+    assert main(command) == 0
+    out = capsys.readouterr().out
+    assert out and all(cells(line) <= 80 for line in out.splitlines()), out

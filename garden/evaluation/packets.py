@@ -72,7 +72,7 @@ def packet_row(question, packet, story, gate: float | None = None, ranking: Sequ
         covered |= cites
         shown |= {item.id} if record.kind == "view" else cites
         useful += bool(cites & evidence)
-    outcome = "asked" if packet.decision == "ask" else "answered" if packet.items else "silent"
+    outcome = packet.outcome
     precision = useful / len(packet.items) if packet.items and evidence else None
     return PacketRow(question.qid, question.category, not evidence, outcome, _share(evidence, covered), precision,
                      packet.budget.used, len(packet.items), flagged, gate,

@@ -310,7 +310,7 @@ def kendall_tau_b(x: list, y: list) -> float | None:
 
 
 def outcome(packet) -> str:
-    return "asked" if packet.decision == "ask" else "answered" if packet.items else "silent"
+    return packet.outcome   # the packet's own word (garden.models.Packet.outcome)
 
 
 def agreement(packets: dict[str, dict[str, list[str]]], outcomes: dict[str, dict[str, str]],
@@ -392,15 +392,16 @@ class SourceReport:
 
         from garden._terminal import echo, print_table
 
-        echo(self.lines_before())
+        echo(self.lines_before(), prose=True)
         if self.report is not None:
             print_table(self.report.table())
         else:
             echo(["no question has judgments: no graded metric (a free query is never scored against the packet "
-                  "it was served)"])
+                  "it was served)"], prose=True)
         if self.agreement:
-            table = Table(title=f"agreement with {self.baseline} over {len(self.side_by_side)} questions "
-                                "(no judgments)")
+            # "no judgments" only when no question is graded: the agreement is shown either way
+            table = Table(title=f"agreement with {self.baseline} over {len(self.side_by_side)} questions"
+                                + (" (no judgments)" if self.report is None else ""))
             for col in ("pipeline", "answered", "asked", "silent", "overlap", "rank correlation"):
                 table.add_column(col, justify="left" if col == "pipeline" else "right")
             for p, row in self.agreement.items():
@@ -433,7 +434,7 @@ class SourceReport:
             lines.append(f"{len(self.report.evaluation.qids)} graded questions, "
                          f"{len(self.report.evaluation.aggregates)} pipelines; best {first}: {best[0]} "
                          f"{best[1][first]:.4f}")
-        echo(lines)
+        echo(lines, prose=True)
 
 
 SIDE_BY_SIDE = 3  # top items shown per pipeline and query

@@ -12,7 +12,9 @@ SCHEMAS = {"story": Story, "case": Case, "packet": Packet, "trace-event": TraceE
 
 
 def schema_text(model) -> str:
-    return json.dumps(model.model_json_schema(), indent=2, sort_keys=True) + "\n"
+    # a packet is what the garden writes, its worked-out fields (outcome, silent) included
+    mode = "serialization" if model is Packet else "validation"
+    return json.dumps(model.model_json_schema(mode=mode), indent=2, sort_keys=True) + "\n"
 
 
 def write_schemas(out: Path) -> list[Path]:

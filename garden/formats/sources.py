@@ -89,11 +89,24 @@ def markers(path: Path) -> dict[str, str]:
     return found
 
 
+def _home_hint(path: Path) -> str:
+    """For a `.garden/...` path that is not there while GARDEN_HOME names another home:
+    where that home's traces are (the README's `.garden/traces` is the home by default)."""
+    from garden.derived.traces import trace_dir
+
+    if ".garden" not in path.parts:
+        return ""
+    traces = trace_dir()
+    if traces.resolve() == (Path.cwd() / ".garden" / "traces").resolve():
+        return ""
+    return f"; GARDEN_HOME is set: the traces are in {traces}"
+
+
 def source_kind(path: str | Path) -> str:
     """The one kind `path` is; GardenError when it is none, or carries two kinds' markers."""
     path = Path(path)
     if not path.exists():
-        raise GardenError(f"{path}: no such collection folder, case file or trace file")
+        raise GardenError(f"{path}: no such collection folder, case file or trace file{_home_hint(path)}")
     found = markers(path)
     if not found:
         raise GardenError(f"{path}: not a source the garden reads; it needs the markers of {NEEDS}")

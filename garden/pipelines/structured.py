@@ -118,7 +118,9 @@ class StructuredPipeline:
         timings = self.run_stages(ctx, after=after, clock=clock)
         if ctx.stopped:
             decision, reason, fallback, question = ctx.stopped
-            packet = Packet(decision=decision, reason=reason + (f" Question: {question}" if question else ""),
+            # the reason and the question to ask, as two sentences
+            asked = f"{reason.rstrip('.')}. Question: {question}" if question else reason
+            packet = Packet(decision=decision, reason=asked,
                             warnings=res.warnings, budget=Budget(limit=spec.budget, used=0), fallback=fallback)
             return Outcome(packet, ctx.trace, timings)
         return Outcome(self._packet(ctx), ctx.trace, timings, {"candidates": lambda: candidate_trace(ctx.candidates)})

@@ -1,7 +1,8 @@
 """`garden serve`: one long-lived process answering queries, its stories and model kept warm.
 
-Over HTTP (Starlette on uvicorn, `garden.serve.http`) by default; with ``mcp=True``, as an
-MCP server over stdio (`garden.serve.mcp`), for an agent to call. Either way each packet is
+Over HTTP (Starlette on uvicorn, `garden.serve.http`) by default, MCP over Streamable HTTP
+at `/mcp` beside it; with ``mcp=True``, as an MCP server over stdio (`garden.serve.mcp`),
+for an agent to call. Either way each packet is
 exactly what `garden query --json` prints for the same inputs, and each query is written to
 the trace as that command writes it, so `garden compare`, `judge` and `capture` read a served
 day like any other. See docs/serve.md.
@@ -15,7 +16,9 @@ picks among them by name.
 """
 from __future__ import annotations
 
+import json
 import os
+import select
 import socket
 import sys
 from contextlib import contextmanager
@@ -32,6 +35,8 @@ DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
 MAX_WORKERS = 64
 LISTEN_BACKLOG = 128   # connections the kernel holds before one is accepted
+STARTUP_WAIT = 30.0    # seconds an MCP server that cannot start waits for its client's first request
+INTERNAL_ERROR = -32603   # JSON-RPC's code for an error of the server's own
 
 
 def check_address(host: str, port: int, allow_remote: bool, token_file: str | Path | None = None) -> None:
@@ -93,6 +98,28 @@ def _stdout_to_stderr():
         os.close(saved)
 
 
+def refuse_first_request(reason: str, wait: float = STARTUP_WAIT) -> None:
+    """An MCP server over stdio that cannot start answers its client's first request (the
+    `initialize` a host sends at once) with a JSON-RPC error carrying the reason, before it
+    exits: otherwise the client sees only the connection close, and the reason is on a
+    stderr the user may never read. Standard library only: the failure may be that the SDK
+    is missing."""
+    request_id = None
+    try:
+        ready, _, _ = select.select([sys.stdin], [], [], wait)
+        line = sys.stdin.buffer.readline() if ready else b""
+        message = json.loads(line) if line.strip() else None
+        if isinstance(message, dict) and isinstance(message.get("id"), (str, int)) \
+                and not isinstance(message.get("id"), bool):
+            request_id = message["id"]
+    except (OSError, ValueError):   # no stdin to read, or a first line that is no message: no id to answer
+        pass
+    reply = {"jsonrpc": "2.0", "id": request_id,
+             "error": {"code": INTERNAL_ERROR, "message": f"garden serve cannot start: {reason}"}}
+    sys.stdout.write(json.dumps(reply) + "\n")
+    sys.stdout.flush()
+
+
 def _require(*modules: str) -> None:
     """GardenError naming what to install when a package the server needs is missing."""
     import importlib.util
@@ -142,24 +169,32 @@ def serve(stories: list[str] | None = None, host: str = DEFAULT_HOST, port: int 
     from garden.serve._core import Counts, Garden, Shelf, served_pipelines
     from garden.serve._workers import can_fork, run_workers
 
-    check_environment()
-    _check_limit("workers", workers, 1, MAX_WORKERS, "a whole number of processes")
-    _check_limit("deadline", deadline, 0.1, 3600)
-    _check_limit("read_timeout", read_timeout, 0.1, 600)
-    _check_limit("max_connections", max_connections, 1, 10_000, "a whole number of connections")
-    if workers > 1 and (mcp or not can_fork()):
-        raise GardenError("`workers`: more than one needs HTTP on a system that can fork; "
-                          + ("MCP serves one client over stdio" if mcp else "this one cannot"))
-    _require(*(("mcp",) if mcp else ("starlette", "uvicorn")))
+    def check_request_limits() -> None:
+        check_environment()
+        _check_limit("workers", workers, 1, MAX_WORKERS, "a whole number of processes")
+        _check_limit("deadline", deadline, 0.1, 3600)
+        _check_limit("read_timeout", read_timeout, 0.1, 600)
+        _check_limit("max_connections", max_connections, 1, 10_000, "a whole number of connections")
+        if workers > 1 and (mcp or not can_fork()):
+            raise GardenError("`workers`: more than one needs HTTP on a system that can fork; "
+                              + ("MCP serves one client over stdio" if mcp else "this one cannot"))
+        _require(*(("mcp",) if mcp else ("starlette", "uvicorn", "mcp")))
+
     if mcp:
-        with _stdout_to_stderr():
-            garden = Garden(Shelf.open(stories, Path(root) if root else None), pipelines=served_pipelines(pipelines),
-                            deadline=deadline)
-            garden.warm(warn)
+        try:
+            with _stdout_to_stderr():
+                check_request_limits()
+                garden = Garden(Shelf.open(stories, Path(root) if root else None),
+                                pipelines=served_pipelines(pipelines), deadline=deadline)
+                garden.warm(warn)
+        except GardenError as exc:
+            refuse_first_request(exc.messages[0] if exc.messages else str(exc))
+            raise
         from garden.serve.mcp import run_stdio
 
         run_stdio(garden)
         return 0
+    check_request_limits()
 
     check_address(host, port, allow_remote, token_file)
     token = read_token(token_file) if token_file is not None else None
@@ -190,7 +225,7 @@ def serve(stories: list[str] | None = None, host: str = DEFAULT_HOST, port: int 
         # and four clients, uvloop put p50 at 36-40 ms against 28-29 ms (experiments/serve_load.py)
         shared = workers > 1
         config = uvicorn.Config(build_app(garden, shared=shared, access=access, read_timeout=read_timeout),
-                                log_level="warning", access_log=False, lifespan="off", server_header=False,
+                                log_level="warning", access_log=False, lifespan="on", server_header=False,
                                 timeout_graceful_shutdown=10, loop="asyncio",
                                 http=bounded_protocol(read_timeout, max_connections),
                                 backlog=1 if shared else LISTEN_BACKLOG)

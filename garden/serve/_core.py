@@ -1,15 +1,19 @@
-"""What a served garden holds and does, whatever the door (HTTP or MCP over stdio).
+"""What a served garden holds and does, whatever the door (HTTP, MCP over stdio or over
+Streamable HTTP).
 
 `Shelf` is the set of stories a server answers for, each kept loaded until its file changes
 on disk (one `stat` a query tells; an edited file is read again, a broken edit refused with
 its located error until it is fixed). `Garden` checks a request field by field, so every
 refusal names the field it is about, and runs the query as `garden query` runs it: the same
-packet, the same trace line. One lock serializes the queries: the pipeline's caches (indexes,
-embeddings, the query encoder) are not known to be safe to use from two threads at once.
+packet, the same trace line. `request_schema` describes what `parse_request` takes, once,
+for `POST /query` and for MCP's `recall` alike. One lock serializes the queries: the
+pipeline's caches (indexes, embeddings, the query encoder) are not known to be safe to use
+from two threads at once.
 """
 from __future__ import annotations
 
 import datetime as dt
+import math
 import os
 import re
 import threading
@@ -57,6 +61,11 @@ def _first_line(exc: GardenError) -> str:
     messages = [m.strip() for m in exc.messages if m.strip()] or [str(exc)]
     more = len(messages) - 1
     return messages[0] + (f" (and {more} more problem{'s' * (more > 1)})" if more else "")
+
+
+def not_served(story: str, served: list[str]) -> RequestError:
+    return RequestError(404, f"no story named {shown(story, 80)} is served here; served: " + ", ".join(served),
+                        "story")
 
 
 # --- the stories served ---------------------------------------------------------------------
@@ -117,8 +126,7 @@ class Shelf:
 
         path = self.paths.get(name)
         if path is None:
-            raise RequestError(404, f"no story named {shown(name, 80)} is served here; served: "
-                               + ", ".join(self.paths), "story")
+            raise not_served(name, list(self.paths))
         try:
             st = os.stat(path)
         except OSError as exc:
@@ -175,6 +183,58 @@ class QueryRequest:
     session: list[str] = field(default_factory=list)
 
 
+def request_schema(fields: tuple[str, ...] = FIELDS, stories: list[str] | None = None,
+                   pipelines: list[str] | None = None) -> dict:
+    """The JSON Schema of a query's `fields` (all of them for `POST /query`, the tool's for
+    MCP's `recall`): what `parse_request` accepts, said once for both doors. Every optional
+    field may be null, which is the same as leaving it out; `budget` is a whole number, and
+    a JSON number with no fraction (2.0) is one. `stories`, `pipelines`: the names served,
+    the only values those fields take."""
+    nullable = {"type": ["string", "null"]}
+    names = {"story": stories, "pipeline": pipelines}
+    every = {
+        "story": {**nullable, "description": "a story served (GET /stories, list_stories); optional when only one "
+                                            "is"},
+        "text": {"type": "string", "minLength": 1, "maxLength": MAX_QUERY_CHARS, "description": "the query"},
+        "pipeline": {**nullable, "default": "default", "description": "a pipeline served (GET /pipelines)"},
+        "as_of": {**nullable, "format": "date", "pattern": f"^{DATE.pattern}$",
+                  "description": "injected now, YYYY-MM-DD (default: the latest date the story mentions)"},
+        "budget": {"type": ["integer", "null"], "minimum": 1, "maximum": MAX_BUDGET, "default": DEFAULT_BUDGET,
+                   "description": "packet budget in characters of item text"},
+        "hints": {"type": ["object", "null"], "additionalProperties": False,
+                  "properties": {"topics": {"type": "array", "maxItems": MAX_HINTS, "items": {"type": "string"}},
+                                 "entities": {"type": "array", "maxItems": MAX_HINTS, "items": {"type": "string"}}}},
+        "settings": {"type": ["object", "null"],
+                     "description": 'pipeline settings to override, e.g. {"standout": 1.2}; a setting no stage of the '
+                                    f"pipeline uses is refused; a whole-number one is at most {MAX_SETTING}"},
+        "include_private": {"type": ["boolean", "null"], "default": False,
+                            "description": "allow private records into the packet"},
+        "session": {"type": ["array", "null"], "maxItems": MAX_SESSION,
+                    "items": {"type": "string", "maxLength": MAX_QUERY_CHARS},
+                    "description": "the session's earlier queries, oldest first: what they delivered is not served "
+                                   "again"},
+    }
+    properties = {name: dict(every[name]) for name in fields}
+    for name, served in names.items():
+        if name in properties and served is not None:
+            properties[name]["enum"] = [*served, None]
+    required = ["text"]
+    if "story" in properties and stories is not None and len(stories) != 1:   # only one: it is the default
+        properties["story"] = {**properties["story"], "type": "string", "enum": list(stories)}
+        required.append("story")
+    return {"type": "object", "additionalProperties": False, "required": required, "properties": properties}
+
+
+def packet_schema(ref_template: str = "#/$defs/{model}") -> dict:
+    """The JSON Schema of a served packet: the packet `garden schemas` describes, as
+    `garden query --json` prints it (without `fallback`, which a served packet never holds)."""
+    from garden.models import Packet
+
+    schema = Packet.model_json_schema(ref_template=ref_template, mode="serialization")
+    del schema["properties"]["fallback"]
+    return schema
+
+
 def _kind(value: Any) -> str:
     return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null",
             int: "a number", float: "a number"}.get(type(value), type(value).__name__)
@@ -201,7 +261,16 @@ def _check_settings(settings: Mapping[str, Any] | None) -> None:
                                f"{value:,}", "settings")
 
 
-def parse_request(body: Any, stories: list[str], pipelines: list[str] | None = None) -> QueryRequest:
+def _whole(value: Any) -> Any:
+    """A JSON number with no fraction (2.0) as the whole number it is (JSON has one kind of
+    number, and JSON Schema counts 2.0 an integer); anything else as it came."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def parse_request(body: Any, stories: list[str], pipelines: list[str] | None = None,
+                  fields: tuple[str, ...] = FIELDS) -> QueryRequest:
     """A request body (the parsed JSON) as a QueryRequest; RequestError naming the field
     on the first problem. `pipelines`: the names served (None: any name, for a caller that
     checks it later). Nothing the library checks itself (hints' and settings' fields, the
@@ -209,10 +278,10 @@ def parse_request(body: Any, stories: list[str], pipelines: list[str] | None = N
     line refuses them, and named by their field there; the bounds a server adds are here."""
     if not isinstance(body, dict):
         raise RequestError(400, f"the request body must be a JSON object, not {_kind(body)}", "body")
-    unknown = [k for k in body if k not in FIELDS]
+    unknown = [k for k in body if k not in fields]
     if unknown:
         raise RequestError(422, f"unknown field {shown(unknown[0], 80)}; a query takes "
-                           + ", ".join(FIELDS), one_line(unknown[0], 80))
+                           + ", ".join(fields), one_line(unknown[0], 80))
 
     def typed(name: str, types: tuple, what: str, default: Any = None) -> Any:
         """The field's value, or `default` when it is absent or null; refused unless one of `types`."""
@@ -220,7 +289,9 @@ def parse_request(body: Any, stories: list[str], pipelines: list[str] | None = N
         if value is None:
             return default
         if (isinstance(value, bool) and bool not in types) or not isinstance(value, types):
-            raise RequestError(422, f"{name}: must be {what}, got {_kind(value)} {shown(value, 80)}", name)
+            got = ("a number past what a double holds (read as infinity)"
+                   if isinstance(value, float) and math.isinf(value) else f"{_kind(value)} {shown(value, 80)}")
+            raise RequestError(422, f"{name}: must be {what}, got {got}", name)
         return value
 
     text = typed("text", (str,), "the query, a string")
@@ -231,6 +302,8 @@ def parse_request(body: Any, stories: list[str], pipelines: list[str] | None = N
         if len(stories) != 1:
             raise RequestError(422, "story: required: this server serves " + ", ".join(stories), "story")
         story = stories[0]
+    if story not in stories:
+        raise not_served(story, stories)
     _check_length("text", text)
     pipeline = typed("pipeline", (str,), "a pipeline name (see /pipelines)", "default")
     if pipelines is not None and pipeline not in pipelines:
@@ -246,6 +319,7 @@ def parse_request(body: Any, stories: list[str], pipelines: list[str] | None = N
         except ValueError:
             raise RequestError(422, f"as_of: not a date (YYYY-MM-DD, from 0001-01-01 to 9999-12-31): "
                                f"{shown(as_of, 80)}", "as_of") from None
+    body = {**body, "budget": _whole(body.get("budget"))}   # `typed` reads this body: 2.0 is 2
     budget = typed("budget", (int,), "a whole number of characters", DEFAULT_BUDGET)
     if not 1 <= budget <= MAX_BUDGET:
         raise RequestError(422, f"budget: a positive number of characters, at most {MAX_BUDGET:,}; got {budget}",
@@ -383,12 +457,12 @@ class Garden:
                     report(f"story {name} is served but does not answer yet: "
                            f"{exc.message if isinstance(exc, RequestError) else _first_line(exc)}")
 
-    def query(self, body: Any) -> dict:
-        """The packet for one request body, exactly what `garden query --json` prints for the
-        same inputs (a bare pipeline with the hard rules applied), written to the trace as
-        that command writes it; RequestError otherwise."""
+    def query(self, body: Any, fields: tuple[str, ...] = FIELDS) -> dict:
+        """The packet for one request body (of the request `fields` its door takes), exactly
+        what `garden query --json` prints for the same inputs (a bare pipeline with the hard
+        rules applied), written to the trace as that command writes it; RequestError otherwise."""
         try:
-            request = parse_request(body, self.shelf.names(), list(self.served))   # refused without the lock
+            request = parse_request(body, self.shelf.names(), list(self.served), fields)   # refused without the lock
         except RequestError:
             self.counts.add(refused=True)
             raise

@@ -5,6 +5,7 @@
     GET  /pipelines     every pipeline name with one line saying what it does (`garden pipelines --json`)
     POST /query         one query: the packet `garden query --json` prints, written to the trace
     GET  /openapi.json  this interface as OpenAPI 3.1
+    POST /mcp           MCP over Streamable HTTP: the tools `garden serve --mcp` serves (garden.serve.mcp)
 
 Every request first passes the access rule (`garden.serve._access`: its `Host`, its
 `Origin`, its token, a query's `Content-Type`). Every refusal is one JSON object,
@@ -20,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+from contextlib import asynccontextmanager
 from typing import Any
 
 from starlette.applications import Starlette
@@ -30,15 +32,10 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from garden.serve._access import Access
-from garden.serve._core import (DEFAULT_READ_TIMEOUT, FIELDS, MAX_BUDGET, MAX_HINTS, MAX_QUERY_CHARS, MAX_SESSION,
-                                MAX_SETTING, Garden, RequestError)
+from garden.serve._core import DEFAULT_READ_TIMEOUT, FIELDS, Garden, RequestError, packet_schema, request_schema
 from garden.text import one_line
 
 MAX_BODY = 64 * 1024   # bytes of a request body: a query, its hints, settings and session fit many times over
-
-
-def _error(exc: RequestError) -> JSONResponse:
-    return JSONResponse(exc.to_json(), status_code=exc.status)
 
 
 def _refuse_constant(name: str):
@@ -64,10 +61,9 @@ async def _read_body(request: Request) -> bytes:
     return b"".join(chunks)
 
 
-async def read_json(request: Request, timeout: float = DEFAULT_READ_TIMEOUT) -> Any:
-    """The request's body as JSON, read up to MAX_BODY bytes within `timeout` seconds (the
-    declared length is checked before anything is read, the bytes read are counted as they
-    come); RequestError otherwise."""
+async def _bounded_body(request: Request, timeout: float) -> bytes:
+    """The request's body, up to MAX_BODY bytes (its declared length checked before a byte
+    is read, the bytes counted as they come) within `timeout` seconds; RequestError otherwise."""
     declared = request.headers.get("content-length")
     if declared is not None:
         if not declared.isascii() or not declared.isdigit():
@@ -75,9 +71,16 @@ async def read_json(request: Request, timeout: float = DEFAULT_READ_TIMEOUT) -> 
         if int(declared) > MAX_BODY:
             raise RequestError(413, f"the body is {int(declared):,} bytes; a query is at most {MAX_BODY:,}", "body")
     try:
-        raw = await asyncio.wait_for(_read_body(request), timeout)
+        return await asyncio.wait_for(_read_body(request), timeout)
     except asyncio.TimeoutError:
         raise RequestError(408, f"the body did not arrive within {timeout:g} s", "body") from None
+
+
+async def read_json(request: Request, timeout: float = DEFAULT_READ_TIMEOUT) -> Any:
+    """The request's body as JSON, read up to MAX_BODY bytes within `timeout` seconds (the
+    declared length is checked before anything is read, the bytes read are counted as they
+    come); RequestError otherwise."""
+    raw = await _bounded_body(request, timeout)
     if not raw.strip():
         raise RequestError(400, "the body is empty: send a JSON object with at least text", "body")
     try:
@@ -150,7 +153,7 @@ def build_app(garden: Garden, shared: bool = False, access: Access | None = None
         return JSONResponse(packet, headers=close)
 
     async def openapi(request: Request) -> JSONResponse:
-        return JSONResponse(openapi_document(list(garden.served)))
+        return JSONResponse(openapi_document(list(garden.served), garden.shelf.names()))
 
     async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
         if exc.status_code == 404:
@@ -168,71 +171,97 @@ def build_app(garden: Garden, shared: bool = False, access: Access | None = None
         print(f"garden: warning: {request.method} {request.url.path} failed: {line}", file=sys.stderr, flush=True)
         return JSONResponse({"error": f"the server failed on this request: {line}", "field": None}, status_code=500)
 
+    mcp, session_manager = mcp_endpoint(garden, read_timeout)
+
+    @asynccontextmanager
+    async def lifespan(app):
+        async with session_manager.run():   # the MCP SDK's task group, for the requests to /mcp
+            yield
+
     routes = [Route("/health", health, methods=["GET"]), Route("/stories", stories, methods=["GET"]),
               Route("/pipelines", pipelines, methods=["GET"]), Route("/query", query, methods=["POST"]),
-              Route("/openapi.json", openapi, methods=["GET"])]
-    app = Starlette(routes=routes, exception_handlers={HTTPException: http_error, Exception: fault})
+              Route("/openapi.json", openapi, methods=["GET"]), Route("/mcp", mcp, methods=["GET", "POST", "DELETE"])]
+    app = Starlette(routes=routes, exception_handlers={HTTPException: http_error, Exception: fault}, lifespan=lifespan)
     return app if access is None else Guarded(app, access)
+
+
+def mcp_endpoint(garden: Garden, read_timeout: float = DEFAULT_READ_TIMEOUT):
+    """MCP over Streamable HTTP (`garden.serve.mcp`'s server), as an ASGI endpoint, and the
+    SDK's session manager it runs in. Stateless, each answer one JSON response: any worker
+    answers any request, as for `POST /query`. It sits behind the same access rule (`Host`,
+    `Origin`, token); a POST's body is read under the same bounds as a query's (MAX_BODY
+    bytes, within `read_timeout` seconds) before the SDK sees it; the query under the
+    same deadline, the pipelines and stories the operator chose."""
+    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    from garden.serve.mcp import build_server
+
+    manager = StreamableHTTPSessionManager(
+        build_server(garden), json_response=True, stateless=True, max_request_body_size=MAX_BODY,
+        # the Host and Origin are the access rule's, with the names the operator allowed
+        security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False))
+
+    return MCPEndpoint(manager, read_timeout), manager
+
+
+class MCPEndpoint:
+    """The ASGI application at `/mcp` (a class: Starlette calls a function with a request)."""
+
+    def __init__(self, manager, read_timeout: float):
+        self.manager, self.read_timeout = manager, read_timeout
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["method"] == "POST":
+            try:
+                raw = await _bounded_body(Request(scope, receive), self.read_timeout)
+            except RequestError as exc:
+                await JSONResponse(exc.to_json(), status_code=exc.status, headers={"connection": "close"})(
+                    scope, receive, send)
+                return
+            receive = _replaying(raw, receive)
+        await self.manager.handle_request(scope, receive, send)
+
+
+def _replaying(raw: bytes, receive):
+    """An ASGI `receive` that hands over a body already read, then waits as the first did."""
+    given = False
+
+    async def replay():
+        nonlocal given
+        if given:
+            return await receive()
+        given = True
+        return {"type": "http.request", "body": raw, "more_body": False}
+
+    return replay
 
 
 # --- the interface, described ---------------------------------------------------------------
 
 
 def _packet_schemas() -> dict:
-    """The packet's JSON Schema (from the model `garden schemas` writes packet.schema.json
-    from) with its definitions as OpenAPI components."""
-    from garden.models import Packet
-
-    schema = Packet.model_json_schema(ref_template="#/components/schemas/{model}")
-    defs = schema.pop("$defs", {})
-    schema["properties"].pop("fallback", None)   # never in a served packet, as in `garden query --json`
-    return {**defs, "Packet": schema}
+    """The packet's JSON Schema with its definitions as OpenAPI components."""
+    schema = packet_schema("#/components/schemas/{model}")
+    return {**schema.pop("$defs", {}), "Packet": schema}
 
 
 def _ref(name: str) -> dict:
     return {"$ref": f"#/components/schemas/{name}"}
 
 
-def _get(summary: str, description: str, schema: dict) -> dict:
-    return {"get": {"summary": summary, "responses": {"200": {
+def _get(operation: str, summary: str, description: str, schema: dict) -> dict:
+    return {"get": {"operationId": operation, "summary": summary, "responses": {"200": {
         "description": description, "content": {"application/json": {"schema": schema}}}}}}
 
 
-def openapi_document(pipelines: list[str] | None = None) -> dict:
-    """This interface as OpenAPI 3.1; `pipelines`, the names a server serves (the only
-    values its `pipeline` field takes)."""
-    pipeline = {"type": "string", "default": "default", "description": "a pipeline served (GET /pipelines)"}
-    if pipelines is not None:
-        pipeline["enum"] = list(pipelines)
+def openapi_document(pipelines: list[str] | None = None, stories: list[str] | None = None) -> dict:
+    """This interface as OpenAPI 3.1; `pipelines`, `stories`: the names a server serves (the
+    only values its `pipeline` and `story` fields take). The request body's schema is the one
+    MCP's `recall` takes its arguments by (`garden.serve._core.request_schema`)."""
     error = {"description": "refused: one line, and the field it is about",
              "content": {"application/json": {"schema": _ref("Error")}}}
-    query_request = {
-        "type": "object", "additionalProperties": False, "required": ["text"],
-        "properties": {
-            "story": {"type": "string", "description": "a story served (GET /stories); optional when only one is"},
-            "text": {"type": "string", "maxLength": MAX_QUERY_CHARS, "description": "the query"},
-            "pipeline": pipeline,
-            "as_of": {"type": ["string", "null"], "format": "date",
-                      "description": "injected now, YYYY-MM-DD (default: the latest date the story mentions)"},
-            "budget": {"type": "integer", "minimum": 1, "maximum": MAX_BUDGET, "default": 1200,
-                       "description": "packet budget in characters of item text"},
-            "hints": {"type": ["object", "null"], "additionalProperties": False,
-                      "properties": {"topics": {"type": "array", "maxItems": MAX_HINTS, "items": {"type": "string"}},
-                                     "entities": {"type": "array", "maxItems": MAX_HINTS,
-                                                  "items": {"type": "string"}}}},
-            "settings": {"type": ["object", "null"],
-                         "description": 'pipeline settings to override, e.g. {"standout": 1.2}; a setting no stage '
-                                        "of the pipeline uses is refused; a whole-number one is at most "
-                                        f"{MAX_SETTING}"},
-            "include_private": {"type": "boolean", "default": False,
-                                "description": "allow private records into the packet"},
-            "session": {"type": ["array", "null"], "maxItems": MAX_SESSION,
-                        "items": {"type": "string", "maxLength": MAX_QUERY_CHARS},
-                        "description": "the session's earlier queries, oldest first: what they delivered is not "
-                                       "served again"},
-        },
-    }
-    assert set(query_request["properties"]) == set(FIELDS)
+    query_request = request_schema(FIELDS, stories, pipelines)
     return {
         "openapi": "3.1.0",
         "info": {"title": "garden serve", "version": "1",
@@ -240,13 +269,14 @@ def openapi_document(pipelines: list[str] | None = None) -> dict:
                                 "Each packet is what `garden query --json` prints for the same inputs, and each "
                                 "query is written to the trace as that command writes it."},
         "paths": {
-            "/health": _get("is the server up, and what it serves", "ok", _ref("Health")),
-            "/stories": _get("the stories served", "each story: name, path, story id, records, ok (or error)",
-                             _ref("Stories")),
-            "/pipelines": _get("every pipeline name with what it does",
+            "/health": _get("health", "is the server up, and what it serves", "ok", _ref("Health")),
+            "/stories": _get("listStories", "the stories served",
+                             "each story: name, path, story id, records, ok (or error)", _ref("Stories")),
+            "/pipelines": _get("listPipelines", "every pipeline name with what it does",
                                "name -> description, as `garden pipelines --json`",
                                {"type": "object", "additionalProperties": {"type": "string"}}),
             "/query": {"post": {
+                "operationId": "query",
                 "summary": "one query: the packet, written to the trace",
                 "requestBody": {"required": True, "content": {"application/json": {"schema": _ref("QueryRequest")}}},
                 "responses": {"200": {"description": "the packet `garden query --json` prints",
@@ -264,7 +294,7 @@ def openapi_document(pipelines: list[str] | None = None) -> dict:
                               "500": {**error, "description": "the server failed (its garden home, a bug)"},
                               "503": {**error, "description": "the query ran past the server's time limit, or "
                                                               "the server holds as many connections as it takes"}}}},
-            "/openapi.json": _get("this document", "OpenAPI 3.1", {"type": "object"}),
+            "/openapi.json": _get("openapi", "this document", "OpenAPI 3.1", {"type": "object"}),
         },
         "components": {"schemas": {
             "QueryRequest": query_request,

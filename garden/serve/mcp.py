@@ -1,38 +1,74 @@
-"""The garden as an MCP server over stdio, with the official SDK (`mcp`, MCPServer).
+"""The garden as an MCP server, with the official SDK's low-level server (`mcp`): over
+stdio (`garden serve --mcp`), and over Streamable HTTP at `/mcp` beside the HTTP API.
 
 Two tools:
 
 - ``recall(text, story=None, budget=1200, as_of=None, pipeline="default")``: one query; the
-  packet (exactly what `garden query --json` prints) as structured content, and a short
-  rendering of it as text for a model to read. Written to the trace like any query.
+  packet (exactly what `garden query --json` prints, `outputSchema` its schema) as structured
+  content, and a short rendering of it as text for a model to read. Written to the trace
+  like any query.
 - ``list_stories()``: the stories served, as `GET /stories` lists them.
 
-A refused call is a tool error (``isError``) whose text is the one line HTTP would send,
-prefixed by the field it is about. The SDK diverts file descriptor 1 to stderr while it
-serves, so nothing the garden prints can reach the wire.
+One argument contract for both doors: `recall`'s input schema is `request_schema` of its
+fields, the schema `POST /query` is described by, and its arguments are checked by the
+same `parse_request`, so an unknown argument, a wrong type, a bound or a length is refused
+as HTTP refuses it. A refused call is a tool error (``isError``) whose text is ``refused:
+FIELD: ...`` and whose structured content is ``{"error", "field"}``. What is not a call of
+a tool is a JSON-RPC error: an unknown tool (-32602), a line on stdin that is not JSON
+(-32700). The server advertises tools and nothing else, and its version is the garden's.
 """
 from __future__ import annotations
 
+from importlib import metadata
 from typing import Any
 
-from mcp.server.mcpserver import MCPServer
-from mcp.types import CallToolResult, TextContent
+import anyio
+import mcp_types as types
+from mcp.server.lowlevel import Server
+from mcp.shared.exceptions import MCPError
+from mcp.shared.message import SessionMessage
 
-from garden.models import DEFAULT_BUDGET
-from garden.serve._core import Garden, RequestError
+from garden.serve._core import Garden, RequestError, packet_schema, request_schema
 from garden.text import one_line
 
 INSTRUCTIONS = ("Recall what a person's stored memories say about a question. Call recall with the question as "
-                "text; each item of the packet carries its labels (current, superseded, ...) and why it was "
-                "chosen. decision is retrieve, ask (ambiguous: ask the user which one) or abstain (nothing "
-                "stored answers it).")
+                "text. The packet's outcome says what it does: answered (items, each with its labels, such as "
+                "current or superseded, and why it was chosen), asked (decision is ask: the question could mean "
+                "more than one thing; ask the user which, as the reason says) or silent (no items: nothing stored "
+                "answers it, or the question needs no memory; silent says why). Do not answer from memory when "
+                "the outcome is silent.")
 TEXT_ITEM_LIMIT = 240   # characters of one item's text in the readable rendering (the packet holds it whole)
 SITTINGS_RENDERED = 3   # sittings named in the readable rendering (the packet lists up to ten)
+RECALL_FIELDS = ("text", "story", "budget", "as_of", "pipeline")   # of a query's fields, those an agent sets
+RECALL = """Ask the stored memories a question. Returns the packet: outcome (answered, asked or silent), \
+silent (why nothing is served, when silent), decision (retrieve, ask or skip: what the pipeline decided) and \
+reason, items (id, kind, labels, why, text, at) within `budget` characters, the gate (the query's support \
+against the store's threshold), and the best sittings the items were found in. `story` names the store to ask \
+(see list_stories; optional when one is served); `as_of` is the date to answer as of (YYYY-MM-DD; default: the \
+latest the story mentions). An argument the tool does not take, or out of its bounds, is refused: a tool error \
+whose text is `refused: FIELD: ...` and whose structured content is {"error", "field"}."""
+LIST_STORIES = ("The stories this server answers for: name, file, story id, number of records, and whether the "
+                "story builds (a broken edit says why).")
+NO_ARGUMENTS = {"type": "object", "additionalProperties": False, "properties": {}}
+STORIES_SCHEMA = {"type": "object", "required": ["stories"], "properties": {"stories": {"type": "array", "items": {
+    "type": "object", "required": ["name", "path", "ok"],
+    "properties": {"name": {"type": "string"}, "path": {"type": "string"}, "ok": {"type": "boolean"},
+                   "story": {"type": "string"}, "records": {"type": "integer"}, "error": {"type": "string"}}}}}}
+
+
+def version() -> str:
+    """The garden's version, as installed ("" when it runs from a folder never installed)."""
+    try:
+        return metadata.version("pinecone-garden")
+    except metadata.PackageNotFoundError:
+        return ""
 
 
 def render(packet: dict) -> str:
-    """A packet as a few lines a model reads: the decision and reason, then one line per item."""
-    lines = [f"decision: {packet['decision']} ({packet['reason']})"]
+    """A packet as a few lines a model reads: its outcome (and why, when silent), the decision
+    and reason, then one line per item."""
+    lines = [f"outcome: {packet['outcome']}" + (f": {packet['silent']}" if packet.get("silent") else ""),
+             f"decision: {packet['decision']} ({packet['reason']})"]
     lines += [f"warning: {w}" for w in packet.get("warnings", [])]
     for n, item in enumerate(packet.get("items", []), start=1):
         when = f" {item['at']}" if item.get("at") else ""
@@ -52,46 +88,96 @@ def render(packet: dict) -> str:
     return "\n".join(lines)
 
 
-def _refused(exc: RequestError) -> CallToolResult:
-    where = f"{exc.field}: " if exc.field and not exc.message.startswith(exc.field) else ""
-    return CallToolResult(content=[TextContent(type="text", text=f"refused: {where}{exc.message}")],
-                          structured_content=exc.to_json(), is_error=True)
+def refused(exc: RequestError) -> types.CallToolResult:
+    """A refused call: the documented line, `refused: FIELD: ...`, and `{"error", "field"}`."""
+    where = f"{exc.field}: " if exc.field and not exc.message.startswith(f"{exc.field}:") else ""
+    return types.CallToolResult(content=[types.TextContent(type="text", text=f"refused: {where}{exc.message}")],
+                                structured_content=exc.to_json(), is_error=True)
 
 
-def build_server(garden: Garden) -> MCPServer:
-    server = MCPServer(name="garden", instructions=INSTRUCTIONS, log_level="WARNING")
+def tools(garden: Garden) -> list[types.Tool]:
+    """The tools, their arguments described by the schema the HTTP API's are."""
+    read_only = types.ToolAnnotations(read_only_hint=True, open_world_hint=False)
+    return [types.Tool(name="recall", title="Recall from the garden", description=RECALL,
+                       input_schema=request_schema(RECALL_FIELDS, garden.shelf.names(), list(garden.served)),
+                       output_schema=packet_schema(), annotations=read_only),
+            types.Tool(name="list_stories", title="List the stories served", description=LIST_STORIES,
+                       input_schema=NO_ARGUMENTS, output_schema=STORIES_SCHEMA, annotations=read_only)]
 
-    @server.tool(title="Recall from the garden")
-    def recall(text: str, story: str | None = None, budget: int = DEFAULT_BUDGET, as_of: str | None = None,
-               pipeline: str = "default") -> CallToolResult:
-        """Ask the stored memories a question. Returns the packet: decision (retrieve, ask or
-        abstain), reason, and items (id, kind, labels, why, text, at), within `budget`
-        characters, and the best sittings it was found in (score, rank, the records that
-        carried it). `story` names the store to ask (see list_stories; optional when one is
-        served); `as_of` is the date to answer as of (YYYY-MM-DD; default: the latest the
-        story mentions)."""
-        body: dict[str, Any] = {"text": text, "budget": budget, "pipeline": pipeline}
-        if story is not None:
-            body["story"] = story
-        if as_of is not None:
-            body["as_of"] = as_of
+
+def _recall(garden: Garden, arguments: dict[str, Any]) -> types.CallToolResult:
+    packet = garden.query(arguments, RECALL_FIELDS)   # the garden's lock serializes the queries
+    return types.CallToolResult(content=[types.TextContent(type="text", text=render(packet))],
+                                structured_content=packet)
+
+
+def _list_stories(garden: Garden, arguments: dict[str, Any]) -> types.CallToolResult:
+    if arguments:
+        name = next(iter(arguments))
+        raise RequestError(422, f"unknown field {one_line(repr(name), 80)}; list_stories takes none",
+                           one_line(name, 80))
+    rows = garden.stories()
+    text = "\n".join(f"{r['name']}: {r['records']} records ({r['path']})" if r["ok"]
+                     else f"{r['name']}: does not build: {r['error']}" for r in rows)
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)],
+                                structured_content={"stories": rows})
+
+
+CALLS = {"recall": _recall, "list_stories": _list_stories}
+
+
+def build_server(garden: Garden) -> Server:
+    """The low-level server: only `tools/list` and `tools/call` are handled, so tools are
+    all it advertises."""
+    listed = tools(garden)
+
+    async def list_tools(ctx, params) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=listed)
+
+    async def call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
+        call = CALLS.get(params.name)
+        if call is None:   # not a call the server can make: a protocol error, not a tool's
+            raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool: {one_line(params.name, 80)}; this "
+                           f"server has {', '.join(CALLS)}")
         try:
-            packet = garden.query(body)   # a worker thread runs this tool; the garden's lock serializes
+            # the query blocks (the pipeline, the trace write): a worker thread runs it
+            return await anyio.to_thread.run_sync(call, garden, params.arguments or {})
         except RequestError as exc:
-            return _refused(exc)
-        return CallToolResult(content=[TextContent(type="text", text=render(packet))], structured_content=packet)
+            return refused(exc)
 
-    @server.tool(title="List the stories served")
-    def list_stories() -> CallToolResult:
-        """The stories this server answers for: name, file, story id, number of records, and
-        whether the story builds (a broken edit says why)."""
-        rows = garden.stories()
-        text = "\n".join(f"{r['name']}: {r['records']} records ({r['path']})" if r["ok"]
-                         else f"{r['name']}: does not build: {r['error']}" for r in rows)
-        return CallToolResult(content=[TextContent(type="text", text=text)], structured_content={"stories": rows})
+    return Server("garden", version=version(), title="garden", instructions=INSTRUCTIONS,
+                  on_list_tools=list_tools, on_call_tool=call_tool)
 
-    return server
+
+def protocol_error(exc: Exception) -> SessionMessage:
+    """The JSON-RPC error for a line on stdin that is not a message: -32700 when it is not
+    JSON at all, -32600 when it is JSON but no JSON-RPC message (its id unknown either way)."""
+    kinds = {e.get("type") for e in getattr(exc, "errors", lambda: [])()}
+    code, what = ((types.PARSE_ERROR, "Parse error: the line is not JSON") if "json_invalid" in kinds
+                  else (types.INVALID_REQUEST, "Invalid Request: the line is not a JSON-RPC message"))
+    return SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=None, error=types.ErrorData(code=code, message=what)))
+
+
+async def _serve_stdio(server: Server) -> None:
+    from mcp.server.stdio import stdio_server
+
+    async with stdio_server() as (read, write):
+        messages, received = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+
+        async def answer_unreadable() -> None:
+            """Every message on to the server; a line it cannot read answered here."""
+            async with messages:
+                async for item in read:
+                    if isinstance(item, Exception):
+                        await write.send(protocol_error(item))
+                    else:
+                        await messages.send(item)
+
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(answer_unreadable)
+            await server.run(received, write, server.create_initialization_options())
+            tasks.cancel_scope.cancel()
 
 
 def run_stdio(garden: Garden) -> None:
-    build_server(garden).run("stdio")
+    anyio.run(_serve_stdio, build_server(garden))
