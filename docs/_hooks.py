@@ -42,7 +42,7 @@ def cli_reference() -> str:
 
 
 def durable_list() -> str:
-    from garden.store.layout import DURABLE
+    from garden.formats.layout import DURABLE
 
     return "\n".join(f"- `{name}/`: {what}" for name, what in DURABLE.items()) + "\n"
 

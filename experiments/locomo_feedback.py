@@ -107,7 +107,7 @@ def shown_within(scores: np.ndarray, shows: list[set[str]], evidence: set[str], 
 
 def measure(conversations, settings=SETTINGS) -> dict:
     """{(setting name, category digit, k): [share per question]} over answerable questions."""
-    from garden.derived.indexes import documents
+    from garden.pipelines.indexes import documents
 
     shares = defaultdict(list)
     for conv in conversations:

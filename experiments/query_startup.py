@@ -44,7 +44,7 @@ def mark(name):
 import garden.cli                                  # what the command imports before it parses
 from garden.api import _story_path
 mark("start-up")
-from garden.derived.stored import open_story       # what `garden query` reads: the story's save
+from garden.store.stored import open_story       # what `garden query` reads: the story's save
 from garden.formats.stories import latest_date
 story = open_story(_story_path(sys.argv[1]))
 mark("story")
@@ -56,7 +56,7 @@ if sys.argv[3] != "bm25":
     from garden.retrievers._encoders import load_encoder
     load_encoder(DEFAULT_BACKEND, model_dir())
 mark("model")
-from garden.derived.indexes import PROCESS_INDEXES
+from garden.pipelines.indexes import PROCESS_INDEXES
 PROCESS_INDEXES.retriever(story, sys.argv[4])
 if sys.argv[3] != "bm25":
     PROCESS_INDEXES.phrase_index(story)

@@ -16,7 +16,7 @@ from garden.errors import GardenError
 from garden.evaluation.negatives import NEGATIVE_KINDS
 from garden.evaluation.runner import PROMOTION_RUNS
 from garden.models import DEFAULT_BUDGET
-from garden.store.layout import CHALLENGE, DURABLE_FOLDERS
+from garden.formats.layout import CHALLENGE, DURABLE_FOLDERS
 from garden.derived.home import check_environment
 
 EPILOG = ("Exit codes: 0 success; 1 a check or a regression case failed; 2 bad input or usage, "
@@ -292,7 +292,7 @@ def cmd_import(args) -> int:
 def cmd_traces(args) -> int:
     from garden.derived.home import check_environment, parse_days
     from garden.evaluation.runner import retention_days
-    from garden.derived.traces import prune_traces, trace_dir
+    from garden.pipelines.traces import prune_traces, trace_dir
 
     check_environment()
     # parsed here, not by argparse, so a bad value is one line like every other bad input

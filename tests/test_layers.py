@@ -42,9 +42,9 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("derived files", ("garden.derived",)),
     ("retrievers", ("garden.retrievers",)),
     ("stages", ("garden.rerank",)),
-    ("pipelines", ("garden.pipelines", "garden.derived.indexes")),
+    ("pipelines", ("garden.pipelines", "garden.pipelines.indexes")),
     ("evaluation", ("garden.evaluation", "garden.formats", "garden.store", "garden.explore", "garden.report",
-                    "garden.derived.traces", "garden.derived.stored")),
+                    "garden.pipelines.traces", "garden.store.stored")),
     ("command line and server", ("garden", "garden.api", "garden.cli", "garden.serve")),
 )
 
@@ -370,8 +370,8 @@ def _last_line(path: Path) -> int:
 
 
 @pytest.mark.parametrize("module, layer", [
-    ("garden.models", "data model"), ("garden.derived.home", "derived files"), ("garden.derived.indexes", "pipelines"),
-    ("garden.derived.traces", "evaluation"), ("garden", "command line and server"), ("garden.rerank.stages", "stages"),
+    ("garden.models", "data model"), ("garden.derived.home", "derived files"), ("garden.pipelines.indexes", "pipelines"),
+    ("garden.pipelines.traces", "evaluation"), ("garden", "command line and server"), ("garden.rerank.stages", "stages"),
 ])
 def test_a_module_takes_the_layer_of_the_longest_entry_covering_it(module, layer):
     assert LAYERS[layer_of(module)][0] == layer

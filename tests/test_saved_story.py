@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from garden.derived import indexes
-from garden.derived.indexes import COUNTS
-from garden.derived.stored import OPENED, open_story
+from garden.pipelines import indexes
+from garden.pipelines.indexes import COUNTS
+from garden.store.stored import OPENED, open_story
 from garden.derived.tables import in_memory
 from garden.evaluation.runner import PRUNE_TRACES, run_query
 from garden.formats.cases import load_case, spec_for

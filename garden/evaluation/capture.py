@@ -23,8 +23,8 @@ from pathlib import Path
 
 import yaml
 
-from garden.store.layout import CHALLENGE
-from garden.derived.traces import TRACE_NAME
+from garden.formats.layout import CHALLENGE
+from garden.pipelines.traces import TRACE_NAME
 from garden.errors import EXIT_FAILED, GardenError
 from garden.evaluation.judgments import Judgments
 from garden.evaluation.replay import Replay, find_question, replays_from_trace

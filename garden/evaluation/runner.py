@@ -7,18 +7,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from garden._terminal import Progress, counted
-from garden.store.layout import CHALLENGE, REGRESSION, SUITES
-from garden.derived.indexes import fresh_builds
+from garden.formats.layout import CHALLENGE, REGRESSION, SUITES
+from garden.pipelines.indexes import fresh_builds
 from garden.text import shown
 from garden.formats.cases import LoadedCase, Query, check, check_build_error, load_case, spec_for
 from garden.errors import GardenError, StoryError
-from garden.derived.traces import TraceEvent
+from garden.pipelines.traces import TraceEvent
 from garden.derived.home import check_environment, derived_dir, retention_setting
 from garden.pipelines import Outcome, Pipeline, check_pipeline, make_pipeline
 from garden.rerank.query import QuerySpec
 from garden.retrievers import registered, spec_text
 from garden.formats.stories import load_story
-from garden.derived.traces import DEFAULT_RETENTION_DAYS, prune_traces, write_trace
+from garden.pipelines.traces import DEFAULT_RETENTION_DAYS, prune_traces, write_trace
 
 class PruneOnce:
     """Old traces are pruned on a process's first trace write to each garden home: once is

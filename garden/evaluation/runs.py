@@ -112,7 +112,7 @@ class _StructuredRuns:
     for the process."""
 
     def __init__(self, collection: Collection):
-        from garden.derived.indexes import IndexCache
+        from garden.pipelines.indexes import IndexCache
 
         self.collection = collection
         self.indexes = IndexCache(bound=8)

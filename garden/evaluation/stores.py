@@ -35,7 +35,7 @@ from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from garden.store.layout import CASES_FOLDER, STORY_FOLDER
+from garden.formats.layout import CASES_FOLDER, STORY_FOLDER
 from garden.evaluation.compare import ALPHA, PERMUTATIONS, CompareReport, compare_runs
 from garden.evaluation.packets import PacketRow, decision_report, packet_row, packet_tables
 from garden.models import DEFAULT_BUDGET, Sitting, Story

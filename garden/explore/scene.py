@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from garden.store.layout import SUITES
+from garden.formats.layout import SUITES
 from garden.errors import GardenError
 from garden.models import DEFAULT_BUDGET, Story
 from garden.formats.cases import Expect

@@ -17,7 +17,7 @@ from typing import Mapping
 
 from pydantic import Field, field_validator, model_validator
 
-from garden.store.layout import CASES_FOLDER, SUITES
+from garden.formats.layout import CASES_FOLDER, SUITES
 from garden.formats.yaml_reader import read_yaml, validated
 from garden.text import shown
 from garden.errors import GardenError, StoryError

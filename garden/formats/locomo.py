@@ -49,7 +49,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from garden.store.layout import CASES_FOLDER, STORY_FOLDER
+from garden.formats.layout import CASES_FOLDER, STORY_FOLDER
 from garden._files import read_regular
 from garden.errors import GardenError
 from garden.formats._staged import move_staged, staging_folder

@@ -23,9 +23,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from garden.derived.traces import TRACE_NAME
+from garden.pipelines.traces import TRACE_NAME
 from garden.errors import GardenError
-from garden.store.layout import CASES_FOLDER, STORY_FOLDER
+from garden.formats.layout import CASES_FOLDER, STORY_FOLDER
 
 KINDS = ("trace", "longmemeval", "locomo", "collection", "cases")
 NEEDS = ("a trace (.jsonl, or a folder of trace-YYYY-MM-DD.jsonl files), LongMemEval or LoCoMo (.json, or the "

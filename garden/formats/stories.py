@@ -13,7 +13,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from garden.store.layout import STORY_FOLDER
+from garden.formats.layout import STORY_FOLDER
 from garden.text import shown, shown_id
 from garden.formats.jsonl_reader import SUFFIX, read_story_lines
 from garden.formats.yaml_reader import describe_pydantic_error, read_yaml
@@ -21,7 +21,7 @@ from garden._bulk import collector_paused
 from garden.errors import GardenError, StoryError
 from garden.models import Record, Story
 from garden.derived.home import derived_dir, derived_folder, refuse_link, remove_orphans, temp_prefix, write_whole
-from garden.store.attachments import attachment_errors
+from garden.formats.attachments import attachment_errors
 
 STORY_KEYS = set(Story.model_fields)
 # A story can be written to fail once per record, field and list item; past this many

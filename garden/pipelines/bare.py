@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 
-from garden.derived.indexes import PROCESS_INDEXES, IndexCache
+from garden.pipelines.indexes import PROCESS_INDEXES, IndexCache
 from garden.models import Budget, Packet
 from garden.pipelines.scoring import Outcome, scored
 from garden.rerank.candidates import Candidate

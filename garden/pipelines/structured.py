@@ -24,7 +24,7 @@ import time
 from typing import Sequence
 
 from garden._deadline import check_deadline, deadline
-from garden.derived.indexes import PROCESS_INDEXES, IndexCache
+from garden.pipelines.indexes import PROCESS_INDEXES, IndexCache
 from garden.models import Budget, Gate, Packet
 from garden.pipelines.scoring import Outcome
 from garden.pipelines.store_reference import reference_of

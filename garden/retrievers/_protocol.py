@@ -153,7 +153,7 @@ class RetrieverBase(abc.ABC):
         """What a save of this index holds (arrays and JSON-able meta: `garden._state`),
         or None, the default: not saved, built again in every process. A retriever that
         gives a state is saved under the garden home once built and taken back with
-        `load_state` in a later process (garden.derived.indexes)."""
+        `load_state` in a later process (garden.pipelines.indexes)."""
         return None
 
     def load_state(self, state: State, docs: Sequence[Doc]) -> None:

@@ -20,8 +20,8 @@ from pathlib import Path
 from garden.derived.home import write_whole
 from garden.errors import GardenError
 from garden.store.doctor import attachment_facts, walk
-from garden.store.drill import case_verdicts
-from garden.store.layout import DURABLE_FOLDERS, StoreLayout
+from garden.evaluation.drill import case_verdicts
+from garden.formats.layout import DURABLE_FOLDERS, StoreLayout
 from garden.store.manifest import MANIFEST, MANIFEST_HASH, Manifest, ManifestFile, manifest_bytes
 from garden.text import shown
 

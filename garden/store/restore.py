@@ -23,7 +23,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from garden.errors import EXIT_FAILED, GardenError
-from garden.store.drill import CaseMatch, run_drill
+from garden.evaluation.drill import CaseMatch, run_drill
 from garden.store.manifest import MANIFEST, MANIFEST_HASH, MANIFEST_LIMIT, Manifest, member_problem
 from garden.text import shown
 
