@@ -9,7 +9,7 @@ Two measurements, in one run, so a slow moment of a shared machine falls on both
 2. Breakdown: a fresh process per run walks the same query step by step and times each:
    interpreter (process wall time less what the script measured inside it), start-up
    (importing the command line), story (the file hashed and its saved story read, as
-   `garden query` reads it: garden/derived/stored.py), model (loading
+   `garden query` reads it: garden/store/stored.py), model (loading
    the query encoder; none for bm25), indexes (reading the saved indexes), query (the
    pipeline's run: triage to packet). Medians over the runs.
 

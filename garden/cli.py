@@ -326,16 +326,18 @@ def cmd_doctor(args) -> int:
 
 
 def cmd_backup(args) -> int:
+    from garden.evaluation.drill import case_verdicts
     from garden.store.backup import write_backup
 
-    _show(args, write_backup(args.root, args.out, pipeline=args.pipeline))
+    _show(args, write_backup(args.root, args.out, pipeline=args.pipeline, verdicts=case_verdicts))
     return 0
 
 
 def cmd_restore(args) -> int:
+    from garden.evaluation.drill import run_drill
     from garden.store.restore import restore
 
-    report = restore(args.archive, args.into, verify=args.verify)
+    report = restore(args.archive, args.into, drill=run_drill if args.verify else None)
     _show(args, report)
     return report.exit_code()
 

@@ -1,4 +1,4 @@
-"""Saved indexes (garden/derived/indexes.py): a second process loads what the first built,
+"""Saved indexes (garden/pipelines/indexes.py): a second process loads what the first built,
 an edited story is rebuilt, a damaged or interrupted save never stands in for an index."""
 from __future__ import annotations
 

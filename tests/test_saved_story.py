@@ -1,4 +1,4 @@
-"""The saved story and whole-store tables (garden/derived/stored.py, tables.py): every packet
+"""The saved story and whole-store tables (garden/store/stored.py, tables.py): every packet
 and trace the same with and without them, a changed file never served from a stale save, a
 damaged, foreign or other user's save refused and made again, a query reading only what it
 touches."""

@@ -16,6 +16,7 @@ from garden.pipelines.traces import TraceEvent
 from garden.derived.home import check_environment, derived_dir, retention_setting
 from garden.pipelines import Outcome, Pipeline, check_pipeline, make_pipeline
 from garden.rerank.query import QuerySpec
+from garden.rerank.stages import as_settings
 from garden.retrievers import registered, spec_text
 from garden.formats.stories import load_story
 from garden.pipelines.traces import DEFAULT_RETENTION_DAYS, prune_traces, write_trace
@@ -66,7 +67,7 @@ def record_trace(spec: QuerySpec, pipeline: str, outcome: Outcome, case: str | N
     # one cost a millisecond a query; write_trace still refuses a number that is not finite
     write_trace(TraceEvent.model_construct(story=spec.story.story, story_path=story_path, query=spec.query,
                            as_of=spec.as_of, hints=spec.hints, budget=spec.budget,
-                           include_private=spec.include_private, settings=spec.settings,
+                           include_private=spec.include_private, settings=as_settings(spec.settings),
                            session=spec.session, pipeline=pipeline, case=case, case_path=case_path,
                            stages=outcome.stages,
                            timings_ms=outcome.timings_ms, packet=outcome.packet))

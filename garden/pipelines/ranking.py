@@ -55,7 +55,7 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from garden.models import Hints, Record, Story
-from garden.rerank.stages import Settings
+from garden.rerank.stages import Settings, resolved
 from garden.pipelines.scoring import scored
 from garden.rerank.context import QueryContext
 from garden.rerank.query import QuerySpec
@@ -152,7 +152,7 @@ def rank_query(pipeline, spec: QuerySpec, depth: int, base: Ranking | None = Non
     story = spec.story
     shell = Story(story=story.story, project=story.project, topics=story.topics, entities=story.entities,
                   records=[])
-    res = resolve(shell, spec.query, spec.hints or Hints(), spec.settings.resolved().related_decay)
+    res = resolve(shell, spec.query, spec.hints or Hints(), resolved(spec.settings).related_decay)
     ctx = pipeline.context(spec, res)
     retriever = ctx.retriever
     if base is None:

@@ -34,7 +34,7 @@ from garden.rerank.query import QuerySpec
 from garden.rerank.resolve import Resolution, resolve
 from garden.rerank.sittings import SITTINGS_SHOWN
 from garden.rerank.stages import (PIPELINE_LABELS, PIPELINE_REASONS, STAGES, check_order,  # noqa: F401
-                                  packet_stages, support_labels)
+                                  packet_stages, resolved, support_labels)
 from garden.retrievers import as_retriever, evidence_kind
 
 STRONG_LABELS = support_labels()  # declared by the stages that give them
@@ -65,7 +65,7 @@ class StructuredPipeline:
         resolved against the story (or `resolution`, when the caller resolved them), the
         base retriever indexed, and the store's reference to hand when the calibration stage
         asks (none with `reference` False: the reference's own queries)."""
-        settings = spec.settings.resolved()
+        settings = resolved(spec.settings)
         res = resolution or resolve(spec.story, spec.query, spec.hints, settings.related_decay)
         retriever = as_retriever(self.indexes.retriever(spec.story, self.retriever_name))
         ctx = QueryContext(spec=spec, settings=settings, resolution=res, retriever=retriever, rerun=self.run,

@@ -10,18 +10,13 @@ from __future__ import annotations
 import math
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, ClassVar
+from typing import Any, Callable, ClassVar
 
 from garden.models import Record
 from garden.rerank.candidates import Candidate
 from garden.rerank.gate import describe, eligibility
+from garden.rerank.query import QuerySpec
 from garden.rerank.resolve import Resolution
-
-if TYPE_CHECKING:
-    # annotations only: both are made from the stage list (garden/rerank/stages.py), whose
-    # stages import this module; loading either here would close a circle
-    from garden.rerank.query import QuerySpec
-    from garden.rerank.stages import Resolved
 
 
 @dataclass(frozen=True)
@@ -122,7 +117,7 @@ Stage = StageBase  # what a pipeline's stage list holds
 @dataclass
 class QueryContext:
     spec: QuerySpec
-    settings: Resolved
+    settings: Any                                    # the stages' `Resolved`: every setting with its value
     resolution: Resolution
     retriever: Any                                   # the pipeline's indexed base retriever
     rerun: Callable[[QuerySpec], Any]                # the same pipeline on another query (the session)

@@ -11,15 +11,12 @@ entities) all differ from the ones the query resolved contradicts it (`off_topic
 from __future__ import annotations
 
 import datetime as dt
-from typing import TYPE_CHECKING
 
 from garden.models import Record
 from garden.rerank.candidates import Candidate
+from garden.rerank.query import QuerySpec
 from garden.rerank.resolve import Resolution
 from garden.rerank.timeline import checkpoint_note, not_yet_observed, state_reason
-
-if TYPE_CHECKING:  # an annotation only: QuerySpec's module imports the stage list, which imports this one
-    from garden.rerank.query import QuerySpec
 
 HARD_REASONS = ("control_plane", "private", "not_yet_observed", "superseded_state", "not_current")
 # what the gate may give, whichever stage admits the candidate (`describe` labels)

@@ -200,3 +200,15 @@ def _checked(check):
 LABELS = labels(STAGES)
 REASONS = reasons(STAGES)
 Settings, Resolved, SETTING_DEFAULTS = settings_model(SettingsBase, STAGES)
+
+
+def as_settings(given: SettingsBase) -> Settings:
+    """A query's settings (`QuerySpec.settings`: the stages' model, or its empty base when
+    none were given) as the stages' model: what a trace event and a case carry."""
+    return given if isinstance(given, Settings) else Settings(**given.model_dump(exclude_none=True))
+
+
+def resolved(given: SettingsBase) -> Resolved:
+    """Every setting with its value: those a query gives, the rest their declared defaults.
+    The pipeline resolves a query's settings here, so the query need not load the stages."""
+    return as_settings(given).resolved()
