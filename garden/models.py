@@ -24,7 +24,6 @@ Kind = Literal["source", "chunk", "state", "decision", "note", "view", "control"
 Fidelity = Literal["transcript", "snapshot", "hybrid", "summary", "projection"]
 Decision = Literal["retrieve", "ask", "skip"]
 
-FIDELITY_ORDER = ["transcript", "snapshot", "hybrid", "summary", "projection"]
 DEFAULT_FIDELITY = {"source": "transcript", "chunk": "transcript", "state": "projection",
                     "decision": "projection", "view": "projection", "note": "summary",
                     "control": "snapshot"}

@@ -23,7 +23,6 @@ from garden.models import Record, Story
 from garden.derived.home import derived_dir, derived_folder, refuse_link, remove_orphans, temp_prefix, write_whole
 from garden.formats.attachments import attachment_errors
 
-STORY_KEYS = set(Story.model_fields)
 # A story can be written to fail once per record, field and list item; past this many
 # problems the rest are counted, not listed, so the report stays readable and its size
 # stays bounded whatever the file holds.
