@@ -164,7 +164,7 @@ def test_a_misordered_stage_list_is_refused_in_one_line():
     order.insert(order.index(_at("lanes")) + 1, _at("standout"))
     with pytest.raises(GardenError) as refused:
         StructuredPipeline("mine", stages=order)
-    assert str(refused.value) == ("pipeline mine: stage lanes reads cutoff, which stage standout writes after it; "
+    assert str(refused.value) == ("pipeline mine: stage lanes reads lane_rules, which stage standout writes after it; "
                                   "put standout before lanes")
 
 

@@ -114,6 +114,42 @@ class StageBase:
 Stage = StageBase  # what a pipeline's stage list holds
 
 
+class PackRule:
+    """What a stage that changes packing arms (`ctx.pack_rules`): the pack stage calls every
+    armed rule, in stage order, through these methods, each of which changes nothing by
+    default (garden/rerank/pack.py):
+
+    - `widen(ctx, packed, evidence)`: the evidence lane to pack, once the curated lane is
+      packed (the provenance stage adds the sources of packed items);
+    - `skips_shown`: an evidence item that adds nothing the packet shows is skipped (fill);
+    - `instead(ctx, c, packed_ids)`: the item to pack in `c`'s place, or None; the first
+      rule that gives one wins, and `shown_through(c, item)` records it (restated);
+    - `cut(ctx, c)`: where in `c`'s text the part to pack sits, or None to pack it whole;
+      the first rule that gives one wins, and `rides(c, span)` records it (passage);
+    - `noted(c, item, span)`: what an `over_budget` rejection adds about the rule's doing.
+    """
+
+    skips_shown: bool = False
+
+    def widen(self, ctx: "QueryContext", packed: list[Candidate], evidence: list[Candidate]) -> list[Candidate]:
+        return evidence
+
+    def instead(self, ctx: "QueryContext", c: Candidate, packed_ids: set[str]) -> Candidate | None:
+        return None
+
+    def shown_through(self, c: Candidate, item: Candidate) -> None:
+        """Record that `item` rides in `c`'s place."""
+
+    def cut(self, ctx: "QueryContext", c: Candidate) -> tuple[int, int] | None:
+        return None
+
+    def rides(self, c: Candidate, span: tuple[int, int]) -> None:
+        """Record that `c` rides as the part `span` of its text."""
+
+    def noted(self, c: Candidate, item: Candidate, span: tuple[int, int] | None) -> str:
+        return ""
+
+
 @dataclass
 class QueryContext:
     spec: QuerySpec
@@ -130,17 +166,18 @@ class QueryContext:
     stopped: tuple[str, str, bool, str | None] | None = None   # (decision, reason, fallback, question)
     reason: str = "no triage stage: every query retrieves"
     fallback: bool = False
-    cutoff: float = 1.0                              # the standout ratio; 1 until the standout stage arms it
     answers: bool | None = None                      # the decide stage's verdict; None: the lanes' ratio decides
     decisive: float = math.inf                       # with a verdict, a lane whose ratio reaches this answers anyway
     calibrated: Any = None                           # armed by the calibration stage: the store's reference
-    fill: bool = False                               # armed by the fill stage: the scores, not a count, say what rides
+    # the lanes' gate as the selecting stages arm it, by the gate's parameter (the standout
+    # stage: `cutoff`, the ratio; the fill stage: `fill`); what none arms keeps the lanes' default
+    lane_rules: dict[str, Any] = field(default_factory=dict)
     floor: dict[str, float] = field(default_factory=lambda: {"curated": 0.0, "evidence": 0.0})
     curated: list[Candidate] = field(default_factory=list)
     evidence: list[Candidate] = field(default_factory=list)
-    follow_sources: bool = False                     # armed by the provenance stage: pack follows sources
-    restate: bool = False                            # armed by the restated stage: a raw record rides as its note
-    passage_terms: dict[str, float] | None = None    # armed by the passage stage: the query's weighted terms
+    # the packing rules the selecting stages arm (`PackRule`), in stage order: the pack stage
+    # calls each and names none, so a stage that packs holds its own rule
+    pack_rules: list[PackRule] = field(default_factory=list)
     packed: list[Candidate] = field(default_factory=list)
     used: int = 0
     window: Any = None                               # the time the query names (window.py), counted from as_of

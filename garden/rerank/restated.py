@@ -25,7 +25,7 @@ from __future__ import annotations
 from garden.derived.tables import groups_codec, remembered
 from garden.models import Story
 from garden.rerank.candidates import Candidate
-from garden.rerank.context import QueryContext, StageBase
+from garden.rerank.context import PackRule, QueryContext, StageBase
 
 # a note cut only by its own rank may still stand for the record that earned the place
 LIFTED = ("rank_cut",)
@@ -74,11 +74,28 @@ def shown_through(c: Candidate, note: Candidate) -> None:
     c.reject("already_shown", f"shown through {note.id}, the shorter note drawn from it")
 
 
-class Restated(StageBase, name="restated", mode="selects", writes=("restate",),
+class ShorterNote(PackRule):
+    """The restated stage's packing rule: a raw record rides as its shorter note
+    (`shorter_note`, `shown_through`), which the pack stage asks while packing."""
+
+    def instead(self, ctx: QueryContext, c: Candidate, packed_ids: set[str]) -> Candidate | None:
+        return shorter_note(ctx, c, packed_ids)
+
+    def shown_through(self, c: Candidate, item: Candidate) -> None:
+        shown_through(c, item)
+
+    def noted(self, c: Candidate, item: Candidate, span: tuple[int, int] | None) -> str:
+        return f" (as {item.id}, the shorter note drawn from {c.id})" if item is not c else ""
+
+
+class Restated(StageBase, name="restated", mode="selects", writes=("pack_rules",),
                labels=("provenance_supported",), supports=("provenance_supported",),
                title="Restated: a raw record rides as its shorter note"):
-    """Arms the pack stage to pack a raw record's shorter note in its place: which notes
-    are free is known only while packing, so the pack stage calls `shorter_note` then."""
+    """Arms its packing rule: which notes are free is known only while packing, so the pack
+    stage asks the rule then."""
 
     def run(self, ctx: QueryContext) -> None:
-        ctx.restate = True
+        ctx.pack_rules.append(SHORTER_NOTE)
+
+
+SHORTER_NOTE = ShorterNote()

@@ -119,10 +119,10 @@ def gate_lane(lane: str, ranked: list[tuple[str, float]], standout: float = DEFA
     return LaneDecision(riding, below, cut, trace)
 
 
-class Standout(StageBase, name="standout", settings=(STANDOUT,), mode="selects", writes=("cutoff",),
+class Standout(StageBase, name="standout", settings=(STANDOUT,), mode="selects", writes=("lane_rules",),
                title="Standout: the ratio an item must beat its rival by"):
-    """The standout stage: arms the lanes' cutoff at the `standout` ratio. Without it the
-    lanes run with the ratio off (1), keeping their cap and share rule."""
+    """The standout stage: arms the lanes' cutoff (`lane_rules["cutoff"]`) at the `standout`
+    ratio. Without it the lanes run with the ratio off (1), keeping their cap and share rule."""
 
     def run(self, ctx) -> None:
-        ctx.cutoff = ctx.settings.standout
+        ctx.lane_rules["cutoff"] = ctx.settings.standout
