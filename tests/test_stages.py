@@ -193,7 +193,7 @@ def test_every_label_and_reason_a_stage_gives_is_one_it_declares():
     import re
 
     from garden.rerank.stages import LABELS, REASONS
-    from garden.rerank.gate import GATE_LABELS, GATE_REASONS
+    from garden.rerank.eligibility import GATE_LABELS, GATE_REASONS
     from garden.rerank.stages import PIPELINE_LABELS, PIPELINE_REASONS
 
     # a stage module's helpers may be run by another stage (window.lift by structure):

@@ -14,7 +14,7 @@ from garden.rerank.resolve import resolve
 from garden.formats.stories import load_story
 from garden.pipelines.structured import STAGES, StructuredPipeline
 from garden.rerank.context import QueryContext
-from garden.rerank.gate import eligibility
+from garden.rerank.eligibility import eligibility
 from garden.rerank.structure import Structure
 from stage_list import listed_stages
 

@@ -14,7 +14,7 @@ from typing import Any, Callable, ClassVar
 
 from garden.models import Record
 from garden.rerank.candidates import Candidate
-from garden.rerank.gate import describe, eligibility
+from garden.rerank.eligibility import describe, eligibility
 from garden.rerank.query import QuerySpec
 from garden.rerank.resolve import Resolution
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from garden.rerank.candidates import Candidate, by_score
 from garden.rerank.context import PackRule, QueryContext, StageBase
 
-from garden.rerank.gate import HARD_REASONS
+from garden.rerank.eligibility import HARD_REASONS
 
 
 class FollowSources(PackRule):

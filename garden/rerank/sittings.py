@@ -40,7 +40,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 from garden.models import Record, Sitting, Story
 from garden.rerank.context import QueryContext, Setting, StageBase, lenders
-from garden.rerank.gate import hard_reason
+from garden.rerank.eligibility import hard_reason
 from garden.rerank.sessions import sessions
 from garden.retrievers import is_semantic
 

@@ -32,7 +32,7 @@ from pydantic import Field, create_model, field_validator
 from garden.errors import GardenError
 from garden.models import SettingsBase
 from garden.rerank.context import GIVEN, Setting, Stage, StageBase
-from garden.rerank.gate import GATE_LABELS, GATE_REASONS
+from garden.rerank.eligibility import GATE_LABELS, GATE_REASONS
 
 
 def stages_named(*names: str) -> list[Stage]:
