@@ -193,7 +193,7 @@ def test_every_label_and_reason_a_stage_gives_is_one_it_declares():
     import re
 
     from garden.rerank.stages import LABELS, REASONS
-    from garden.rerank.eligibility import GATE_LABELS, GATE_REASONS
+    from garden.rerank.eligibility import ELIGIBILITY_LABELS, ELIGIBILITY_REASONS
     from garden.rerank.stages import PIPELINE_LABELS, PIPELINE_REASONS
 
     # a stage module's helpers may be run by another stage (window.lift by structure):
@@ -205,8 +205,8 @@ def test_every_label_and_reason_a_stage_gives_is_one_it_declares():
         given_reasons |= set(re.findall(r'\.reject\("([a-z_]+)"', source))
     assert given_labels <= {x for s in STAGES for x in s.labels}
     assert given_reasons <= {x for s in STAGES for x in s.reasons}
-    assert set(LABELS) == {x for s in STAGES for x in s.labels} | GATE_LABELS | set(PIPELINE_LABELS)
-    assert set(REASONS) == {x for s in STAGES for x in s.reasons} | GATE_REASONS | set(PIPELINE_REASONS)
+    assert set(LABELS) == {x for s in STAGES for x in s.labels} | ELIGIBILITY_LABELS | set(PIPELINE_LABELS)
+    assert set(REASONS) == {x for s in STAGES for x in s.reasons} | ELIGIBILITY_REASONS | set(PIPELINE_REASONS)
 
 
 def test_no_stage_hands_another_a_callback_through_the_context():

@@ -18,7 +18,7 @@ Mapping, per conversation:
 - each speaker is an entity (id a slug of the name, the name its alias);
 - each turn is a `source` record `d<session>.<turn>` dated by its session, its text
   written with its speaker and, where a photo was shared, the photo's caption; its
-  `speaker` is the entity who said it. A turn has no `entities`: the gate reads them as
+  `speaker` is the entity who said it. A turn has no `entities`: the eligibility rules read them as
   what a record is about, and a turn is said by a person, often about the other one (an
   entity on each turn made every turn of the other speaker `off_topic` for a question
   naming one of them);

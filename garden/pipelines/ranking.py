@@ -22,7 +22,7 @@ to the point where a ranking exists, not to a packet:
   ad-hoc query is a request to rank the collection, and the task has no empty answer
   (an empty ranking scores 0 on every metric, as ``trec_eval -c`` counts it).
 - The retrieve stage runs with `candidates` raised to the depth, and then every record of
-  the base retriever's top `depth` is admitted through the gate: the retrieve stage keeps
+  the base retriever's top `depth` is admitted through the eligibility check: the retrieve stage keeps
   only candidates whose normalized relevance is above 0, a floor for packets, while in a
   ranking the base retriever's rank is itself the evidence (without this, 88 of hybrid's
   top 1000 per Vaswani query are lost and R@1000 falls from 0.9636 to 0.9566).
@@ -115,7 +115,7 @@ class Ranked:
     base: dict[str, float]                                 # record id -> base score, rescaled
     relevance: dict[str, float]                            # live candidate -> reranker score
     bonus: dict[str, dict[str, float]]                     # stage -> record id -> what it added
-    live: set[str]                                         # candidates the gate did not reject
+    live: set[str]                                         # candidates the eligibility check did not reject
     triage: str | None = None                              # what triage would have answered
     candidates: dict = field(default_factory=dict, repr=False)  # record id -> Candidate (labels, why)
     sittings: list = field(default_factory=list, repr=False)    # the sittings stage's ranking, best first

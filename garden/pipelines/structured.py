@@ -12,7 +12,7 @@ Scores: a candidate's rank score is its relevance (each lexical member's score a
 fraction of the query's saturation ceiling, plus the embedding cosine above a floor,
 rescaled), plus a structure bonus (a resolved topic, decayed one hop out, and a resolved
 entity), plus a phrase bonus. Checkpoints and fidelity never change a score: they are
-notes. Every candidate, whatever stage brings it in, passes the one eligibility gate.
+notes. Every candidate, whatever stage brings it in, passes the one eligibility check.
 
 Adding a stage is one module with a class of `name`, `uses`, `essential` and `run(ctx)`,
 plus one line in STAGES. `default-NAME` (and `default-NAME-OTHER`) names the pipeline

@@ -3,7 +3,7 @@
 A stage is a small object with one required method, ``run(ctx)``, that reads and changes
 this context; the pipeline runs its stages in order and builds the packet from what they
 leave (see garden/pipelines/structured.py). Candidates enter only through ``admit``, the
-one eligibility gate, whichever door they come through.
+one eligibility check, whichever door they come through.
 """
 from __future__ import annotations
 
@@ -169,7 +169,7 @@ class QueryContext:
     answers: bool | None = None                      # the decide stage's verdict; None: the lanes' ratio decides
     decisive: float = math.inf                       # with a verdict, a lane whose ratio reaches this answers anyway
     calibrated: Any = None                           # armed by the calibration stage: the store's reference
-    # the lanes' gate as the selecting stages arm it, by the gate's parameter (the standout
+    # the lanes' selection as the selecting stages arm it, by its parameter (the standout
     # stage: `cutoff`, the ratio; the fill stage: `fill`); what none arms keeps the lanes' default
     lane_rules: dict[str, Any] = field(default_factory=dict)
     floor: dict[str, float] = field(default_factory=lambda: {"curated": 0.0, "evidence": 0.0})
@@ -191,7 +191,7 @@ class QueryContext:
         self.stopped = (decision, reason, fallback, question)
 
     def admit(self, record: Record, door: str, certain: bool = False) -> Candidate:
-        """The one gate: a candidate for `record`, entering through `door` (retriever,
+        """The one door in: a candidate for `record`, entering through `door` (retriever,
         phrase, supersession, provenance), rejected with its reason if the record may not be
         served for this query. A certain route (an id named in the query, a provenance link)
         skips the soft rules (scope, off-topic), never the hard ones (visibility as of
@@ -200,7 +200,7 @@ class QueryContext:
         if c is None:
             c = self.candidates[record.id] = Candidate(record)
         elif c.door is not None and (c.certain or not certain):
-            # through the gate already, on a route no less certain: the same verdict again,
+            # through the eligibility check already, on a route no less certain: the same verdict again,
             # and its labels are on it (stages admit the records they credit, hundreds a query)
             return c
         c.certain = c.certain or certain
@@ -228,8 +228,8 @@ def lenders(ctx: QueryContext) -> list[Candidate]:
 def give_credit(ctx: QueryContext, given: dict[str, tuple[float, str]], door: str, label: str, why: str,
                 borrowed: bool = False) -> None:
     """Add to each record in `given` (record id -> (its credit, the id of the record it
-    comes from)) its credit, in id order, once it passes the gate by `door` on no certain
-    route; a record the gate rejects gets nothing. The record is labelled `label`, for the
+    comes from)) its credit, in id order, once it passes the eligibility check by `door` on no certain
+    route; a record the eligibility check rejects gets nothing. The record is labelled `label`, for the
     reason `why` with `{by}` standing for the lender. With `borrowed`, the credit also counts
     as lent (`Candidate.borrowed`), so a stage that lends only a record's own match never
     passes it on. The cited and neighbours stages give their credit here."""

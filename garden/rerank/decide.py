@@ -38,7 +38,7 @@ calibration stage), or GLOBAL_LEVEL for a store without a reference:
 A query is answered when support - level reaches `answer_at`; and a lane whose best stands
 out decisively, its standout ratio at least `decisive` (an order of magnitude; infinite
 when nothing in the store contests the query), answers whatever the support. A small
-curated store, whose eligibility gate leaves a query two or three candidates, answers that
+curated store, whose eligibility rules leave a query two or three candidates, answers that
 way; in a conversation of a thousand turns no question of LoCoMo's seven conversations,
 answerable or not, reached a ratio of 6.9, and there the support decides. The support's
 weights, the level's and the threshold were chosen together by the two-benchmark protocol

@@ -27,7 +27,7 @@ SKIP_SHOWN = SkipShown()
 
 class Fill(StageBase, name="fill", mode="selects", writes=("lane_rules", "pack_rules"),
            title="Fill: the scores say what rides"):
-    """Arms the lanes' gate to let the scores, not a count, say what rides (`fill`), and its
+    """Arms the lanes' selection to let the scores, not a count, say what rides (`fill`), and its
     packing rule."""
 
     def run(self, ctx: QueryContext) -> None:

@@ -2,18 +2,18 @@
 apart; each lane keeps what stands out (see standout.py): up to its cap, or, when the fill
 stage armed it, as far down as the scores and the budget support.
 
-The lanes' gate (`gate_lane`, standout.py) takes what the selecting stages armed in
+The lanes' selection (`select_lane`, standout.py) takes what the selecting stages armed in
 `ctx.lane_rules`, by its parameter: the cutoff ratio, 1 (off) unless the standout stage
 armed it, so that removing the standout stage measures the ratio alone while the cap and
 the share rule stay; `fill`, off unless the fill stage armed it. Items reached by a
-certain route ride without being gated.
+certain route ride without being selected.
 """
 from __future__ import annotations
 
 
 from garden.rerank.candidates import by_score
 from garden.rerank.context import QueryContext, StageBase
-from garden.rerank.standout import LANE_CAP, MIN_SHARE, gate_lane
+from garden.rerank.standout import LANE_CAP, MIN_SHARE, select_lane
 
 
 def _silent(ctx: QueryContext, lane: dict, standout: float) -> str:
@@ -37,7 +37,7 @@ def standing(found: dict | None) -> str:
 
 
 def lane_cutoff(ctx: QueryContext) -> float:
-    """The ratio the lanes' gate holds items to: the standout stage's, else 1 (off)."""
+    """The ratio the lanes' selection holds items to: the standout stage's, else 1 (off)."""
     return ctx.lane_rules.get("cutoff", 1.0)
 
 
@@ -65,9 +65,9 @@ class Lanes(StageBase, name="lanes", settings=(LANE_CAP, MIN_SHARE), essential=T
             members = [c for c in cands.values() if c.lane == lane and c.reason is None and c.successor is None]
             certain = [c for c in members if c.certain]
             ranked = by_score([c for c in members if not c.certain])
-            decision = gate_lane(lane, [(c.id, c.score) for c in ranked], standout, settings.lane_cap,
-                                 ctx.floor[lane], settings.min_share, query_best, background, ctx.answers,
-                                 fill, count_cap, ctx.decisive)
+            decision = select_lane(lane, [(c.id, c.score) for c in ranked], standout, settings.lane_cap,
+                                   ctx.floor[lane], settings.min_share, query_best, background, ctx.answers,
+                                   fill, count_cap, ctx.decisive)
             trace.append(decision.trace)
             rival = decision.trace["rival"]
             below, cut = set(decision.below_standout), set(decision.rank_cut)  # a lane can hold a thousand

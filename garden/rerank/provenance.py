@@ -1,6 +1,6 @@
 """The provenance stage: the sources a packed item names follow it into the evidence lane.
 
-A source enters through the gate on a certain route (the link is explicit), so scope and
+A source enters through the eligibility check on a certain route (the link is explicit), so scope and
 off-topic do not stop it, but visibility, privacy and the control plane always do: a
 control record named in a decision's `sources` is rejected `control_plane`, never packed.
 A rejection a certain route lifts (scope, off-topic, the lanes' ranking, an earlier

@@ -3,7 +3,7 @@
 Its settings are those the query gives, as the stages' settings model or its base class
 (`garden.models.SettingsBase`; none given: the base, empty). The pipeline resolves them
 against the stages' declared defaults (`garden.rerank.stages.resolved`), so this module
-imports nothing of the stage list: the context and the gate, which the stages import,
+imports nothing of the stage list: the context and the eligibility rules, which the stages import,
 import it, and loading a `QuerySpec` loads no stage (docs/layers.md).
 """
 from __future__ import annotations

@@ -7,7 +7,7 @@ a raw record a packed item cites, `already_shown`). The same holds the other way
 when the ranking puts a raw record first, the shortest note citing it tells the reader
 the same thing in fewer characters, and the characters saved go to evidence the packet
 lacks. With this stage armed, the pack stage packs, in a raw record's place, the shortest
-note that cites it and is shorter than it (ties by id), when that note passes the gate
+note that cites it and is shorter than it (ties by id), when that note passes the eligibility check
 for this query (`admit`, door `restates`: a soft rule such as off-topic applies, the hard
 ones always) and was not rejected for anything but its own rank (a note cut by `min_share`
 still restates the record that earned the place). The raw record is then rejected
