@@ -166,6 +166,11 @@ class Story(Strict):
     entities: dict[str, Entity | None] = {}
     records: list[Record]
 
+    @property
+    def name(self) -> str:
+        """The story's name: its `story:` key, which names its file (`fixtures/NAME.yaml`)."""
+        return self.story
+
     def record(self, rid: str) -> Record:
         return self.by_id[rid]
 

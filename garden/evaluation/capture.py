@@ -70,8 +70,8 @@ def story_field(replay: Replay, folder: Path) -> str:
     by a path relative to it."""
     target = Path(replay.spec.story_path).resolve()
     try:
-        if resolve_story_path(replay.spec.story.story, folder).resolve() == target:
-            return replay.spec.story.story
+        if resolve_story_path(replay.spec.story.name, folder).resolve() == target:
+            return replay.spec.story.name
     except GardenError:
         pass
     return Path(os.path.relpath(target, folder.resolve())).as_posix()

@@ -65,7 +65,7 @@ def record_trace(spec: QuerySpec, pipeline: str, outcome: Outcome, case: str | N
     # built unchecked: every field is already of its type (the spec and the outcome were
     # validated as they were made), and checking the stages' thousands of numbers one by
     # one cost a millisecond a query; write_trace still refuses a number that is not finite
-    write_trace(TraceEvent.model_construct(story=spec.story.story, story_path=story_path, query=spec.query,
+    write_trace(TraceEvent.model_construct(story=spec.story.name, story_path=story_path, query=spec.query,
                            as_of=spec.as_of, hints=spec.hints, budget=spec.budget,
                            include_private=spec.include_private, settings=as_settings(spec.settings),
                            session=spec.session, pipeline=pipeline, case=case, case_path=case_path,

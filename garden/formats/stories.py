@@ -135,13 +135,13 @@ def semantic_errors(story: Story, path: Path, known_ids: set[str] = frozenset())
     `known_ids` are ids written on records that failed their schema: references to them
     are not dangling."""
     errors: list[str] = []
-    if story.story != path.stem:
+    if story.name != path.stem:
         errors.append(f"{path}: field story: must equal the file stem {shown(path.stem)} "
-                      f"(value {shown(story.story)})")
+                      f"(value {shown(story.name)})")
     topic_alias = {a.lower(): t for t, spec in story.topics.items() for a in (spec.aliases if spec else [])}
     entity_alias = {a.lower(): e for e, spec in story.entities.items() for a in (spec.aliases if spec else [])}
     if story.addressee is not None:
-        errors += _label_errors(f"{path}: story {shown_id(story.story)}", "addressee", [story.addressee],
+        errors += _label_errors(f"{path}: story {shown_id(story.name)}", "addressee", [story.addressee],
                                 story.entities, entity_alias, "entity")
     for tid, spec in story.topics.items():
         for rel in spec.related if spec else []:
@@ -251,11 +251,11 @@ def build_index(path: str | Path) -> Path:
     story = load_story(path)
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     payload = {"source": str(path.resolve()), "sha256": digest, "story": story.model_dump(mode="json")}
-    target = index_path(story.story)
+    target = index_path(story.name)
     folder = derived_folder("index")
     refuse_link(target)
     remove_orphans(folder, ".tmp")
-    write_whole(target, json.dumps(payload, indent=1, sort_keys=True).encode("utf-8"), prefix=temp_prefix(story.story))
+    write_whole(target, json.dumps(payload, indent=1, sort_keys=True).encode("utf-8"), prefix=temp_prefix(story.name))
     return target
 
 
@@ -299,5 +299,5 @@ def latest_date(story: Story):
     """The latest date the story mentions: a deterministic default for `as_of`."""
     latest = story.latest
     if latest is None:
-        raise GardenError(f"story {story.story} has no dates; pass `as_of`")
+        raise GardenError(f"story {story.name} has no dates; pass `as_of`")
     return latest

@@ -150,7 +150,7 @@ def rank_query(pipeline, spec: QuerySpec, depth: int, base: Ranking | None = Non
     retriever's ranking of the query when the caller has it (a batch of queries ranked at
     once, as the bare pipeline ranks them); else it is ranked here."""
     story = spec.story
-    shell = Story(story=story.story, project=story.project, topics=story.topics, entities=story.entities,
+    shell = Story(story=story.name, project=story.project, topics=story.topics, entities=story.entities,
                   records=[])
     res = resolve(shell, spec.query, spec.hints or Hints(), resolved(spec.settings).related_decay)
     ctx = pipeline.context(spec, res)
