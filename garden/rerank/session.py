@@ -13,6 +13,9 @@ from garden.rerank.context import QueryContext, StageBase
 
 class Session(StageBase, name="session", needs=("candidates",), writes=("floor",), reasons=("already_delivered",),
               title="Session: what was delivered is not served again"):
+    """The `session` stage: a query's session is the earlier queries of the person asking
+    (`QuerySpec.session`), not a sitting of a conversation (the `sessions` stage's)."""
+
     def run(self, ctx: QueryContext) -> None:
         delivered: set[str] = set()
         for earlier in ctx.spec.session:

@@ -82,8 +82,11 @@ def session_ranks(cosines: dict[int, list[float]]) -> dict[int, int]:
     return {s: rank for rank, s in enumerate(ordered, 1)}
 
 
-class Sessions(StageBase, name="sessions", settings=(SESSION_WEIGHT,), needs=("candidates",),
-               writes=("candidates",), title="Sessions: the session that matches as a whole, then its turns"):
+class SittingRanks(StageBase, name="sessions", settings=(SESSION_WEIGHT,), needs=("candidates",),
+                  writes=("candidates",), title="Sessions: the session that matches as a whole, then its turns"):
+    """The `sessions` stage (its name is the benchmarks' word for a sitting): the sittings
+    ranked by their turns' meaning, and each turn times its sitting's reciprocal rank."""
+
     def run(self, ctx: QueryContext) -> None:
         weight = ctx.settings.session_weight
         semantic = [name for name, member in ctx.retriever.members().items() if is_semantic(member)]
