@@ -7,8 +7,6 @@ one eligibility check, whichever door they come through.
 """
 from __future__ import annotations
 
-import math
-
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar
 
@@ -166,13 +164,12 @@ class QueryContext:
     stopped: tuple[str, str, bool, str | None] | None = None   # (decision, reason, fallback, question)
     reason: str = "no triage stage: every query retrieves"
     fallback: bool = False
-    answers: bool | None = None                      # the decide stage's verdict; None: the lanes' ratio decides
-    decisive: float = math.inf                       # with a verdict, a lane whose ratio reaches this answers anyway
     calibrated: Any = None                           # armed by the calibration stage: the store's reference
-    # the lanes' selection as the selecting stages arm it, by its parameter (the standout
-    # stage: `cutoff`, the ratio; the fill stage: `fill`); what none arms keeps the lanes' default
+    # the lanes' selection (`select_lane`) as the stages before it arm it, by its parameter:
+    # the standout stage's `cutoff` (the ratio), the decide stage's verdict (`answers`,
+    # `decisive`), the fill stage's `fill`, the session stage's `floor` (per lane, the best
+    # score of a delivered item); what none arms keeps the lanes' default (lanes.py)
     lane_rules: dict[str, Any] = field(default_factory=dict)
-    floor: dict[str, float] = field(default_factory=lambda: {"curated": 0.0, "evidence": 0.0})
     curated: list[Candidate] = field(default_factory=list)
     evidence: list[Candidate] = field(default_factory=list)
     # the packing rules the selecting stages arm (`PackRule`), in stage order: the pack stage

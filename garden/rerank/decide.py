@@ -194,7 +194,7 @@ def gate_score(stages: dict) -> float | None:
 
 
 class Decide(StageBase, name="decide", settings=(ANSWER_AT, DECISIVE), mode="selects", needs=("candidates",),
-             reads=("window", "calibrated"), writes=("answers", "decisive"), title="Decide: answer, or stay silent"):
+             reads=("window", "calibrated"), writes=("lane_rules",), title="Decide: answer, or stay silent"):
     """Answers the query or keeps it silent, by its support against the store's level."""
 
     def run(self, ctx: QueryContext) -> None:
@@ -210,9 +210,11 @@ class Decide(StageBase, name="decide", settings=(ANSWER_AT, DECISIVE), mode="sel
         level = reference.level() if reference is not None else GLOBAL_LEVEL
         calibrated = parts["support"] - level
         threshold = ctx.settings.answer_at
-        ctx.answers, ctx.decisive = calibrated >= threshold, ctx.settings.decisive
+        answers, decisive = calibrated >= threshold, ctx.settings.decisive
+        # the verdict, for the lanes' selection: a lane answers by it, or by a ratio of at least `decisive`
+        ctx.lane_rules.update(answers=answers, decisive=decisive)
         ctx.trace["decide"] = {**{k: round(v, 6) for k, v in parts.items()}, "level": round(level, 6),
                                "calibrated": round(calibrated, 6), "answer_at": threshold,
-                               "threshold": round(level + threshold, 6), "decisive": ctx.decisive,
-                               "answers": ctx.answers,
+                               "threshold": round(level + threshold, 6), "decisive": decisive,
+                               "answers": answers,
                                "standing": reference.standing(parts["support"]) if reference is not None else None}

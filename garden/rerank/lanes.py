@@ -5,11 +5,13 @@ stage armed it, as far down as the scores and the budget support.
 The lanes' selection (`select_lane`, standout.py) takes what the selecting stages armed in
 `ctx.lane_rules`, by its parameter: the cutoff ratio, 1 (off) unless the standout stage
 armed it, so that removing the standout stage measures the ratio alone while the cap and
-the share rule stay; `fill`, off unless the fill stage armed it. Items reached by a
-certain route ride without being selected.
+the share rule stay; the decide stage's verdict (none: the lanes' ratio decides); `fill`,
+off unless the fill stage armed it; the session stage's floor under each lane's rival.
+Items reached by a certain route ride without being selected.
 """
 from __future__ import annotations
 
+import math
 
 from garden.rerank.candidates import by_score
 from garden.rerank.context import QueryContext, StageBase
@@ -42,12 +44,14 @@ def lane_cutoff(ctx: QueryContext) -> float:
 
 
 class Lanes(StageBase, name="lanes", settings=(LANE_CAP, MIN_SHARE), essential=True, mode="selects",
-            needs=("candidates",), reads=("lane_rules", "floor", "answers", "decisive"),
+            needs=("candidates",), reads=("lane_rules",),
             writes=("curated", "evidence"), reasons=("below_standout", "rank_cut"),
             title="Standout: the gate per lane"):
     def run(self, ctx: QueryContext) -> None:
         settings, cands = ctx.settings, ctx.candidates
-        standout, fill = lane_cutoff(ctx), ctx.lane_rules.get("fill", False)
+        rules = ctx.lane_rules
+        standout, fill, floor = lane_cutoff(ctx), rules.get("fill", False), rules.get("floor", {})
+        answers, decisive = rules.get("answers"), rules.get("decisive", math.inf)
         trace = []
         riding = {}
         # One scoring function ranks both lanes, so the share rule measures an item against
@@ -66,8 +70,8 @@ class Lanes(StageBase, name="lanes", settings=(LANE_CAP, MIN_SHARE), essential=T
             certain = [c for c in members if c.certain]
             ranked = by_score([c for c in members if not c.certain])
             decision = select_lane(lane, [(c.id, c.score) for c in ranked], standout, settings.lane_cap,
-                                   ctx.floor[lane], settings.min_share, query_best, background, ctx.answers,
-                                   fill, count_cap, ctx.decisive)
+                                   floor.get(lane, 0.0), settings.min_share, query_best, background, answers,
+                                   fill, count_cap, decisive)
             trace.append(decision.trace)
             rival = decision.trace["rival"]
             below, cut = set(decision.below_standout), set(decision.rank_cut)  # a lane can hold a thousand
