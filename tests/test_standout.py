@@ -190,7 +190,7 @@ def test_check_standout_accepts_ratios(value):
     assert check_standout(value) == float(value)
 
 
-def test_gate_lane_refuses_a_score_passed_as_the_ratio():
+def test_select_lane_refuses_a_score_passed_as_the_ratio():
     with pytest.raises(ValueError, match="not a score"):
         select_lane("curated", lane(10.0, 1.0), standout=0.5)
 
