@@ -1,7 +1,7 @@
 """MkDocs hooks: the site's front page is the README (its links to `docs/` made links
 between pages), the command reference is the parser's own help, generated at build
 time, so a flag added to the command line is in the docs without an edit here, and the
-store page's list of durable folders is the one `garden/store/layout.py` defines, the
+store page's list of durable folders is the one `garden/formats/layout.py` defines, the
 list backup, restore and the doctor read."""
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ def cli_reference() -> str:
 
 
 def durable_list() -> str:
-    from garden.store.layout import DURABLE
+    from garden.formats.layout import DURABLE
 
     return "\n".join(f"- `{name}/`: {what}" for name, what in DURABLE.items()) + "\n"
 

@@ -146,7 +146,7 @@ def encode(size: int, stores: Path, home: Path) -> dict:
     """In-process `dense` on the story: fills the user's embedding cache, so every later index
     reads it. The first encoding at a size is kept beside the story (scale.py's marker)."""
     _use_home(home)
-    from garden.derived.indexes import documents
+    from garden.pipelines.indexes import documents
     from garden.formats.stories import load_story
     from garden.retrievers import make_retriever
 
@@ -164,7 +164,7 @@ def encode(size: int, stores: Path, home: Path) -> dict:
 def _prebuilt(base: str, retriever):
     """An index cache that hands the pipeline the base retriever this process indexed (and
     timed member by member) itself; every other index (the phrase index) as usual."""
-    from garden.derived.indexes import IndexCache
+    from garden.pipelines.indexes import IndexCache
 
     class Prebuilt(IndexCache):
         def retriever(self, story, name):
@@ -178,7 +178,7 @@ def ingest(size: int, configuration: str, uri: str | None, timeout: float | None
     """One configuration alone: its members indexed (each timed), then every case's query
     once through the structured pipeline on it; the process's peak memory."""
     _use_home(home)
-    from garden.derived.indexes import documents
+    from garden.pipelines.indexes import documents
     from garden.formats.stories import load_story
     from garden.pipelines import structured_pipeline
     from garden.retrievers import make_retriever
@@ -260,7 +260,7 @@ def hnsw_recall(story, queries: list[str], standalone: str) -> dict:
     finds (`set`), and the share of its hits scoring at least the exact RECALL_AT-th score
     less TIE (`ties`: a record tied with one the exact search kept counts, as in
     ann-benchmarks' recall). After the timed rounds, so it times nothing."""
-    from garden.derived.indexes import documents
+    from garden.pipelines.indexes import documents
     from garden.retrievers import make_retriever
 
     docs = documents(story)

@@ -61,7 +61,7 @@ mark("start-up")
 from contextlib import nullcontext
 from garden.derived.tables import in_memory
 with (in_memory() if sys.argv[3] == "off" else nullcontext()):
-    from garden.derived.stored import open_story
+    from garden.store.stored import open_story
     story = open_story(sys.argv[1])
     mark("story")
     from garden.rerank.decide import vocabulary
@@ -70,7 +70,7 @@ with (in_memory() if sys.argv[3] == "off" else nullcontext()):
     from garden.retrievers.dense import DEFAULT_BACKEND, load_encoder, model_dir
     load_encoder(DEFAULT_BACKEND, model_dir())
     mark("model")
-    from garden.derived.indexes import PROCESS_INDEXES
+    from garden.pipelines.indexes import PROCESS_INDEXES
     PROCESS_INDEXES.retriever(story, "hybrid")
     PROCESS_INDEXES.phrase_index(story)
     mark("indexes")

@@ -9,7 +9,7 @@ Two measurements, in one run, so a slow moment of a shared machine falls on both
 2. Breakdown: a fresh process per run walks the same query step by step and times each:
    interpreter (process wall time less what the script measured inside it), start-up
    (importing the command line), story (the file hashed and its saved story read, as
-   `garden query` reads it: garden/derived/stored.py), model (loading
+   `garden query` reads it: garden/store/stored.py), model (loading
    the query encoder; none for bm25), indexes (reading the saved indexes), query (the
    pipeline's run: triage to packet). Medians over the runs.
 
@@ -44,7 +44,7 @@ import garden.cli                                  # what the command imports be
 from pathlib import Path
 from garden.formats.stories import resolve_story_path
 mark("start-up")
-from garden.derived.stored import open_story       # what `garden query` reads: the story's save
+from garden.store.stored import open_story       # what `garden query` reads: the story's save
 from garden.formats.stories import latest_date
 story = open_story(resolve_story_path(sys.argv[1], Path.cwd()))
 mark("story")
@@ -56,7 +56,7 @@ if sys.argv[3] != "bm25":
     from garden.retrievers.dense import load_encoder
     load_encoder(DEFAULT_BACKEND, model_dir())
 mark("model")
-from garden.derived.indexes import PROCESS_INDEXES
+from garden.pipelines.indexes import PROCESS_INDEXES
 PROCESS_INDEXES.retriever(story, sys.argv[4])
 if sys.argv[3] != "bm25":
     PROCESS_INDEXES.phrase_index(story)

@@ -51,7 +51,7 @@ def one_size(size: int, rounds: int, work: Path) -> dict:
     root = work / f"r{size}"
     os.environ["GARDEN_HOME"] = str(root / ".garden")
     os.environ["GARDEN_TRACE"] = "0"
-    from garden.derived.indexes import COUNTS, PROCESS_INDEXES, IndexCache
+    from garden.pipelines.indexes import COUNTS, PROCESS_INDEXES, IndexCache
     from garden.formats.cases import check
     from garden.formats.stories import load_story
     from garden.pipelines import make_pipeline

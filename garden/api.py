@@ -209,7 +209,7 @@ def query(story: "PathLike | Story", text: str, *, pipeline: "str | Pipeline" = 
     if isinstance(story, Story):
         loaded, story_path = story, None if story_path is None else str(story_path)
     else:
-        from garden.derived.stored import open_story
+        from garden.store.stored import open_story
 
         path = _story_path(story)
         loaded, story_path = open_story(path), str(path)
@@ -421,7 +421,7 @@ def trace_files() -> list[str]:
         >>> trace_files()[-1].endswith(".jsonl")
         True
     """
-    from garden.derived.traces import trace_dir, trace_day
+    from garden.pipelines.traces import trace_dir, trace_day
 
     _ready()
     folder = trace_dir()

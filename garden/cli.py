@@ -17,7 +17,7 @@ from garden.evaluation.negatives import NEGATIVE_KINDS
 from garden.evaluation.published import AGAINST
 from garden.evaluation.runner import PROMOTION_RUNS
 from garden.models import DEFAULT_BUDGET
-from garden.store.layout import CHALLENGE, DURABLE_FOLDERS
+from garden.formats.layout import CHALLENGE, DURABLE_FOLDERS
 from garden.derived.home import check_environment
 
 EPILOG = ("Exit codes: 0 success; 1 a check or a regression case failed; 2 bad input or usage, "
@@ -294,7 +294,7 @@ def cmd_import(args) -> int:
 def cmd_traces(args) -> int:
     from garden.derived.home import check_environment, parse_days
     from garden.evaluation.runner import retention_days
-    from garden.derived.traces import prune_traces, trace_dir
+    from garden.pipelines.traces import prune_traces, trace_dir
 
     check_environment()
     # parsed here, not by argparse, so a bad value is one line like every other bad input
@@ -328,16 +328,18 @@ def cmd_doctor(args) -> int:
 
 
 def cmd_backup(args) -> int:
+    from garden.evaluation.drill import case_verdicts
     from garden.store.backup import write_backup
 
-    _show(args, write_backup(args.root, args.out, pipeline=args.pipeline))
+    _show(args, write_backup(args.root, args.out, pipeline=args.pipeline, verdicts=case_verdicts))
     return 0
 
 
 def cmd_restore(args) -> int:
+    from garden.evaluation.drill import run_drill
     from garden.store.restore import restore
 
-    report = restore(args.archive, args.into, verify=args.verify)
+    report = restore(args.archive, args.into, drill=run_drill if args.verify else None)
     _show(args, report)
     return report.exit_code()
 

@@ -8,7 +8,7 @@ This is the lowest layer (docs/layers.md): it imports nothing of the garden. Wha
 read off the stages' declarations lives with the stages (garden/rerank/stages.py:
 `Settings`, `Resolved`, `SETTING_DEFAULTS`, `LABELS`, `REASONS`), and so do the models
 that carry them: a case with its expectations (garden/formats/cases.py) and a trace
-event (garden/derived/traces.py).
+event (garden/pipelines/traces.py).
 """
 from __future__ import annotations
 
@@ -27,7 +27,6 @@ Decision = Literal["retrieve", "ask", "skip"]
 # `ask`: which one?), or stays silent (no item; `Packet.silent` says why)
 Outcome = Literal["answered", "asked", "silent"]
 
-FIDELITY_ORDER = ["transcript", "snapshot", "hybrid", "summary", "projection"]
 DEFAULT_FIDELITY = {"source": "transcript", "chunk": "transcript", "state": "projection",
                     "decision": "projection", "view": "projection", "note": "summary",
                     "control": "snapshot"}
@@ -170,6 +169,11 @@ class Story(Strict):
     entities: dict[str, Entity | None] = {}
     records: list[Record]
 
+    @property
+    def name(self) -> str:
+        """The story's name: its `story:` key, which names its file (`fixtures/NAME.yaml`)."""
+        return self.story
+
     def record(self, rid: str) -> Record:
         return self.by_id[rid]
 
@@ -193,7 +197,7 @@ class Story(Strict):
     def remembered(self, name: str, build):
         """What `build(story)` derives from this story, built once and kept on it: a
         validated story is never changed, so nothing derived from it goes stale. A story
-        read from its save (garden/derived/stored.py) reads what the save holds instead of
+        read from its save (garden/store/stored.py) reads what the save holds instead of
         building it (`_saved`: name, story, build -> the value)."""
         key = f"_{name}"
         cached = self.__dict__.get(key)
@@ -321,7 +325,8 @@ class SettingsBase(Strict):
             return self
         data = self.model_dump(exclude_none=True)
         data.update(other.model_dump(exclude_none=True))
-        return type(self)(**data)
+        # the empty base (a query that gave none) merged with the stages' model is that model
+        return (type(other) if isinstance(other, type(self)) else type(self))(**data)
 
     def given(self) -> set[str]:
         """The names of the settings this object sets (the rest take their default)."""

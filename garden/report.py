@@ -10,7 +10,7 @@ from garden._terminal import cells, console, shorten, visible, width, wrap
 from garden.evaluation.runner import CaseResult, ContrastReport, RunReport
 from garden.models import Packet
 from garden.rerank.candidates import CURATED_KINDS
-from garden.store.layout import CHALLENGE, REGRESSION, SUITES
+from garden.formats.layout import CHALLENGE, REGRESSION, SUITES
 from garden.text import plural
 
 REJECTED_SHOWN = 10   # rejections listed by the packet view; every one is in --json

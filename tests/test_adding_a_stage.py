@@ -1,16 +1,21 @@
 """Adding a stage is one file and one line: the worked example of docs/extending.md,
 taken from the page, written into a copy of the package beside one added line in the
 stage list, and seen everywhere a stage shows: `garden pipelines`, the schemas, a case's
-settings and labels, `garden ablate` and the explorer. Nothing else is edited."""
+settings and labels, `garden ablate` and the explorer. Nothing else is edited: in the copy,
+once `garden schemas` has regenerated the schemas, the tests that pin the stages, the
+schemas, the layers and the docs pass as they are (not the whole suite)."""
 from __future__ import annotations
 
 import difflib
 import json
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from package_copy import copy_project, garden_in, python_in, worked_example
+from package_copy import ROOT, copy_project, env_for, garden_in, python_in, worked_example
 
 CASE = """id: fresh
 story: aurora-ridge
@@ -87,3 +92,30 @@ def test_the_explorer_draws_its_step(garden_with_recent):
     code, _, err = garden(garden_with_recent, "explore", "--case", "mine/fresh.yaml", "--out", "page.html")
     assert code == 0, err
     assert "Recent: what appeared lately" in (garden_with_recent / "page.html").read_text(encoding="utf-8")
+
+
+# the tests that pin what a stage touches: the stage list and its order, the generated
+# schemas, the layers, the docs (their site builds strictly)
+PINNING = ("tests/test_stages.py", "tests/test_schemas.py", "tests/test_layers.py", "tests/test_docs.py")
+
+
+def test_the_tests_that_pin_a_stage_pass_in_the_copy_once_the_schemas_are_regenerated(garden_with_recent):
+    root = garden_with_recent / "whole"
+    shutil.copytree(garden_with_recent, root, ignore=shutil.ignore_patterns("__pycache__", ".garden", "mine*", "out",
+                                                                         "page.html", "whole"))
+    for name in ("tests", "docs", "schemas", "notebooks"):
+        shutil.copytree(ROOT / name, root / name, ignore=shutil.ignore_patterns("__pycache__", "out"))
+    for name in ("mkdocs.yml", "conftest.py", "pyproject.toml", "README.md"):
+        shutil.copy2(ROOT / name, root / name)
+    stale = subprocess.run([sys.executable, "-m", "pytest", "tests/test_schemas.py", "-n", "0", "-q", "-p",
+                            "no:cacheprovider"], cwd=root, env=env_for(root), capture_output=True, text=True,
+                           timeout=600)
+    assert stale.returncode == 1 and "is stale: run `garden schemas`" in stale.stdout, stale.stdout[-2000:]
+    code, _, err = garden_in(root, "schemas")   # the one command that regenerates them
+    assert code == 0, err
+    assert "recent_days" in (root / "schemas" / "case.schema.json").read_text(encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "pytest", *PINNING, "-n", "0", "-v", "-p", "no:cacheprovider"],
+                          cwd=root, env=env_for(root), capture_output=True, text=True, timeout=1500)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    ran = {line.split("::")[0] for line in done.stdout.splitlines() if " PASSED" in line}
+    assert ran == set(PINNING), ran

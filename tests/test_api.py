@@ -74,7 +74,7 @@ def test_query_takes_a_loaded_story_a_path_and_a_date(project):
 
 
 def test_query_takes_a_session_and_names_a_loaded_storys_file_in_the_trace(project):
-    from garden.derived.traces import read_trace, trace_file
+    from garden.pipelines.traces import read_trace, trace_file
 
     story = api.load_story("aurora-ridge")
     path = project / "fixtures" / "aurora-ridge.yaml"

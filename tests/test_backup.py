@@ -382,7 +382,7 @@ def test_judgments_and_generated_cases_are_durable_and_come_back(store, tmp_path
     `garden generate` wrote in cases/ are archived, restored and (the cases) rerun by the
     drill, as backup, restore, doctor and the docs all say, reading one definition."""
     from garden.evaluation.judgments import Judgments
-    from garden.store.layout import DURABLE_FOLDERS
+    from garden.formats.layout import DURABLE_FOLDERS
 
     assert set(DURABLE_FOLDERS) >= {"fixtures", "regression", "challenge", "cases", "judgments"}
     code, out, err = cli(capsys, "generate", "seedbank", "--records", "200")

@@ -18,7 +18,7 @@ from types import SimpleNamespace
 import pytest
 
 import garden.evaluation.runner
-import garden.derived.traces as traces_mod
+import garden.pipelines.traces as traces_mod
 from garden.cli import main
 from garden.errors import GardenError
 from garden.models import Hints
@@ -30,7 +30,7 @@ from garden.evaluation.runner import record_trace
 from garden.rerank.query import QuerySpec
 from garden.formats.stories import latest_date, load_story
 from garden.pipelines.structured import StructuredPipeline
-from garden.derived.traces import read_trace, read_trace_lines, trace_file, write_trace
+from garden.pipelines.traces import read_trace, read_trace_lines, trace_file, write_trace
 
 TODAY = dt.date.today()
 

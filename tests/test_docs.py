@@ -50,7 +50,7 @@ def test_the_readme_is_the_short_front_door():
 
 
 def test_the_store_page_lists_the_durable_part_from_its_one_definition():
-    from garden.store.layout import DURABLE
+    from garden.formats.layout import DURABLE
 
     page = (ROOT / "docs" / "store.md").read_text(encoding="utf-8")
     assert _hooks().DURABLE_MARKER in page

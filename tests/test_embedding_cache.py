@@ -20,7 +20,7 @@ from model_cache import empty_cache
 from garden.cli import main
 from garden.derived.cache import parse_size, user_cache_dir
 from garden.derived.embeddings import EmbeddingCache, cache_file, describe, used_bytes
-from garden.derived.indexes import PROCESS_INDEXES
+from garden.pipelines.indexes import PROCESS_INDEXES
 from garden.errors import GardenError
 from garden.retrievers import Doc, make_retriever
 from garden.retrievers.dense import QUERY_VECTORS

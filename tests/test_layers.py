@@ -11,9 +11,9 @@ What counts as an import of a module of the garden:
 - `importlib.import_module` with a literal name, or an f-string whose literal start names
   a package of the garden (the stage list loads its stages by name): an import of the
   longest module that literal names.
-An import under `if TYPE_CHECKING:` never runs, so it is held to the direction rule but
-closes no circle: the query context and the gate name `QuerySpec` for their annotations,
-and `QuerySpec`'s module imports the stage list, which imports them.
+An import under `if TYPE_CHECKING:` never runs, but it is an import all the same: it is held
+to the direction rule and it closes a circle like any other (a circle a type checker must
+walk is a circle a reader must walk too).
 
 A package's `__init__` runs before any module of it: that is Python's order, not an import
 the module writes, so it is no edge here. The root package's `__init__` re-exports the API
@@ -35,17 +35,22 @@ DOCS = PROJECT / "docs" / "layers.md"
 
 # Bottom to top. An entry names a module or a package (every module below it); the longest
 # entry that covers a module gives its layer. `garden` is the root package's own
-# `__init__` only.
+# `__init__` only. A package sits in one layer whole: no entry names a module of a package
+# another entry names (`test_a_package_sits_in_one_layer`).
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("data model", ("garden.models", "garden.errors", "garden.text", "garden.analyzer", "garden._files",
-                    "garden._state", "garden._notice", "garden._bulk", "garden._deadline", "garden._terminal")),
+    ("data model and I/O primitives", ("garden.models", "garden.errors", "garden.text", "garden.analyzer",
+                                       "garden._files", "garden._state", "garden._notice", "garden._bulk",
+                                       "garden._deadline", "garden._terminal")),
     ("derived files", ("garden.derived",)),
     ("retrievers", ("garden.retrievers",)),
     ("stages", ("garden.rerank",)),
-    ("pipelines", ("garden.pipelines", "garden.derived.indexes")),
-    ("evaluation", ("garden.evaluation", "garden.formats", "garden.store", "garden.explore", "garden.report",
-                    "garden.derived.traces", "garden.derived.stored")),
-    ("command line and server", ("garden", "garden.api", "garden.cli", "garden.serve")),
+    ("pipelines", ("garden.pipelines",)),
+    ("formats", ("garden.formats",)),
+    ("store", ("garden.store",)),
+    ("evaluation", ("garden.evaluation",)),
+    ("API, report and explorer", ("garden.api", "garden.report", "garden.explore")),
+    ("server", ("garden.serve",)),
+    ("command line", ("garden", "garden.cli")),
 )
 
 
@@ -175,9 +180,9 @@ def upward_imports(root: Path) -> list[str]:
     return problems
 
 
-def import_cycles(root: Path, type_only: bool = False) -> list[str]:
-    """One line per circle of imports that run (with `type_only`, those under
-    TYPE_CHECKING too), naming its modules in order and the import that makes each step."""
+def import_cycles(root: Path, type_only: bool = True) -> list[str]:
+    """One line per circle of imports (those under TYPE_CHECKING too; without `type_only`,
+    only those that run), naming its modules in order and the import that makes each step."""
     edges: dict[str, dict[str, Import]] = {}
     for imp in read_imports(root):
         if type_only or not imp.type_only:
@@ -287,9 +292,29 @@ def test_every_module_has_a_layer_and_every_entry_names_a_module():
     assert not stale, f"LAYERS names what is not a module or package of the garden: {stale}"
 
 
+def test_a_package_sits_in_one_layer():
+    """No entry names a module inside a package another entry names: a module that belongs
+    to another layer moves to that layer's package (or its shared piece moves down)."""
+    entries = [e for _, listed in LAYERS for e in listed if e != "garden"]
+    inside = sorted(f"{e} (inside {o})" for e in entries for o in entries if e.startswith(o + "."))
+    assert not inside, f"an entry inside another layer's package: {', '.join(inside)}"
+
+
+def test_a_query_loads_no_stage():
+    """`QuerySpec` is a plain value: importing it loads neither the stage list nor a stage
+    (the pipeline resolves its settings)."""
+    import subprocess
+    import sys
+
+    code = ("import sys; import garden.rerank.query; "
+            "print(sorted(m for m in sys.modules if m.startswith('garden.rerank.')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=PROJECT)
+    assert out.stdout.strip() == "['garden.rerank.query']"
+
+
 def test_the_docs_table_is_this_table():
     """docs/layers.md lists the same layers, in the same order, with the same modules."""
-    rows = [line for line in DOCS.read_text(encoding="utf-8").splitlines() if re.match(r"\| \d \| ", line)]
+    rows = [line for line in DOCS.read_text(encoding="utf-8").splitlines() if re.match(r"\| \d+ \| ", line)]
     documented = []
     for row in rows:
         cells = [c.strip() for c in row.strip("|").split("|")]
@@ -333,7 +358,8 @@ def test_the_old_circle_of_the_models_and_the_stages_fails_both_rules(tmp_path):
     line = _last_line(root / "garden/models.py")
     assert upward_imports(root) == [
         f"garden/models.py:{line}: garden.models imports garden.rerank.stages "
-        "(`from garden.rerank.stages import LABELS  # noqa`): data model (layer 1) must not import stages (layer 4)"]
+        "(`from garden.rerank.stages import LABELS  # noqa`): data model and I/O primitives (layer 1) must not import "
+        "stages (layer 4)"]
 
 
 def test_a_lazy_upward_import_is_an_upward_import(tmp_path):
@@ -344,25 +370,55 @@ def test_a_lazy_upward_import_is_an_upward_import(tmp_path):
     assert "garden.rerank.retrieve imports garden.pipelines.scoring" in problems[0]
 
 
+@pytest.mark.parametrize("rel, statement, message", [
+    # storage running the evaluation again, as the drill's verdicts once made it
+    ("garden/store/backup.py", "from garden.evaluation.drill import case_verdicts",
+     "store (layer 7) must not import evaluation (layer 8)"),
+    # a format reading the saved story, which sits in the store above it
+    ("garden/formats/stories.py", "from garden.store.stored import open_story",
+     "formats (layer 6) must not import store (layer 7)"),
+    # the derived files naming the stages' settings, as the trace log once did
+    ("garden/derived/home.py", "from garden.rerank.stages import Settings",
+     "derived files (layer 2) must not import stages (layer 4)"),
+])
+def test_an_upward_import_between_neighbouring_packages_is_caught(tmp_path, rel, statement, message):
+    root = planted(tmp_path, {rel: f"\n{statement}  # noqa\n"})
+    problems = upward_imports(root)
+    assert len(problems) == 1 and problems[0].endswith(message), problems
+
+
 def test_a_type_checking_import_runs_downhill_too(tmp_path):
     root = planted(tmp_path, {"garden/models.py":
                               "\nfrom typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
                               "    from garden.formats.cases import Case  # noqa\n"})
     problems = upward_imports(root)
-    assert len(problems) == 1 and problems[0].endswith("data model (layer 1) must not import evaluation (layer 6)")
+    assert len(problems) == 1 and problems[0].endswith(
+        "data model and I/O primitives (layer 1) must not import formats (layer 6)")
 
 
-def test_a_circle_closed_only_under_type_checking_is_no_cycle(tmp_path):
+def test_a_circle_closed_only_under_type_checking_is_a_cycle(tmp_path):
     """The rule on a tree of its own: b imports a at run time, a names b for annotations."""
     (tmp_path / "garden").mkdir()
     (tmp_path / "garden" / "__init__.py").write_text("")
     (tmp_path / "garden" / "a.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
                                               "    from garden.b import B\n")
     (tmp_path / "garden" / "b.py").write_text("import garden.a\n\n\ndef f():\n    from . import a\n    return a\n")
-    assert import_cycles(tmp_path) == []
-    assert import_cycles(tmp_path, type_only=True) == [
+    assert import_cycles(tmp_path) == [
         "import cycle: garden.a -> garden.b -> garden.a (garden/a.py:3 `from garden.b import B`; "
         "garden/b.py:1 `import garden.a`)"]
+    assert import_cycles(tmp_path, type_only=False) == []
+
+
+def test_the_old_circle_of_the_stages_is_caught(tmp_path):
+    """The query context naming the resolved settings of the stage list for an annotation,
+    as it once did: the stage list imports the context, so that closes a circle."""
+    root = planted(tmp_path, {"garden/rerank/context.py":
+                              "\nfrom typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                              "    from garden.rerank.stages import Resolved  # noqa\n"})
+    cycles = import_cycles(root)
+    assert len(cycles) == 1 and cycles[0].startswith(
+        "import cycle: garden.rerank.context -> garden.rerank.stages -> garden.rerank.context "), cycles
+    assert upward_imports(root) == []
 
 
 def _last_line(path: Path) -> int:
@@ -370,8 +426,10 @@ def _last_line(path: Path) -> int:
 
 
 @pytest.mark.parametrize("module, layer", [
-    ("garden.models", "data model"), ("garden.derived.home", "derived files"), ("garden.derived.indexes", "pipelines"),
-    ("garden.derived.traces", "evaluation"), ("garden", "command line and server"), ("garden.rerank.stages", "stages"),
+    ("garden.models", "data model and I/O primitives"), ("garden.derived.home", "derived files"),
+    ("garden.pipelines.indexes", "pipelines"), ("garden.pipelines.traces", "pipelines"),
+    ("garden.store.stored", "store"), ("garden.evaluation.drill", "evaluation"), ("garden", "command line"),
+    ("garden.cli", "command line"), ("garden.rerank.stages", "stages"), ("garden.report", "API, report and explorer"),
 ])
 def test_a_module_takes_the_layer_of_the_longest_entry_covering_it(module, layer):
     assert LAYERS[layer_of(module)][0] == layer

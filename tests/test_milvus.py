@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from garden.retrievers._milvus_server import start_local_server, stop_local_server
-from garden.derived.indexes import documents
+from garden.pipelines.indexes import documents
 from garden.errors import GardenError
 from garden.formats.stories import load_story
 from garden.retrievers import Doc, make_retriever, parse_spec, rank

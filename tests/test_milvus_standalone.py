@@ -226,7 +226,7 @@ def test_a_story_in_milvus_on_the_standalone_serves_the_packets_of_its_file(stan
     for text, as_of, private in STORED_QUERIES:
         ours = api.query(story, text, pipeline=pipeline, as_of=as_of, include_private=private)
         assert api.query(stored, text, pipeline=pipeline, as_of=as_of, include_private=private) == ours, text
-    from garden.derived.indexes import PROCESS_INDEXES, documents
+    from garden.pipelines.indexes import PROCESS_INDEXES, documents
 
     hybrid = PROCESS_INDEXES.retriever(stored, f"milvus-hybrid:uri={standalone}")
     lexical = hybrid.members()["bm25"]

@@ -84,7 +84,7 @@ def test_the_locomo_reader_builds_or_refuses(tmp_path_factory, data):
 @given(lines=st.lists(st.one_of(st.binary(max_size=40), JSON_VALUES.map(lambda v: json.dumps(v).encode())),
                       max_size=5))
 def test_the_trace_reader_reads_or_skips_every_line(tmp_path_factory, lines):
-    from garden.derived.traces import read_trace_lines
+    from garden.pipelines.traces import read_trace_lines
 
     path = tmp_path_factory.mktemp("trace") / "trace-2030-01-12.jsonl"
     path.write_bytes(b"\n".join(lines))

@@ -12,7 +12,7 @@ from garden.pipelines.structured import StructuredPipeline
 from garden.rerank.candidates import Candidate
 from garden.rerank.pack import pack
 from garden.rerank.query import QuerySpec
-from garden.rerank.restated import notes_citing
+from garden.rerank.restated import ShorterNote, notes_citing
 
 DAY = dt.date(2031, 4, 2)
 TITLE = "Session 1, 9:00 am on 2 April, 2031"
@@ -99,11 +99,21 @@ def candidate(rid: str, text: str, sources=()) -> Candidate:
     return Candidate(record, score=1.0)
 
 
+class StandIn(ShorterNote):
+    """The restated stage's packing rule with the note it picks given by the test."""
+
+    def __init__(self, pick):
+        self.pick = pick
+
+    def instead(self, ctx, c, packed_ids):
+        return self.pick(c)
+
+
 def test_pack_puts_the_stand_in_in_the_place_and_refuses_both_when_it_does_not_fit():
     turn, note, other = candidate("t1", "a long turn of talk"), candidate("n1", "short", ["t1"]), candidate("t2", "x")
-    packed, used = pack([turn, other, note], 1200, 0, set(), lambda c, _: note if c is turn else None)
+    packed, used = pack([turn, other, note], 1200, 0, set(), [StandIn(lambda c: note if c is turn else None)])
     assert [c.id for c in packed] == ["n1", "t2"] and used == len("short") + len("x")  # the note not twice
     assert turn.reason == "already_shown" and note.reason is None
     turn, note = candidate("t1", "a long turn of talk"), candidate("n1", "short", ["t1"])
-    packed, _ = pack([turn], 3, 0, set(), lambda c, _: note)
+    packed, _ = pack([turn], 3, 0, set(), [StandIn(lambda c: note)])
     assert packed == [] and turn.reason == note.reason == "over_budget" and "as n1" in turn.detail

@@ -14,7 +14,7 @@ from garden.cli import print_json, main
 from garden.errors import GardenError
 from garden.models import Packet, PacketItem
 from garden.rerank.stages import Settings
-from garden.derived.traces import TraceEvent
+from garden.pipelines.traces import TraceEvent
 from garden.pipelines import scored
 from garden.retrievers import Doc, make_retriever, number, parse_spec, registered, registry
 

@@ -214,7 +214,7 @@ def test_a_restored_bm25s_index_scores_as_the_library_to_the_bit_without_it(meth
     exactly equal, repeated and unknown terms included."""
     from pathlib import Path
 
-    from garden.derived.indexes import documents
+    from garden.pipelines.indexes import documents
     from garden.formats.stories import load_story
 
     story = load_story(Path(__file__).resolve().parents[1] / "fixtures" / "kiln-lane.yaml")
@@ -278,7 +278,7 @@ def test_tfidf_scores_are_scikit_learns_to_the_last_bit_without_loading_it(subli
 
     from sklearn.feature_extraction.text import TfidfVectorizer
 
-    from garden.derived.indexes import documents
+    from garden.pipelines.indexes import documents
     from garden.formats.stories import load_story
 
     story = load_story(Path(__file__).resolve().parents[1] / "fixtures" / "aurora-ridge.yaml")

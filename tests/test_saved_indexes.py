@@ -1,4 +1,4 @@
-"""Saved indexes (garden/derived/indexes.py): a second process loads what the first built,
+"""Saved indexes (garden/pipelines/indexes.py): a second process loads what the first built,
 an edited story is rebuilt, a damaged or interrupted save never stands in for an index."""
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from garden._state import read_state
-from garden.derived.indexes import COUNTS, IndexCache, fresh_builds, saved_path
+from garden.pipelines.indexes import COUNTS, IndexCache, fresh_builds, saved_path
 from garden.errors import GardenError
 from garden.formats.stories import load_story
 
@@ -22,7 +22,7 @@ QUERY = "Why have I not felt like gaming recently?"
 COUNT_SCRIPT = """
 import json, sys
 from garden import api
-from garden.derived.indexes import COUNTS
+from garden.pipelines.indexes import COUNTS
 packet = api.query("aurora-ridge", sys.argv[1])
 for name in ("bm25", "bm25s", "tfidf", "dense", "hybrid"):
     api.query("aurora-ridge", sys.argv[1], pipeline=name)
@@ -161,7 +161,7 @@ def test_fresh_builds_read_no_save_and_a_link_is_refused(project):
     story = load_story("fixtures/aurora-ridge.yaml")
     IndexCache().retriever(story, "bm25")
     built = COUNTS["retriever:bm25:built"]
-    from garden.derived.indexes import PROCESS_INDEXES
+    from garden.pipelines.indexes import PROCESS_INDEXES
 
     with fresh_builds():
         PROCESS_INDEXES.retriever(story, "bm25")

@@ -1,4 +1,4 @@
-"""The saved story and whole-store tables (garden/derived/stored.py, tables.py): every packet
+"""The saved story and whole-store tables (garden/store/stored.py, tables.py): every packet
 and trace the same with and without them, a changed file never served from a stale save, a
 damaged, foreign or other user's save refused and made again, a query reading only what it
 touches."""
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from garden.derived import indexes
-from garden.derived.indexes import COUNTS
-from garden.derived.stored import OPENED, open_story
+from garden.pipelines import indexes
+from garden.pipelines.indexes import COUNTS
+from garden.store.stored import OPENED, open_story
 from garden.derived.tables import in_memory
 from garden.evaluation.runner import PRUNE_TRACES, run_query
 from garden.formats.cases import load_case, spec_for

@@ -238,7 +238,7 @@ def test_a_session_rejects_what_the_earlier_query_delivered(server, in_store):
 
 
 def test_the_trace_line_is_the_line_the_command_writes(server, in_store, capsys):
-    from garden.derived.traces import read_trace_lines, trace_file
+    from garden.pipelines.traces import read_trace_lines, trace_file
     import datetime as dt
 
     text = "Which kiln did Wren fire first?"

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from garden._state import FORMAT, State, WrongIndex, digest, read_state, write_state
-from garden.derived.indexes import documents
+from garden.pipelines.indexes import documents
 from garden.formats.stories import load_story
 from garden.rerank.phrase import PhraseIndex
 from garden.retrievers import make_retriever

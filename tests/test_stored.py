@@ -176,8 +176,8 @@ def generated(tmp_path_factory):
 
 def _fresh_home(folder: Path, monkeypatch) -> None:
     """A new garden home, and a process that has made nothing of the story yet."""
-    from garden.derived.indexes import PROCESS_INDEXES
-    from garden.derived.stored import OPENED
+    from garden.pipelines.indexes import PROCESS_INDEXES
+    from garden.store.stored import OPENED
     from garden.pipelines.store_reference import PROCESS_REFERENCES
 
     monkeypatch.setenv("GARDEN_HOME", str(folder / ".garden"))

@@ -140,7 +140,7 @@ def test_no_checkpoint_no_note():
 def hard_rules_match_record_fields(story: Story) -> int:
     """Check `record_fields` against the gate on every day around each date the story names,
     with and without private records; the number of (record, day) pairs it excludes."""
-    from garden.rerank.gate import HARD_REASONS, eligibility
+    from garden.rerank.eligibility import HARD_REASONS, eligibility
     from garden.rerank.query import QuerySpec
     from garden.rerank.resolve import Resolution
     from garden.rerank.timeline import record_fields

@@ -11,8 +11,8 @@ import pytest
 from garden.errors import GardenError
 from garden.models import Budget, Hints, Packet, PacketItem, Rejection
 from garden.rerank.stages import Settings
-from garden.derived.traces import TraceEvent
-from garden.derived.traces import (DEFAULT_RETENTION_DAYS, prune_traces, read_trace, trace_day, trace_dir, trace_file,
+from garden.pipelines.traces import TraceEvent
+from garden.pipelines.traces import (DEFAULT_RETENTION_DAYS, prune_traces, read_trace, trace_day, trace_dir, trace_file,
                            write_trace)
 
 D = dt.date

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from garden.derived.indexes import IndexCache
+from garden.pipelines.indexes import IndexCache
 from garden.errors import GardenError
 from garden.formats.corpora import Collection, load_collection
 from garden.evaluation.compare import evaluate, run_collection

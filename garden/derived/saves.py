@@ -7,7 +7,7 @@ anything changed gives another name; it is written whole or not at all and repla
 older saves of the same story and kind (`save`); it is read only when this user owns it
 and no one else may read or write it, and a file that does not load, or holds another
 kind, is removed with one warning so that it is made again (`load_saved`). The index
-cache (garden/derived/indexes.py), the saved story (stored.py) and the stages' tables
+cache (garden/pipelines/indexes.py), the saved story (garden/store/stored.py) and the stages' tables
 (tables.py) all save through here.
 """
 from __future__ import annotations

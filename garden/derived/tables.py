@@ -9,7 +9,7 @@ its table from `value()`) and the `Codec` that saves and reads it. The stage say
 it reads (`tables` on its class), so a story ingested into Milvus, whose records are never
 all in the process, folds exactly the declared tables as it streams the file and saves
 them (garden/store/milvus.py, `TABLES` the one place their names live); a story read from
-its file folds its records; a saved story (garden/derived/stored.py) folds the records it
+its file folds its records; a saved story (garden/store/stored.py) folds the records it
 reads from its save. A story whose records are elsewhere and which holds no copy of a
 table refuses it in one line naming the story and the table, never folding nothing.
 

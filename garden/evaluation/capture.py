@@ -23,8 +23,8 @@ from pathlib import Path
 
 import yaml
 
-from garden.store.layout import CHALLENGE
-from garden.derived.traces import TRACE_NAME
+from garden.formats.layout import CHALLENGE
+from garden.pipelines.traces import TRACE_NAME
 from garden.errors import EXIT_FAILED, GardenError
 from garden.evaluation.judgments import Judgments
 from garden.evaluation.replay import Replay, find_question, replays_from_trace
@@ -70,8 +70,8 @@ def story_field(replay: Replay, folder: Path) -> str:
     by a path relative to it."""
     target = Path(replay.spec.story_path).resolve()
     try:
-        if resolve_story_path(replay.spec.story.story, folder).resolve() == target:
-            return replay.spec.story.story
+        if resolve_story_path(replay.spec.story.name, folder).resolve() == target:
+            return replay.spec.story.name
     except GardenError:
         pass
     return Path(os.path.relpath(target, folder.resolve())).as_posix()

@@ -171,11 +171,11 @@ def judge_question(store: Judgments, replay: Replay, items: list[Pooled], n: int
     """Ask what is still unjudged of one question; every answer is saved as it comes (the
     store counts each one)."""
     qid, spec, out = replay.question_id, replay.spec, answers.out
-    about = {"story": spec.story.story, "query": spec.query, "as_of": spec.as_of.isoformat(), "case": replay.case}
+    about = {"story": spec.story.name, "query": spec.query, "as_of": spec.as_of.isoformat(), "case": replay.case}
     # a trace is text anyone may have written: escape sequences in it are shown, never obeyed;
     # the question is named as every command names it (its number in the trace and its qid)
     out(one_line(f"{replay.name()}, {n} of {total} to judge ({replay.trace} line {replay.line}): "
-                 f"{spec.story.story}, as of {spec.as_of.isoformat()}"
+                 f"{spec.story.name}, as of {spec.as_of.isoformat()}"
                  + (f", from case {replay.case}" if replay.case else ", a free query")))
     out(f"  {one_line(spec.query)}")
     if store.verdict(qid) is None:

@@ -19,7 +19,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from garden.store.layout import JUDGMENTS_FOLDER
+from garden.formats.layout import JUDGMENTS_FOLDER
 from garden.derived.home import write_whole
 from garden.errors import GardenError
 from garden.text import shown

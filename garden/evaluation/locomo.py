@@ -29,7 +29,7 @@ import re
 from pathlib import Path
 from typing import Sequence
 
-from garden.store.layout import CASES_FOLDER, STORY_FOLDER
+from garden.formats.layout import CASES_FOLDER, STORY_FOLDER
 from garden.errors import GardenError
 from garden.derived.home import derived_folder
 from garden.evaluation.compare import ALPHA, PERMUTATIONS

@@ -36,7 +36,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from garden.store.layout import STORY_FOLDER
+from garden.formats.layout import STORY_FOLDER
 from garden.derived.home import derived_folder
 from garden.errors import GardenError
 from garden.evaluation.compare import ALPHA, PERMUTATIONS, CompareReport, compare_values

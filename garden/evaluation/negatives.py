@@ -70,7 +70,7 @@ def foreign_negatives(conversations: Sequence["Conversation"], per_store: int | 
     who = [people(c.story) for c in conversations]
     out: dict[str, list[Question]] = {}
     for i, target in enumerate(conversations):
-        name, to = target.story.story, who[i]
+        name, to = target.story.name, who[i]
         # sorted, so that the sample does not depend on the order the stores are given in
         pool = sorted(((j, q) for j, other in enumerate(conversations) if j != i for q in other.questions),
                       key=lambda pair: pair[1].qid)

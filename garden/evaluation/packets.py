@@ -77,7 +77,7 @@ def packet_row(question, packet, story, gate: float | None = None, ranking: Sequ
     return PacketRow(question.qid, question.category, not evidence, outcome, _share(evidence, covered), precision,
                      packet.budget.used, len(packet.items), flagged, gate,
                      {name: f(ranking, query_terms) for name, f in PREDICTORS.items()}, _share(evidence, shown),
-                     story.story, packet.gate.threshold if packet.gate is not None else None)
+                     story.name, packet.gate.threshold if packet.gate is not None else None)
 
 
 def _share(evidence: set[str], found: set[str]) -> float | None:

@@ -35,7 +35,7 @@ from garden.formats.cases import Expect
 from garden.pipelines import check_pipeline, make_pipeline, warm_up
 from garden.rerank.query import QuerySpec
 from garden.formats.stories import load_story, resolve_story_path
-from garden.derived.traces import TRACE_NAME, read_trace_lines
+from garden.pipelines.traces import TRACE_NAME, read_trace_lines
 
 STORY_MEASURES = ("AP", "nDCG@10", "R@5", "RR", "P@5")
 SHOWN = 20  # disagreeing queries printed in the human view

@@ -7,18 +7,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from garden._terminal import Progress, counted
-from garden.store.layout import CHALLENGE, REGRESSION, SUITES
-from garden.derived.indexes import fresh_builds
+from garden.formats.layout import CHALLENGE, REGRESSION, SUITES
+from garden.pipelines.indexes import fresh_builds
 from garden.text import shown
 from garden.formats.cases import LoadedCase, Query, check, check_build_error, load_case, spec_for
 from garden.errors import GardenError, StoryError
-from garden.derived.traces import TraceEvent
+from garden.pipelines.traces import TraceEvent
 from garden.derived.home import check_environment, derived_dir, retention_setting
 from garden.pipelines import Outcome, Pipeline, check_pipeline, make_pipeline
 from garden.rerank.query import QuerySpec
+from garden.rerank.stages import as_settings
 from garden.retrievers import registered, spec_text
 from garden.formats.stories import load_story
-from garden.derived.traces import DEFAULT_RETENTION_DAYS, prune_traces, write_trace
+from garden.pipelines.traces import DEFAULT_RETENTION_DAYS, prune_traces, write_trace
 
 class PruneOnce:
     """Old traces are pruned on a process's first trace write to each garden home: once is
@@ -64,9 +65,9 @@ def record_trace(spec: QuerySpec, pipeline: str, outcome: Outcome, case: str | N
     # built unchecked: every field is already of its type (the spec and the outcome were
     # validated as they were made), and checking the stages' thousands of numbers one by
     # one cost a millisecond a query; write_trace still refuses a number that is not finite
-    write_trace(TraceEvent.model_construct(story=spec.story.story, story_path=story_path, query=spec.query,
+    write_trace(TraceEvent.model_construct(story=spec.story.name, story_path=story_path, query=spec.query,
                            as_of=spec.as_of, hints=spec.hints, budget=spec.budget,
-                           include_private=spec.include_private, settings=spec.settings,
+                           include_private=spec.include_private, settings=as_settings(spec.settings),
                            session=spec.session, pipeline=pipeline, case=case, case_path=case_path,
                            stages=outcome.stages,
                            timings_ms=outcome.timings_ms, packet=outcome.packet))

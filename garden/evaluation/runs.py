@@ -112,7 +112,7 @@ class _StructuredRuns:
     for the process."""
 
     def __init__(self, collection: Collection):
-        from garden.derived.indexes import IndexCache
+        from garden.pipelines.indexes import IndexCache
 
         self.collection = collection
         self.indexes = IndexCache(bound=8)
@@ -127,7 +127,7 @@ class _StructuredRuns:
         start = time.perf_counter()
         if self.story is None:
             self.story = collection_story(self.collection.name, self.collection.docs)
-        prepare(pipeline, self.story.story)
+        prepare(pipeline, self.story.name)
         index_s = time.perf_counter() - start
         rank_texts(pipeline, self.story, texts[:STRUCTURED_WARM_UP], depth)
         start = time.perf_counter()

@@ -35,7 +35,7 @@ from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from garden.store.layout import CASES_FOLDER, STORY_FOLDER
+from garden.formats.layout import CASES_FOLDER, STORY_FOLDER
 from garden.evaluation.compare import ALPHA, PERMUTATIONS, CompareReport, compare_runs
 from garden.evaluation.packets import PacketRow, decision_report, packet_row, packet_tables
 from garden.models import DEFAULT_BUDGET, Sitting, Story
@@ -91,7 +91,7 @@ def questions_of(story: Story, cases: Sequence[dict], category: Callable[[str | 
         evidence = [rid for rid in expect.get("include", []) if rid in turns]
         declared = expect.get("unanswerable") is True
         if evidence or declared:
-            out.append(Question(f"{story.story}/{case['id']}", case["query"], category(case.get("category")),
+            out.append(Question(f"{story.name}/{case['id']}", case["query"], category(case.get("category")),
                                 [] if declared else evidence, dt.date.fromisoformat(str(case["as_of"])),
                                 negative="declared" if declared else None))
     return out
@@ -283,7 +283,7 @@ def _run_store(runs: StoreRuns, elapsed: dict[str, float], conv: Conversation, m
                pipelines: Mapping[str, object], depth: int, budget: int, with_packets: bool,
                on_turns: OnTurns | None, bar) -> None:
     """One store's questions under every pipeline, into `runs` (see `run_stores`)."""
-    runs.asked[conv.story.story] = mine
+    runs.asked[conv.story.name] = mine
     session_of = conv.sessions()
     for q in mine:
         if q.evidence:
@@ -291,7 +291,7 @@ def _run_store(runs: StoreRuns, elapsed: dict[str, float], conv: Conversation, m
             runs.turn_qrels[q.qid] = {t: 1 for t in q.evidence}
             runs.session_qrels[q.qid] = {session_of[t]: 1 for t in q.evidence}
     for name, pipeline in pipelines.items():
-        bar.now(f"{conv.story.story} under {name}")
+        bar.now(f"{conv.story.name} under {name}")
         prepare(pipeline, conv.story)
         start = time.perf_counter()
         both = rank_both(pipeline, conv, depth, mine)

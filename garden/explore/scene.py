@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from garden.store.layout import SUITES
+from garden.formats.layout import SUITES
 from garden.errors import GardenError
 from garden.models import DEFAULT_BUDGET, Story
 from garden.formats.cases import Expect
@@ -57,6 +57,7 @@ def run_observed(pipeline_name: str, spec):
     ran). The session stage reruns the pipeline for the session's earlier queries; those
     runs are not observed, only the outer query."""
     from garden.pipelines import make_pipeline
+    from garden.rerank.lanes import lane_cutoff
 
     snaps: list[Snapshot] = []
 
@@ -65,7 +66,7 @@ def run_observed(pipeline_name: str, spec):
             stage.name,
             {c.id: (c.score, c.reason, c.detail, tuple(c.labels), tuple(c.why), c.door, c.lane)
              for c in ctx.candidates.values()},
-            ctx.cutoff, ctx.used, [c.id for c in ctx.packed]))
+            lane_cutoff(ctx), ctx.used, [c.id for c in ctx.packed]))
 
     outcome = make_pipeline(pipeline_name).run(spec, after=observe)
     return outcome, snaps

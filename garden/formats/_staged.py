@@ -12,7 +12,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from garden.store.layout import CASES_FOLDER, STORY_FOLDER
+from garden.formats.layout import CASES_FOLDER, STORY_FOLDER
 
 # a story found by name before this form: removed when this form is written (stories.py
 # looks a name up as NAME.yaml, then NAME.yml, then NAME.jsonl)

@@ -17,7 +17,7 @@ from typing import Mapping
 
 from pydantic import Field, field_validator, model_validator
 
-from garden.store.layout import CASES_FOLDER, SUITES
+from garden.formats.layout import CASES_FOLDER, SUITES
 from garden.formats.yaml_reader import read_yaml, validated
 from garden.text import shown
 from garden.errors import GardenError, StoryError
@@ -240,7 +240,7 @@ def _named_record_problems(path: Path, q: Query, loaded: dict) -> list[str]:
     if story is None:
         return []
     where = f"control {shown(q.name)}: " if q.name else ""
-    return [f"{path}: {where}field expect.{fld}: {shown(rid)} names no record in story {story.story}"
+    return [f"{path}: {where}field expect.{fld}: {shown(rid)} names no record in story {story.name}"
             for fld, rid in q.expect.record_ids() if rid not in story.by_id]
 
 
@@ -267,7 +267,7 @@ def check(expect: Expect, packet: Packet, story: Story, include_private: bool) -
         return f"rejected as {rejected[rid]}" if rid in rejected else "not a candidate"
 
     if expect.build_error:
-        failures.append(f"build_error: expected story {story.story} to fail to build naming "
+        failures.append(f"build_error: expected story {story.name} to fail to build naming "
                         f"{', '.join(expect.build_error)}, but it built")
     if expect.decision and packet.decision != expect.decision:
         failures.append(f"decision: expected {expect.decision}, got {packet.decision} ({packet.reason})")

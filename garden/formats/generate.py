@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
-from garden.store.layout import CASES_FOLDER, STORY_FOLDER
+from garden.formats.layout import CASES_FOLDER, STORY_FOLDER
 from garden.errors import GardenError
 from garden.formats.jsonl_reader import SUFFIX as JSONL
 from garden.formats.locomo import dump_yaml

@@ -18,7 +18,7 @@ Mapping, per conversation:
 - each speaker is an entity (id a slug of the name, the name its alias);
 - each turn is a `source` record `d<session>.<turn>` dated by its session, its text
   written with its speaker and, where a photo was shared, the photo's caption; its
-  `speaker` is the entity who said it. A turn has no `entities`: the gate reads them as
+  `speaker` is the entity who said it. A turn has no `entities`: the eligibility rules read them as
   what a record is about, and a turn is said by a person, often about the other one (an
   entity on each turn made every turn of the other speaker `off_topic` for a question
   naming one of them);
@@ -49,7 +49,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from garden.store.layout import CASES_FOLDER, STORY_FOLDER
+from garden.formats.layout import CASES_FOLDER, STORY_FOLDER
 from garden._files import read_regular
 from garden.errors import GardenError
 from garden.formats._staged import move_staged, staging_folder

@@ -56,7 +56,7 @@ from typing import Any, Iterator
 
 from pydantic import ValidationError
 
-from garden.store.layout import CASES_FOLDER, STORY_FOLDER
+from garden.formats.layout import CASES_FOLDER, STORY_FOLDER
 from garden.errors import GardenError
 from garden.formats._staged import move_staged, staging_folder
 from garden.formats.json_stream import CHUNK_CHARS, iter_json_list, open_text

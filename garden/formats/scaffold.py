@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from garden.store.layout import CHALLENGE, STORY_FOLDER
+from garden.formats.layout import CHALLENGE, STORY_FOLDER
 from garden.errors import GardenError
 
 STORY = """\

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from garden.models import Packet, Story
 from garden.formats.cases import Case
-from garden.derived.traces import TraceEvent
+from garden.pipelines.traces import TraceEvent
 
 SCHEMAS = {"story": Story, "case": Case, "packet": Packet, "trace-event": TraceEvent}
 

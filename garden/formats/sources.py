@@ -23,9 +23,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from garden.derived.traces import TRACE_NAME
+from garden.pipelines.traces import TRACE_NAME
 from garden.errors import GardenError
-from garden.store.layout import CASES_FOLDER, STORY_FOLDER
+from garden.formats.layout import CASES_FOLDER, STORY_FOLDER
 
 KINDS = ("trace", "longmemeval", "locomo", "collection", "cases")
 NEEDS = ("a trace (.jsonl, or a folder of trace-YYYY-MM-DD.jsonl files), LongMemEval or LoCoMo (.json, or the "
@@ -92,7 +92,7 @@ def markers(path: Path) -> dict[str, str]:
 def _home_hint(path: Path) -> str:
     """For a `.garden/...` path that is not there while GARDEN_HOME names another home:
     where that home's traces are (the README's `.garden/traces` is the home by default)."""
-    from garden.derived.traces import trace_dir
+    from garden.pipelines.traces import trace_dir
 
     if ".garden" not in path.parts:
         return ""

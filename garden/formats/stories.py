@@ -13,7 +13,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from garden.store.layout import STORY_FOLDER
+from garden.formats.layout import STORY_FOLDER
 from garden.text import shown, shown_id
 from garden.formats.jsonl_reader import SUFFIX, read_story_lines
 from garden.formats.yaml_reader import describe_pydantic_error, read_yaml
@@ -21,9 +21,8 @@ from garden._bulk import collector_paused
 from garden.errors import GardenError, StoryError
 from garden.models import Record, Story
 from garden.derived.home import derived_dir, derived_folder, refuse_link, remove_orphans, temp_prefix, write_whole
-from garden.store.attachments import attachment_errors
+from garden.formats.attachments import attachment_errors
 
-STORY_KEYS = set(Story.model_fields)
 # A story can be written to fail once per record, field and list item; past this many
 # problems the rest are counted, not listed, so the report stays readable and its size
 # stays bounded whatever the file holds.
@@ -136,13 +135,13 @@ def semantic_errors(story: Story, path: Path, known_ids: set[str] = frozenset())
     `known_ids` are ids written on records that failed their schema: references to them
     are not dangling."""
     errors: list[str] = []
-    if story.story != path.stem:
+    if story.name != path.stem:
         errors.append(f"{path}: field story: must equal the file stem {shown(path.stem)} "
-                      f"(value {shown(story.story)})")
+                      f"(value {shown(story.name)})")
     topic_alias = {a.lower(): t for t, spec in story.topics.items() for a in (spec.aliases if spec else [])}
     entity_alias = {a.lower(): e for e, spec in story.entities.items() for a in (spec.aliases if spec else [])}
     if story.addressee is not None:
-        errors += _label_errors(f"{path}: story {shown_id(story.story)}", "addressee", [story.addressee],
+        errors += _label_errors(f"{path}: story {shown_id(story.name)}", "addressee", [story.addressee],
                                 story.entities, entity_alias, "entity")
     for tid, spec in story.topics.items():
         for rel in spec.related if spec else []:
@@ -252,11 +251,11 @@ def build_index(path: str | Path) -> Path:
     story = load_story(path)
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     payload = {"source": str(path.resolve()), "sha256": digest, "story": story.model_dump(mode="json")}
-    target = index_path(story.story)
+    target = index_path(story.name)
     folder = derived_folder("index")
     refuse_link(target)
     remove_orphans(folder, ".tmp")
-    write_whole(target, json.dumps(payload, indent=1, sort_keys=True).encode("utf-8"), prefix=temp_prefix(story.story))
+    write_whole(target, json.dumps(payload, indent=1, sort_keys=True).encode("utf-8"), prefix=temp_prefix(story.name))
     return target
 
 
@@ -300,5 +299,5 @@ def latest_date(story: Story):
     """The latest date the story mentions: a deterministic default for `as_of`."""
     latest = story.latest
     if latest is None:
-        raise GardenError(f"story {story.story} has no dates; pass `as_of`")
+        raise GardenError(f"story {story.name} has no dates; pass `as_of`")
     return latest

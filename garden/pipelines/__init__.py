@@ -86,7 +86,7 @@ def describe_pipeline(name: str) -> str:
 
 
 def make_pipeline(name: str, hard_rules: bool = False) -> Pipeline:
-    """The pipeline a name stands for. `hard_rules`: a bare pipeline obeys the gate's hard
+    """The pipeline a name stands for. `hard_rules`: a bare pipeline obeys the hard eligibility
     rules as well (privacy, `as_of`, control records, current states), as a served one
     must; a structured pipeline always does."""
     if split_structured(check_pipeline(name)) is not None:

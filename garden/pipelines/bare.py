@@ -1,7 +1,7 @@
 """A bare pipeline: retrieve with one retriever, then pack in score order within the
 budget, nothing else. The baseline every contrast is measured against.
 
-With `hard_rules` it also obeys the rules no packet may break (`garden.rerank.gate`'s
+With `hard_rules` it also obeys the rules no packet may break (`garden.rerank.eligibility`'s
 hard reasons: a private record only when the query allows it, nothing that appears after
 `as_of`, no control record, no state that is not current). The contrast matrix measures
 the baseline without them (a baseline that leaks a private record is a contrast the
@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import time
 
-from garden.derived.indexes import PROCESS_INDEXES, IndexCache
+from garden.pipelines.indexes import PROCESS_INDEXES, IndexCache
 from garden.models import Budget, Packet
 from garden.pipelines.scoring import Outcome, scored
 from garden.rerank.candidates import Candidate
-from garden.rerank.gate import hard_reason
+from garden.rerank.eligibility import hard_reason
 from garden.rerank.pack import over_budget
 from garden.rerank.query import QuerySpec
 from garden.rerank.sittings import SITTINGS_SHOWN, bare_sittings

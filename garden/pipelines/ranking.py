@@ -22,7 +22,7 @@ to the point where a ranking exists, not to a packet:
   ad-hoc query is a request to rank the collection, and the task has no empty answer
   (an empty ranking scores 0 on every metric, as ``trec_eval -c`` counts it).
 - The retrieve stage runs with `candidates` raised to the depth, and then every record of
-  the base retriever's top `depth` is admitted through the gate: the retrieve stage keeps
+  the base retriever's top `depth` is admitted through the eligibility check: the retrieve stage keeps
   only candidates whose normalized relevance is above 0, a floor for packets, while in a
   ranking the base retriever's rank is itself the evidence (without this, 88 of hybrid's
   top 1000 per Vaswani query are lost and R@1000 falls from 0.9636 to 0.9566).
@@ -55,7 +55,7 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from garden.models import Hints, Record, Story
-from garden.rerank.stages import Settings
+from garden.rerank.stages import Settings, resolved
 from garden.pipelines.scoring import scored
 from garden.rerank.context import QueryContext
 from garden.rerank.query import QuerySpec
@@ -115,7 +115,7 @@ class Ranked:
     base: dict[str, float]                                 # record id -> base score, rescaled
     relevance: dict[str, float]                            # live candidate -> reranker score
     bonus: dict[str, dict[str, float]]                     # stage -> record id -> what it added
-    live: set[str]                                         # candidates the gate did not reject
+    live: set[str]                                         # candidates the eligibility check did not reject
     triage: str | None = None                              # what triage would have answered
     candidates: dict = field(default_factory=dict, repr=False)  # record id -> Candidate (labels, why)
     sittings: list = field(default_factory=list, repr=False)    # the sittings stage's ranking, best first
@@ -150,9 +150,9 @@ def rank_query(pipeline, spec: QuerySpec, depth: int, base: Ranking | None = Non
     retriever's ranking of the query when the caller has it (a batch of queries ranked at
     once, as the bare pipeline ranks them); else it is ranked here."""
     story = spec.story
-    shell = Story(story=story.story, project=story.project, topics=story.topics, entities=story.entities,
+    shell = Story(story=story.name, project=story.project, topics=story.topics, entities=story.entities,
                   records=[])
-    res = resolve(shell, spec.query, spec.hints or Hints(), spec.settings.resolved().related_decay)
+    res = resolve(shell, spec.query, spec.hints or Hints(), resolved(spec.settings).related_decay)
     ctx = pipeline.context(spec, res)
     retriever = ctx.retriever
     if base is None:

@@ -12,7 +12,7 @@ Scores: a candidate's rank score is its relevance (each lexical member's score a
 fraction of the query's saturation ceiling, plus the embedding cosine above a floor,
 rescaled), plus a structure bonus (a resolved topic, decayed one hop out, and a resolved
 entity), plus a phrase bonus. Checkpoints and fidelity never change a score: they are
-notes. Every candidate, whatever stage brings it in, passes the one eligibility gate.
+notes. Every candidate, whatever stage brings it in, passes the one eligibility check.
 
 Adding a stage is one module with a class of `name`, `uses`, `essential` and `run(ctx)`,
 plus one line in STAGES. `default-NAME` (and `default-NAME-OTHER`) names the pipeline
@@ -24,7 +24,7 @@ import time
 from typing import Sequence
 
 from garden._deadline import check_deadline, deadline
-from garden.derived.indexes import PROCESS_INDEXES, IndexCache
+from garden.pipelines.indexes import PROCESS_INDEXES, IndexCache
 from garden.models import Budget, Gate, Packet
 from garden.pipelines.scoring import Outcome
 from garden.pipelines.store_reference import reference_of
@@ -34,7 +34,7 @@ from garden.rerank.query import QuerySpec
 from garden.rerank.resolve import Resolution, resolve
 from garden.rerank.sittings import SITTINGS_SHOWN
 from garden.rerank.stages import (PIPELINE_LABELS, PIPELINE_REASONS, STAGES, check_order,  # noqa: F401
-                                  packet_stages, support_labels)
+                                  packet_stages, resolved, support_labels)
 from garden.retrievers import as_retriever, evidence_kind
 
 STRONG_LABELS = support_labels()  # declared by the stages that give them
@@ -65,7 +65,7 @@ class StructuredPipeline:
         resolved against the story (or `resolution`, when the caller resolved them), the
         base retriever indexed, and the store's reference to hand when the calibration stage
         asks (none with `reference` False: the reference's own queries)."""
-        settings = spec.settings.resolved()
+        settings = resolved(spec.settings)
         res = resolution or resolve(spec.story, spec.query, spec.hints, settings.related_decay)
         retriever = as_retriever(self.indexes.retriever(spec.story, self.retriever_name))
         ctx = QueryContext(spec=spec, settings=settings, resolution=res, retriever=retriever, rerun=self.run,

@@ -62,7 +62,7 @@ def lift(ctx: QueryContext, candidates) -> list[str]:
             lowered = [c for c in candidates if c.reason is None and c.score > 0 and c.record.speaker == ctx.unasked]
             for c in lowered:
                 c.score *= ctx.settings.unasked
-                c.prior *= ctx.settings.unasked   # an order among what matched: the gate reads the match
+                c.prior *= ctx.settings.unasked   # an order among what matched: the decision reads the match
                 c.why.append(f"said by {ctx.unasked}; the question asks about the user, not what {ctx.unasked} "
                              f"said (x{ctx.settings.unasked:g})")
             if lowered:

@@ -10,7 +10,7 @@ them backwards: each record a live candidate cites receives
 
 (the largest such credit when several derived records cite it), from each of the query's
 `candidates` best live records (`lenders`), and enters through the
-gate by the provenance door, on no certain route (scope and off-topic still apply to it).
+eligibility check by the provenance door, on no certain route (scope and off-topic still apply to it).
 A derived record citing a whole session spreads its credit thin. `cited_share` and
 `cited_spread` were chosen by leave-one-conversation-out on LoCoMo
 (experiments/locomo_weights.py).

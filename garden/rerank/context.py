@@ -3,25 +3,18 @@
 A stage is a small object with one required method, ``run(ctx)``, that reads and changes
 this context; the pipeline runs its stages in order and builds the packet from what they
 leave (see garden/pipelines/structured.py). Candidates enter only through ``admit``, the
-one eligibility gate, whichever door they come through.
+one eligibility check, whichever door they come through.
 """
 from __future__ import annotations
 
-import math
-
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, ClassVar
+from typing import Any, Callable, ClassVar
 
 from garden.models import Record
 from garden.rerank.candidates import Candidate
-from garden.rerank.gate import describe, eligibility
+from garden.rerank.eligibility import describe, eligibility
+from garden.rerank.query import QuerySpec
 from garden.rerank.resolve import Resolution
-
-if TYPE_CHECKING:
-    # annotations only: both are made from the stage list (garden/rerank/stages.py), whose
-    # stages import this module; loading either here would close a circle
-    from garden.rerank.query import QuerySpec
-    from garden.rerank.stages import Resolved
 
 
 @dataclass(frozen=True)
@@ -122,10 +115,46 @@ class StageBase:
 Stage = StageBase  # what a pipeline's stage list holds
 
 
+class PackRule:
+    """What a stage that changes packing arms (`ctx.pack_rules`): the pack stage calls every
+    armed rule, in stage order, through these methods, each of which changes nothing by
+    default (garden/rerank/pack.py):
+
+    - `widen(ctx, packed, evidence)`: the evidence lane to pack, once the curated lane is
+      packed (the provenance stage adds the sources of packed items);
+    - `skips_shown`: an evidence item that adds nothing the packet shows is skipped (fill);
+    - `instead(ctx, c, packed_ids)`: the item to pack in `c`'s place, or None; the first
+      rule that gives one wins, and `shown_through(c, item)` records it (restated);
+    - `cut(ctx, c)`: where in `c`'s text the part to pack sits, or None to pack it whole;
+      the first rule that gives one wins, and `rides(c, span)` records it (passage);
+    - `noted(c, item, span)`: what an `over_budget` rejection adds about the rule's doing.
+    """
+
+    skips_shown: bool = False
+
+    def widen(self, ctx: "QueryContext", packed: list[Candidate], evidence: list[Candidate]) -> list[Candidate]:
+        return evidence
+
+    def instead(self, ctx: "QueryContext", c: Candidate, packed_ids: set[str]) -> Candidate | None:
+        return None
+
+    def shown_through(self, c: Candidate, item: Candidate) -> None:
+        """Record that `item` rides in `c`'s place."""
+
+    def cut(self, ctx: "QueryContext", c: Candidate) -> tuple[int, int] | None:
+        return None
+
+    def rides(self, c: Candidate, span: tuple[int, int]) -> None:
+        """Record that `c` rides as the part `span` of its text."""
+
+    def noted(self, c: Candidate, item: Candidate, span: tuple[int, int] | None) -> str:
+        return ""
+
+
 @dataclass
 class QueryContext:
     spec: QuerySpec
-    settings: Resolved
+    settings: Any                                    # the stages' `Resolved`: every setting with its value
     resolution: Resolution
     retriever: Any                                   # the pipeline's indexed base retriever
     rerun: Callable[[QuerySpec], Any]                # the same pipeline on another query (the session)
@@ -138,17 +167,17 @@ class QueryContext:
     stopped: tuple[str, str, bool, str | None] | None = None   # (decision, reason, fallback, question)
     reason: str = "no triage stage: every query retrieves"
     fallback: bool = False
-    cutoff: float = 1.0                              # the standout ratio; 1 until the standout stage arms it
-    answers: bool | None = None                      # the decide stage's verdict; None: the lanes' ratio decides
-    decisive: float = math.inf                       # with a verdict, a lane whose ratio reaches this answers anyway
     calibrated: Any = None                           # armed by the calibration stage: the store's reference
-    fill: bool = False                               # armed by the fill stage: the scores, not a count, say what rides
-    floor: dict[str, float] = field(default_factory=lambda: {"curated": 0.0, "evidence": 0.0})
+    # the lanes' selection (`select_lane`) as the stages before it arm it, by its parameter:
+    # the standout stage's `cutoff` (the ratio), the decide stage's verdict (`answers`,
+    # `decisive`), the fill stage's `fill`, the session stage's `floor` (per lane, the best
+    # score of a delivered item); what none arms keeps the lanes' default (lanes.py)
+    lane_rules: dict[str, Any] = field(default_factory=dict)
     curated: list[Candidate] = field(default_factory=list)
     evidence: list[Candidate] = field(default_factory=list)
-    follow_sources: bool = False                     # armed by the provenance stage: pack follows sources
-    restate: bool = False                            # armed by the restated stage: a raw record rides as its note
-    passage_terms: dict[str, float] | None = None    # armed by the passage stage: the query's weighted terms
+    # the packing rules the selecting stages arm (`PackRule`), in stage order: the pack stage
+    # calls each and names none, so a stage that packs holds its own rule
+    pack_rules: list[PackRule] = field(default_factory=list)
     packed: list[Candidate] = field(default_factory=list)
     used: int = 0
     window: Any = None                               # the time the query names (window.py), counted from as_of
@@ -162,7 +191,7 @@ class QueryContext:
         self.stopped = (decision, reason, fallback, question)
 
     def admit(self, record: Record, door: str, certain: bool = False) -> Candidate:
-        """The one gate: a candidate for `record`, entering through `door` (retriever,
+        """The one door in: a candidate for `record`, entering through `door` (retriever,
         phrase, supersession, provenance), rejected with its reason if the record may not be
         served for this query. A certain route (an id named in the query, a provenance link)
         skips the soft rules (scope, off-topic), never the hard ones (visibility as of
@@ -171,7 +200,7 @@ class QueryContext:
         if c is None:
             c = self.candidates[record.id] = Candidate(record)
         elif c.door is not None and (c.certain or not certain):
-            # through the gate already, on a route no less certain: the same verdict again,
+            # through the eligibility check already, on a route no less certain: the same verdict again,
             # and its labels are on it (stages admit the records they credit, hundreds a query)
             return c
         c.certain = c.certain or certain
@@ -199,8 +228,8 @@ def lenders(ctx: QueryContext) -> list[Candidate]:
 def give_credit(ctx: QueryContext, given: dict[str, tuple[float, str]], door: str, label: str, why: str,
                 borrowed: bool = False) -> None:
     """Add to each record in `given` (record id -> (its credit, the id of the record it
-    comes from)) its credit, in id order, once it passes the gate by `door` on no certain
-    route; a record the gate rejects gets nothing. The record is labelled `label`, for the
+    comes from)) its credit, in id order, once it passes the eligibility check by `door` on no certain
+    route; a record the eligibility check rejects gets nothing. The record is labelled `label`, for the
     reason `why` with `{by}` standing for the lender. With `borrowed`, the credit also counts
     as lent (`Candidate.borrowed`), so a stage that lends only a record's own match never
     passes it on. The cited and neighbours stages give their credit here."""

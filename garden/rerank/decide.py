@@ -38,7 +38,7 @@ calibration stage), or GLOBAL_LEVEL for a store without a reference:
 A query is answered when support - level reaches `answer_at`; and a lane whose best stands
 out decisively, its standout ratio at least `decisive` (an order of magnitude; infinite
 when nothing in the store contests the query), answers whatever the support. A small
-curated store, whose eligibility gate leaves a query two or three candidates, answers that
+curated store, whose eligibility rules leave a query two or three candidates, answers that
 way; in a conversation of a thousand turns no question of LoCoMo's seven conversations,
 answerable or not, reached a ratio of 6.9, and there the support decides. The support's
 weights, the level's and the threshold were chosen together by the two-benchmark protocol
@@ -207,7 +207,7 @@ def gate_score(stages: dict) -> float | None:
 
 
 class Decide(StageBase, name="decide", settings=(ANSWER_AT, DECISIVE), mode="selects", needs=("candidates",),
-             reads=("window", "calibrated"), writes=("answers", "decisive"), title="Decide: answer, or stay silent"):
+             reads=("window", "calibrated"), writes=("lane_rules",), title="Decide: answer, or stay silent"):
     """Answers the query or keeps it silent, by its support against the store's level."""
 
     tables = (VOCABULARY,)
@@ -225,9 +225,11 @@ class Decide(StageBase, name="decide", settings=(ANSWER_AT, DECISIVE), mode="sel
         level = reference.level() if reference is not None else GLOBAL_LEVEL
         calibrated = parts["support"] - level
         threshold = ctx.settings.answer_at
-        ctx.answers, ctx.decisive = calibrated >= threshold, ctx.settings.decisive
+        answers, decisive = calibrated >= threshold, ctx.settings.decisive
+        # the verdict, for the lanes' selection: a lane answers by it, or by a ratio of at least `decisive`
+        ctx.lane_rules.update(answers=answers, decisive=decisive)
         ctx.trace["decide"] = {**{k: round(v, 6) for k, v in parts.items()}, "level": round(level, 6),
                                "calibrated": round(calibrated, 6), "answer_at": threshold,
-                               "threshold": round(level + threshold, 6), "decisive": ctx.decisive,
-                               "answers": ctx.answers,
+                               "threshold": round(level + threshold, 6), "decisive": decisive,
+                               "answers": answers,
                                "standing": reference.standing(parts["support"]) if reference is not None else None}

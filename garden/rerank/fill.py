@@ -11,9 +11,25 @@ a count. Whether anything rides at all is the decide stage's (or the lanes' rati
 """
 from __future__ import annotations
 
-from garden.rerank.context import QueryContext, StageBase
+from garden.rerank.context import PackRule, QueryContext, StageBase
 
 
-class Fill(StageBase, name="fill", mode="selects", writes=("fill",), title="Fill: the scores say what rides"):
+class SkipShown(PackRule):
+    """The fill stage's packing rule: with the evidence lane run deep, an evidence item that
+    adds nothing the packet already shows is skipped (`already_shown`, pack.py's
+    `adds_nothing`)."""
+
+    skips_shown = True
+
+
+SKIP_SHOWN = SkipShown()
+
+
+class Fill(StageBase, name="fill", mode="selects", writes=("lane_rules", "pack_rules"),
+           title="Fill: the scores say what rides"):
+    """Arms the lanes' selection to let the scores, not a count, say what rides (`fill`), and its
+    packing rule."""
+
     def run(self, ctx: QueryContext) -> None:
-        ctx.fill = True
+        ctx.lane_rules["fill"] = True
+        ctx.pack_rules.append(SKIP_SHOWN)

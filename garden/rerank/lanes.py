@@ -2,16 +2,20 @@
 apart; each lane keeps what stands out (see standout.py): up to its cap, or, when the fill
 stage armed it, as far down as the scores and the budget support.
 
-The cutoff ratio is `ctx.cutoff`: 1 (off) unless the standout stage armed it, so that
-removing the standout stage measures the ratio alone while the cap and the share rule
-stay. Items reached by a certain route ride without being gated.
+The lanes' selection (`select_lane`, standout.py) takes what the selecting stages armed in
+`ctx.lane_rules`, by its parameter: the cutoff ratio, 1 (off) unless the standout stage
+armed it, so that removing the standout stage measures the ratio alone while the cap and
+the share rule stay; the decide stage's verdict (none: the lanes' ratio decides); `fill`,
+off unless the fill stage armed it; the session stage's floor under each lane's rival.
+Items reached by a certain route ride without being selected.
 """
 from __future__ import annotations
 
+import math
 
 from garden.rerank.candidates import by_score
 from garden.rerank.context import QueryContext, StageBase
-from garden.rerank.standout import LANE_CAP, MIN_SHARE, gate_lane
+from garden.rerank.standout import LANE_CAP, MIN_SHARE, select_lane
 
 
 def _silent(ctx: QueryContext, lane: dict, standout: float) -> str:
@@ -34,12 +38,20 @@ def standing(found: dict | None) -> str:
             f"answer), above {found['foreign_below']:.0%} of its foreign questions")
 
 
+def lane_cutoff(ctx: QueryContext) -> float:
+    """The ratio the lanes' selection holds items to: the standout stage's, else 1 (off)."""
+    return ctx.lane_rules.get("cutoff", 1.0)
+
+
 class Lanes(StageBase, name="lanes", settings=(LANE_CAP, MIN_SHARE), essential=True, mode="selects",
-            needs=("candidates",), reads=("cutoff", "floor", "answers", "decisive", "fill"),
+            needs=("candidates",), reads=("lane_rules",),
             writes=("curated", "evidence"), reasons=("below_standout", "rank_cut"),
             title="Standout: the gate per lane"):
     def run(self, ctx: QueryContext) -> None:
-        settings, cands, standout = ctx.settings, ctx.candidates, ctx.cutoff
+        settings, cands = ctx.settings, ctx.candidates
+        rules = ctx.lane_rules
+        standout, fill, floor = lane_cutoff(ctx), rules.get("fill", False), rules.get("floor", {})
+        answers, decisive = rules.get("answers"), rules.get("decisive", math.inf)
         trace = []
         riding = {}
         # One scoring function ranks both lanes, so the share rule measures an item against
@@ -57,9 +69,9 @@ class Lanes(StageBase, name="lanes", settings=(LANE_CAP, MIN_SHARE), essential=T
             members = [c for c in cands.values() if c.lane == lane and c.reason is None and c.successor is None]
             certain = [c for c in members if c.certain]
             ranked = by_score([c for c in members if not c.certain])
-            decision = gate_lane(lane, [(c.id, c.score) for c in ranked], standout, settings.lane_cap,
-                                 ctx.floor[lane], settings.min_share, query_best, background, ctx.answers,
-                                 ctx.fill, count_cap, ctx.decisive)
+            decision = select_lane(lane, [(c.id, c.score) for c in ranked], standout, settings.lane_cap,
+                                   floor.get(lane, 0.0), settings.min_share, query_best, background, answers,
+                                   fill, count_cap, decisive)
             trace.append(decision.trace)
             rival = decision.trace["rival"]
             below, cut = set(decision.below_standout), set(decision.rank_cut)  # a lane can hold a thousand
@@ -67,7 +79,7 @@ class Lanes(StageBase, name="lanes", settings=(LANE_CAP, MIN_SHARE), essential=T
                 if c.id in below:
                     c.reject("below_standout", _silent(ctx, decision.trace, standout) if not decision.trace["answers"]
                              else f"{c.score:.4f} does not beat the rival "
-                                  f"{decision.trace['own_rival'] if ctx.fill else rival:.4f} by {standout:g}")
+                                  f"{decision.trace['own_rival'] if fill else rival:.4f} by {standout:g}")
                 elif c.id in cut:
                     limit = decision.trace["count_cap"]
                     c.reject("rank_cut", f"past the lane cap of {limit}"

@@ -11,7 +11,7 @@ sit next to each other in a file (the documents of a collection) are not a seque
     context_share * (the larger of its two neighbours' scores)
 
 from each of the query's `candidates` best live records (`lenders`), and enters through
-the gate by the `neighbour` door, on no certain route. A record lends its own match only:
+the eligibility check by the `neighbour` door, on no certain route. A record lends its own match only:
 scores are read before any credit is given, and without what the record was itself lent
 (`borrowed`, a note's citation credit), so credit never travels onward, neither along the
 run nor from a note through the turn it cites to that turn's neighbours. Lending the

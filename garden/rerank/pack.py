@@ -4,22 +4,20 @@ Curated memory first (states and decisions, best first), each superseded decisio
 immediately behind its selected successor; then evidence (sources, chunks, notes, views,
 best first). Greedy: an item that does not fit is rejected `over_budget` and packing goes
 on with the next. A predecessor whose successor is not packed is never admitted alone.
-When the fill stage armed deep lanes, an evidence item that adds nothing the packet does
-not already show is skipped `already_shown` (`adds_nothing`). When the restated stage armed
-it, a raw record rides as the shorter note drawn from it (restated.py); when the passage
-stage armed it, a long raw record rides as its passage that answers the query, and pays
-for the passage's characters only (passage.py).
+
+What else changes the packing is a stage's own rule, armed in the query's context
+(`PackRule`, garden/rerank/context.py) and called here without naming it: the provenance
+stage widens the evidence lane with the sources of packed items (provenance.py), the fill
+stage skips an evidence item that adds nothing the packet shows (`already_shown`, fill.py),
+the restated stage packs a raw record's shorter note in its place (restated.py), the passage
+stage packs a long raw record as its passage that answers the query (passage.py).
 """
 from __future__ import annotations
 
-
-from typing import Callable
+from typing import Sequence
 
 from garden.rerank.candidates import Candidate
-from garden.rerank.context import StageBase
-from garden.rerank.passage import passage_of, rides_as_passage
-from garden.rerank.provenance import follow_sources
-from garden.rerank.restated import shorter_note, shown_through
+from garden.rerank.context import PackRule, QueryContext, StageBase
 
 
 def attach_predecessors(curated: list[Candidate]) -> list[Candidate]:
@@ -50,17 +48,23 @@ def over_budget(size: int, left: int) -> str:
     return f"{size} characters do not fit in the {left} left"
 
 
+def _first(rules: Sequence[PackRule], ask) -> tuple[PackRule | None, object]:
+    """The first rule whose answer to `ask` is not None, with that answer."""
+    for rule in rules:
+        found = ask(rule)
+        if found is not None:
+            return rule, found
+    return None, None
+
+
 def pack(order: list[Candidate], budget: int, used: int = 0, shown: set[str] | None = None,
-         restate: Callable[[Candidate, set[str]], Candidate | None] | None = None,
-         cut: Callable[[Candidate], tuple[int, int] | None] | None = None,
-         terms: dict[str, float] | None = None) -> tuple[list[Candidate], int]:
+         rules: Sequence[PackRule] = (), ctx: QueryContext | None = None) -> tuple[list[Candidate], int]:
     """Greedy, in order. With `shown` (the ids packed or cited so far, which it updates), an
     item reached by no certain route that adds nothing to them is skipped `already_shown`:
-    the budget goes to evidence the packet lacks. With `restate` (the item to pack in a
-    candidate's place, given the ids packed so far, or None), that item rides instead and
-    the candidate is shown through it. With `cut` (where in an item's text the passage to
-    pack sits, or None to pack it whole), the item rides as that passage, for its
-    characters; `terms` are the query's, named in its `why`."""
+    the budget goes to evidence the packet lacks. With `rules` (the packing rules the stages
+    armed, asked with the query's context `ctx`), the first rule that gives an item to pack
+    in a candidate's place has it ride instead, and the first that gives a part of the
+    item's text has the item ride as that part, for its characters."""
     packed: list[Candidate] = []
     packed_ids: set[str] = set()
     for c in order:
@@ -73,20 +77,19 @@ def pack(order: list[Candidate], budget: int, used: int = 0, shown: set[str] | N
         if shown is not None and not c.certain and adds_nothing(c, shown):
             c.reject("already_shown", "everything it stands for is in the packet already")
             continue
-        instead = restate(c, packed_ids) if restate is not None else None
+        by, instead = _first(rules, lambda rule: rule.instead(ctx, c, packed_ids))
         item = instead or c
-        span = cut(item) if cut is not None else None
+        cutter, span = _first(rules, lambda rule: rule.cut(ctx, item))
         size = len(item.record.body) if span is None else span[1] - span[0]
         if used + size > budget:
+            noted = "".join(rule.noted(c, item, span) for rule in (by, cutter) if rule is not None)
             for x in {item.id: item, c.id: c}.values():
-                x.reject("over_budget", over_budget(size, budget - used)
-                         + (f" (as {item.id}, the shorter note drawn from {c.id})" if instead else "")
-                         + (" (as its passage)" if span is not None else ""))
+                x.reject("over_budget", over_budget(size, budget - used) + noted)
             continue
-        if instead is not None:
-            shown_through(c, instead)
-        if span is not None:
-            rides_as_passage(item, span, terms or {})
+        if by is not None:
+            by.shown_through(c, instead)
+        if cutter is not None:
+            cutter.rides(item, span)
         used += size
         packed.append(item)
         packed_ids.add(item.id)
@@ -97,21 +100,20 @@ def pack(order: list[Candidate], budget: int, used: int = 0, shown: set[str] | N
 
 
 class Pack(StageBase, name="pack", essential=True, mode="selects", needs=("curated", "evidence"),
-           reads=("fill", "follow_sources", "restate", "passage_terms"), writes=("packed", "used"),
+           reads=("pack_rules",), writes=("packed", "used"),
            reasons=("over_budget", "already_shown", "predecessor_without_successor"),
            title="Pack: fitting the budget"):
     """The pack stage: the curated lane first, each predecessor right behind its successor,
-    then the evidence lane (with the sources of packed items, when the provenance stage
-    armed it), all within the budget."""
+    then the evidence lane, all within the budget, under the packing rules the stages
+    before it armed (`ctx.pack_rules`)."""
 
-    def run(self, ctx) -> None:
+    def run(self, ctx: QueryContext) -> None:
         packed, used = pack(attach_predecessors(ctx.curated), ctx.spec.budget)
+        rules = ctx.pack_rules
         evidence = ctx.evidence
-        if ctx.follow_sources:
-            evidence = follow_sources(ctx, packed, evidence)
-        # with fill the evidence lane runs deep, so what restates the packet is skipped
-        shown = {i for c in packed for i in (c.id, *c.record.sources)} if ctx.fill else None
-        restate = (lambda c, packed_ids: shorter_note(ctx, c, packed_ids)) if ctx.restate else None
-        cut = (lambda c: passage_of(ctx, c)) if ctx.passage_terms is not None else None
-        more, used = pack(evidence, ctx.spec.budget, used, shown, restate, cut, ctx.passage_terms)
+        for rule in rules:
+            evidence = rule.widen(ctx, packed, evidence)
+        # a rule that runs the evidence lane deep has what restates the packet skipped
+        shown = {i for c in packed for i in (c.id, *c.record.sources)} if any(r.skips_shown for r in rules) else None
+        more, used = pack(evidence, ctx.spec.budget, used, shown, rules, ctx)
         ctx.packed, ctx.used = packed + more, used

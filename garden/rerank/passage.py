@@ -49,7 +49,7 @@ import re
 
 from garden.analyzer import analyze
 from garden.rerank.candidates import Candidate
-from garden.rerank.context import QueryContext, Setting, StageBase
+from garden.rerank.context import PackRule, QueryContext, Setting, StageBase
 from garden.rerank.decide import vocabulary
 from garden.rerank.neighbours import RAW_KINDS
 
@@ -144,15 +144,15 @@ def query_weights(ctx: QueryContext) -> dict[str, float]:
     return {t: vocab.weight(t) for t in dict.fromkeys(analyze(query))}
 
 
-def passage_of(ctx: QueryContext, c: Candidate) -> tuple[int, int] | None:
-    """Where in `c`'s text the passage to pack sits, or None: `c` rides whole (a record that
-    fits the window, one not raw, one reached by a certain route, or the stage not armed)."""
+def passage_of(ctx: QueryContext, c: Candidate, terms: dict[str, float]) -> tuple[int, int] | None:
+    """Where in `c`'s text the passage to pack for the query's weighted `terms` sits, or None:
+    `c` rides whole (a record that fits the window, one not raw, one reached by a certain
+    route)."""
     limit = ctx.settings.passage_chars
     body = c.record.body
-    if (ctx.passage_terms is None or c.certain or c.record.kind not in KINDS
-            or len(body) <= max(limit, ctx.settings.passage_at)):
+    if c.certain or c.record.kind not in KINDS or len(body) <= max(limit, ctx.settings.passage_at):
         return None
-    start, end, _ = best_passage(body, ctx.passage_terms, limit)
+    start, end, _ = best_passage(body, terms, limit)
     return start, end
 
 
@@ -167,10 +167,27 @@ def rides_as_passage(c: Candidate, span: tuple[int, int], terms: dict[str, float
     c.label(LABEL, f"a passage, characters {start:,} to {end:,} of {length:,}, {holds}; the whole record is {c.id}")
 
 
+class AsPassage(PackRule):
+    """The passage stage's packing rule for one query: a long raw record rides as its
+    passage holding the query's weighted `terms` (`passage_of`, `rides_as_passage`)."""
+
+    def __init__(self, terms: dict[str, float]):
+        self.terms = terms
+
+    def cut(self, ctx: QueryContext, c: Candidate) -> tuple[int, int] | None:
+        return passage_of(ctx, c, self.terms)
+
+    def rides(self, c: Candidate, span: tuple[int, int]) -> None:
+        rides_as_passage(c, span, self.terms)
+
+    def noted(self, c: Candidate, item: Candidate, span: tuple[int, int] | None) -> str:
+        return " (as its passage)" if span is not None else ""
+
+
 class Passage(StageBase, name="passage", settings=(PASSAGE_CHARS, PASSAGE_AT), mode="selects", reads=("window",),
-              writes=("passage_terms",), labels=(LABEL,), title="Passage: a long record rides as its answer"):
-    """Arms the pack stage to pack a long raw record as its passage: which records ride
-    is known only while packing, so the pack stage calls `passage_of` then."""
+              writes=("pack_rules",), labels=(LABEL,), title="Passage: a long record rides as its answer"):
+    """Arms its packing rule with the query's terms: which records ride is known only while
+    packing, so the pack stage asks the rule then."""
 
     def run(self, ctx: QueryContext) -> None:
-        ctx.passage_terms = query_weights(ctx)
+        ctx.pack_rules.append(AsPassage(query_weights(ctx)))

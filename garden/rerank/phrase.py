@@ -116,7 +116,7 @@ class Phrase(StageBase, name="phrase", settings=(PHRASE_CEILING, PHRASE_WEIGHT, 
              needs=("candidates",), writes=("candidates",), labels=("phrase_match",), supports=("phrase_match",),
              title="Phrase: rare in-order spans of the query"):
     """The phrase stage: each record holding a rare in-order span of the query gains the
-    bounded bonus; a record the retriever did not bring enters through the gate."""
+    bounded bonus; a record the retriever did not bring enters through the eligibility check."""
 
     def prepare(self, indexes, story) -> None:
         indexes.phrase_index(story)

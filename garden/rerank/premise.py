@@ -14,7 +14,7 @@ person who speaks somewhere in the story.
 The test: with the named person's names blanked out of the query, the best lexical
 relevance any record about another person alone has, over the best a record about the
 named person alone has, is at least `premise_ratio`. Every record
-of the store counts, whatever the gate would say of it (a note about the other person is
+of the store counts, whatever the eligibility rules would say of it (a note about the other person is
 `off_topic` for this question, and is exactly the evidence that matters). The first
 packed item about the other person, or said by them, is labelled; the warning names the
 evidence either way.

@@ -1,8 +1,10 @@
 """What one query carries into a pipeline.
 
-Its settings are the stages' (garden/rerank/stages.py), so this module imports the stage
-list; the context and the gate, which the stages import, name `QuerySpec` for their
-annotations only (under TYPE_CHECKING), and never load this module (docs/layers.md).
+Its settings are those the query gives, as the stages' settings model or its base class
+(`garden.models.SettingsBase`; none given: the base, empty). The pipeline resolves them
+against the stages' declared defaults (`garden.rerank.stages.resolved`), so this module
+imports nothing of the stage list: the context and the eligibility rules, which the stages import,
+import it, and loading a `QuerySpec` loads no stage (docs/layers.md).
 """
 from __future__ import annotations
 
@@ -10,8 +12,7 @@ import datetime as dt
 from dataclasses import dataclass, field
 
 from garden.errors import GardenError
-from garden.models import DEFAULT_BUDGET, Hints, Story, lone_surrogate
-from garden.rerank.stages import Settings
+from garden.models import DEFAULT_BUDGET, Hints, SettingsBase, Story, lone_surrogate
 from garden.text import shown
 
 
@@ -23,7 +24,7 @@ class QuerySpec:
     budget: int = DEFAULT_BUDGET
     hints: Hints = field(default_factory=Hints)
     include_private: bool = False
-    settings: Settings = field(default_factory=Settings)  # built from the stages' declarations
+    settings: SettingsBase = field(default_factory=SettingsBase)  # those given; the pipeline resolves them
     session: list[str] = field(default_factory=list)
     story_path: str | None = None
 

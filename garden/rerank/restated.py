@@ -7,7 +7,7 @@ a raw record a packed item cites, `already_shown`). The same holds the other way
 when the ranking puts a raw record first, the shortest note citing it tells the reader
 the same thing in fewer characters, and the characters saved go to evidence the packet
 lacks. With this stage armed, the pack stage packs, in a raw record's place, the shortest
-note that cites it and is shorter than it (ties by id), when that note passes the gate
+note that cites it and is shorter than it (ties by id), when that note passes the eligibility check
 for this query (`admit`, door `restates`: a soft rule such as off-topic applies, the hard
 ones always) and was not rejected for anything but its own rank (a note cut by `min_share`
 still restates the record that earned the place). The raw record is then rejected
@@ -25,7 +25,7 @@ from __future__ import annotations
 from garden.derived.tables import groups_codec, table
 from garden.models import Record, Story
 from garden.rerank.candidates import Candidate
-from garden.rerank.context import QueryContext, StageBase
+from garden.rerank.context import PackRule, QueryContext, StageBase
 
 # a note cut only by its own rank may still stand for the record that earned the place
 LIFTED = ("rank_cut",)
@@ -83,13 +83,30 @@ def shown_through(c: Candidate, note: Candidate) -> None:
     c.reject("already_shown", f"shown through {note.id}, the shorter note drawn from it")
 
 
-class Restated(StageBase, name="restated", mode="selects", writes=("restate",),
+class ShorterNote(PackRule):
+    """The restated stage's packing rule: a raw record rides as its shorter note
+    (`shorter_note`, `shown_through`), which the pack stage asks while packing."""
+
+    def instead(self, ctx: QueryContext, c: Candidate, packed_ids: set[str]) -> Candidate | None:
+        return shorter_note(ctx, c, packed_ids)
+
+    def shown_through(self, c: Candidate, item: Candidate) -> None:
+        shown_through(c, item)
+
+    def noted(self, c: Candidate, item: Candidate, span: tuple[int, int] | None) -> str:
+        return f" (as {item.id}, the shorter note drawn from {c.id})" if item is not c else ""
+
+
+class Restated(StageBase, name="restated", mode="selects", writes=("pack_rules",),
                labels=("provenance_supported",), supports=("provenance_supported",),
                title="Restated: a raw record rides as its shorter note"):
-    """Arms the pack stage to pack a raw record's shorter note in its place: which notes
-    are free is known only while packing, so the pack stage calls `shorter_note` then."""
+    """Arms its packing rule: which notes are free is known only while packing, so the pack
+    stage asks the rule then."""
 
     tables = (NOTES_CITING,)
 
     def run(self, ctx: QueryContext) -> None:
-        ctx.restate = True
+        ctx.pack_rules.append(SHORTER_NOTE)
+
+
+SHORTER_NOTE = ShorterNote()

@@ -1,5 +1,5 @@
 """The retrieve stage: the base retriever's best candidates, plus every record the query
-anchors (a resolved topic or entity, an id it names), each through the gate.
+anchors (a resolved topic or entity, an id it names), each through the eligibility check.
 
 A candidate's rank score starts as its relevance: each lexical member's score on the
 query's content words as a fraction of the best score possible for them (the member's
@@ -31,7 +31,7 @@ class Retrieve(StageBase, name="retrieve", settings=(CANDIDATES, SEMANTIC_FLOOR,
         spec, res, settings = ctx.spec, ctx.resolution, ctx.settings
         story, retriever = spec.story, ctx.retriever
         # a retriever that filters by the hard rules itself (`pushes_down`) is told them; what
-        # it gives still passes the gate below
+        # it gives still passes the eligibility check below
         eligible = Eligible(spec.as_of, spec.include_private)
         # a top-only retriever (Milvus) returns its best `candidates` alone; the scores of
         # any other record read here are asked of it by id below (`completed`)
@@ -63,7 +63,7 @@ class Retrieve(StageBase, name="retrieve", settings=(CANDIDATES, SEMANTIC_FLOOR,
                 if rid in explicit:
                     c.why.append("named by id in the query")
                 ctx.admit(c.record, "retriever", certain=rid in explicit)
-        for rid in res.explicit_ids:  # a control record is never indexed: the gate names it
+        for rid in res.explicit_ids:  # a control record is never indexed: the eligibility check names it
             if rid not in ctx.candidates:
                 ctx.admit(story.by_id[rid], "retriever", certain=True)
 

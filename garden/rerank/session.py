@@ -11,8 +11,12 @@ from garden._deadline import check_deadline
 from garden.rerank.context import QueryContext, StageBase
 
 
-class Session(StageBase, name="session", needs=("candidates",), writes=("floor",), reasons=("already_delivered",),
+class Session(StageBase, name="session", needs=("candidates",), writes=("lane_rules",),
+              reasons=("already_delivered",),
               title="Session: what was delivered is not served again"):
+    """The `session` stage: a query's session is the earlier queries of the person asking
+    (`QuerySpec.session`), not a sitting of a conversation (the `sessions` stage's)."""
+
     def run(self, ctx: QueryContext) -> None:
         delivered: set[str] = set()
         for earlier in ctx.spec.session:
@@ -22,5 +26,7 @@ class Session(StageBase, name="session", needs=("candidates",), writes=("floor",
             c = ctx.candidates.get(rid)
             if c is None:
                 continue
-            ctx.floor[c.lane] = max(ctx.floor[c.lane], c.score)
+            # the best score this query gives a delivered item floors its lane's rival (lanes.py)
+            floor = ctx.lane_rules.setdefault("floor", {})
+            floor[c.lane] = max(floor.get(c.lane, 0.0), c.score)
             c.reject("already_delivered", "packed earlier in this session")

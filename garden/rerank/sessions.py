@@ -83,8 +83,10 @@ def session_ranks(cosines: dict[int, list[float]]) -> dict[int, int]:
     return {s: rank for rank, s in enumerate(ordered, 1)}
 
 
-class Sessions(StageBase, name="sessions", settings=(SESSION_WEIGHT,), needs=("candidates",),
-               writes=("candidates",), title="Sessions: the session that matches as a whole, then its turns"):
+class SittingRanks(StageBase, name="sessions", settings=(SESSION_WEIGHT,), needs=("candidates",),
+                  writes=("candidates",), title="Sessions: the session that matches as a whole, then its turns"):
+    """The `sessions` stage (its name is the benchmarks' word for a sitting): the sittings
+    ranked by their turns' meaning, and each turn times its sitting's reciprocal rank."""
     tables = (SESSIONS,)
 
     def run(self, ctx: QueryContext) -> None:

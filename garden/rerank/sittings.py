@@ -40,7 +40,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 from garden.models import Record, Sitting, Story
 from garden.rerank.context import QueryContext, Setting, StageBase, lenders
-from garden.rerank.gate import hard_reason
+from garden.rerank.eligibility import hard_reason
 from garden.rerank.sessions import SESSIONS, sessions
 from garden.retrievers import is_semantic
 
@@ -147,7 +147,7 @@ def unaddressed_means(ctx: QueryContext, numbers: Iterable[int]) -> dict[int, fl
     """Sitting -> the mean cosine to the query of its turns the story's addressee did not
     say, read from the base retriever's semantic members (the best of them, as the
     sessions stage reads them; a turn a member does not score counts 0); {} without one.
-    A turn no packet of this query may hold (private, not yet observed: the gate's hard
+    A turn no packet of this query may hold (private, not yet observed: the hard eligibility
     rules) is left out, so what the query may not see does not move what it sees."""
     semantic = [m for m in ctx.retriever.members().values() if is_semantic(m)]
     if not semantic:

@@ -16,7 +16,7 @@ stage is its module plus one line in `STAGES`:
   (`Settings`), every setting with its value (`Resolved`) and the defaults, from the
   settings the stages declare;
 - `labels` and `reasons` are every label and rejection reason a packet may carry: the
-  stages' declared ones, the gate's and the pipeline's own.
+  stages' declared ones, the eligibility rules' and the pipeline's own.
 
 `Settings`, `Resolved`, `SETTING_DEFAULTS`, `LABELS` and `REASONS` are made here, once, from
 `STAGES`: they live with the stages, above the data model, which imports nothing of them
@@ -32,7 +32,7 @@ from pydantic import Field, create_model, field_validator
 from garden.errors import GardenError
 from garden.models import SettingsBase
 from garden.rerank.context import GIVEN, Setting, Stage, StageBase
-from garden.rerank.gate import GATE_LABELS, GATE_REASONS
+from garden.rerank.eligibility import ELIGIBILITY_LABELS, ELIGIBILITY_REASONS
 
 
 def stages_named(*names: str) -> list[Stage]:
@@ -142,14 +142,14 @@ def support_labels(stages: Sequence[Stage] = STAGES) -> frozenset[str]:
 
 def labels(stages: Sequence[Stage] = STAGES) -> tuple[str, ...]:
     """Every label a packet item may carry, in the order first declared: the stages', the
-    gate's, the pipeline's."""
-    found = [label for s in stages for label in s.labels] + sorted(GATE_LABELS) + list(PIPELINE_LABELS)
+    eligibility rules', the pipeline's."""
+    found = [label for s in stages for label in s.labels] + sorted(ELIGIBILITY_LABELS) + list(PIPELINE_LABELS)
     return tuple(dict.fromkeys(found))
 
 
 def reasons(stages: Sequence[Stage] = STAGES) -> tuple[str, ...]:
-    """Every reason a candidate may be rejected for, the gate's first."""
-    found = sorted(GATE_REASONS) + [r for s in stages for r in s.reasons] + list(PIPELINE_REASONS)
+    """Every reason a candidate may be rejected for, the eligibility rules' first."""
+    found = sorted(ELIGIBILITY_REASONS) + [r for s in stages for r in s.reasons] + list(PIPELINE_REASONS)
     return tuple(dict.fromkeys(found))
 
 
@@ -200,3 +200,15 @@ def _checked(check):
 LABELS = labels(STAGES)
 REASONS = reasons(STAGES)
 Settings, Resolved, SETTING_DEFAULTS = settings_model(SettingsBase, STAGES)
+
+
+def as_settings(given: SettingsBase) -> Settings:
+    """A query's settings (`QuerySpec.settings`: the stages' model, or its empty base when
+    none were given) as the stages' model: what a trace event and a case carry."""
+    return given if isinstance(given, Settings) else Settings(**given.model_dump(exclude_none=True))
+
+
+def resolved(given: SettingsBase) -> Resolved:
+    """Every setting with its value: those a query gives, the rest their declared defaults.
+    The pipeline resolves a query's settings here, so the query need not load the stages."""
+    return as_settings(given).resolved()

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from garden.models import check_standout
 from garden.rerank.context import Setting, StageBase
 
-# the standout stage's setting, and the lanes stage's two (lanes.py: the gate per lane is here)
+# the standout stage's setting, and the lanes stage's two (lanes.py: the selection per lane is here)
 STANDOUT = Setting("standout", float, 1.4, "how many times the best item must beat its first held-back rival "
                    "(the pi-canon default; experiments/standout_sweep.py shows why it stays)", check=check_standout)
 LANE_CAP = Setting("lane_cap", int, 3, "items per lane before the rival", ge=1)
@@ -68,11 +68,11 @@ class LaneDecision:
     trace: dict
 
 
-def gate_lane(lane: str, ranked: list[tuple[str, float]], standout: float = DEFAULT_STANDOUT,
-              cap: int = DEFAULT_LANE_CAP, delivered_floor: float = 0.0,
-              min_share: float = DEFAULT_MIN_SHARE, share_of: float | None = None,
-              background: float = 0.0, answers: bool | None = None, fill: bool = False,
-              count_cap: int | None = DEFAULT_LANE_CAP, decisive: float = math.inf) -> LaneDecision:
+def select_lane(lane: str, ranked: list[tuple[str, float]], standout: float = DEFAULT_STANDOUT,
+                cap: int = DEFAULT_LANE_CAP, delivered_floor: float = 0.0,
+                min_share: float = DEFAULT_MIN_SHARE, share_of: float | None = None,
+                background: float = 0.0, answers: bool | None = None, fill: bool = False,
+                count_cap: int | None = DEFAULT_LANE_CAP, decisive: float = math.inf) -> LaneDecision:
     """Decide which of a ranked lane ride. `ranked` is best first, ties already by id.
 
     Whether the lane answers at all: `answers` when the decide stage gave a verdict for the
@@ -119,10 +119,10 @@ def gate_lane(lane: str, ranked: list[tuple[str, float]], standout: float = DEFA
     return LaneDecision(riding, below, cut, trace)
 
 
-class Standout(StageBase, name="standout", settings=(STANDOUT,), mode="selects", writes=("cutoff",),
+class Standout(StageBase, name="standout", settings=(STANDOUT,), mode="selects", writes=("lane_rules",),
                title="Standout: the ratio an item must beat its rival by"):
-    """The standout stage: arms the lanes' cutoff at the `standout` ratio. Without it the
-    lanes run with the ratio off (1), keeping their cap and share rule."""
+    """The standout stage: arms the lanes' cutoff (`lane_rules["cutoff"]`) at the `standout`
+    ratio. Without it the lanes run with the ratio off (1), keeping their cap and share rule."""
 
     def run(self, ctx) -> None:
-        ctx.cutoff = ctx.settings.standout
+        ctx.lane_rules["cutoff"] = ctx.settings.standout

@@ -8,7 +8,7 @@ half of a conversation's notes are about says little about which of its turns a 
 an unscaled bonus let every note about them outrank the turn that answers (LoCoMo, 1,426
 questions: Success@5 0.701 unscaled against 0.762 scaled; docs/figures.md, "LoCoMo"). Both label the item
 `structured_context`. Eligibility (scope, off-topic, time,
-privacy) is the gate's, not this stage's: removing this stage removes the bonus only.
+privacy) is the eligibility rules', not this stage's: removing this stage removes the bonus only.
 """
 from __future__ import annotations
 

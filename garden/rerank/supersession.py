@@ -2,7 +2,7 @@
 
 A successor that is itself superseded rides behind its own, so a chain packs newest first
 (wood, propane, kerosene); the chain's head ranks with the best score in it. A successor
-the query did not retrieve enters here, through the gate like every candidate; a
+the query did not retrieve enters here, through the eligibility check like every candidate; a
 predecessor whose successor cannot be served is rejected `predecessor_without_successor`.
 """
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The documents of a story: what every index of it reads.
 
-Each retriever, the phrase index (garden/derived/indexes.py) and the decide stage's
+Each retriever, the phrase index (garden/pipelines/indexes.py) and the decide stage's
 vocabulary (garden/rerank/decide.py) read the same list, so it is made once per story
 and kept on it. Control records are never indexed: they are stored and validated, never
 candidates.

@@ -369,7 +369,7 @@ class _MilvusRetriever(RetrieverBase):
         # a collection with the record fields is another collection than one without
         return self.family() + ("_fields" if self.pushdown else "")
 
-    # --- pushing the gate's hard rules down -------------------------------------------
+    # --- pushing the hard eligibility rules down -------------------------------------------
 
     @property
     def pushes_down(self) -> bool:

@@ -21,10 +21,10 @@ declared member with a default in `RetrieverBase`, so no caller probes for it:
     fuse(components)         this retriever's scores from its members'; default: its only
                              member's scores, unchanged
     ceiling(query)           the best score any document could reach for `query`
-    pushes_down              whether it filters by the gate's hard rules itself; default
+    pushes_down              whether it filters by the hard eligibility rules itself; default
                              False. One that does is given each record's `RecordFields`
                              (`describe_records`) before `index`, and a query's `Eligible`
-                             (`components(query, eligible)`); the gate re-checks all it gives
+                             (`components(query, eligible)`); the eligibility check re-checks all it gives
 
 `kind` says what a score is evidence of: `lexical` (words shared with the query), `semantic`
 (similarity of embeddings: a cosine, at most 1) or `fusion` (made from other retrievers'
@@ -63,12 +63,12 @@ NEVER = 10**7  # a day ordinal past every date (date.max is 3,652,059): "no end"
 
 
 class RecordFields(NamedTuple):
-    """What the gate's hard rules read of a record, for a retriever that filters by them
+    """What the hard eligibility rules read of a record, for a retriever that filters by them
     (`pushes_down`): its kind, project and privacy, and, as day ordinals
     (`date.toordinal()`), the day it appears (0: always there) and the days it is live,
     `live_from <= as_of < live_until` (a state's validity, cut at the day its successor
     appears; 0 to NEVER for any other record). `garden.rerank.timeline.record_fields`
-    makes them from a story, by the same rules as the gate."""
+    makes them from a story, by the same rules as the eligibility check."""
     kind: str = "source"
     project: str = ""
     private: bool = False
@@ -153,7 +153,7 @@ class RetrieverBase(abc.ABC):
         """What a save of this index holds (arrays and JSON-able meta: `garden._state`),
         or None, the default: not saved, built again in every process. A retriever that
         gives a state is saved under the garden home once built and taken back with
-        `load_state` in a later process (garden.derived.indexes)."""
+        `load_state` in a later process (garden.pipelines.indexes)."""
         return None
 
     def load_state(self, state: State, docs: Sequence[Doc]) -> None:
@@ -206,7 +206,7 @@ class RetrieverBase(abc.ABC):
     @property
     def pushes_down(self) -> bool:
         """Whether it leaves out, by itself, the records a query's hard rules exclude
-        (`Eligible`): False by default, every record is scored and the gate rejects."""
+        (`Eligible`): False by default, every record is scored and the eligibility check rejects."""
         return False
 
     def describe_records(self, fields: Mapping[str, RecordFields]) -> None:

@@ -13,7 +13,7 @@ def scored(retriever, query: str, name: str | None = None, eligible: Eligible | 
     """(the retriever's scores, each member's scores), every member scored once: a fusing
     retriever fuses the members' scores instead of scoring them all again. A retriever
     that `pushes_down` is given `eligible` and leaves out what the query's hard rules
-    exclude; any other scores every record, and the gate rejects. A `top_only` one is
+    exclude; any other scores every record, and the eligibility check rejects. A `top_only` one is
     given `depth`, the most candidates the caller reads, and scores its best alone.
 
     Every pipeline's retrieval passes here, so here every score is checked to be a finite

@@ -2,7 +2,7 @@
 
 Retrieval alone moves: the story's records are indexed as a Milvus collection and each
 query is answered by a Milvus search; the story tables, the phrase index and every stage
-after retrieval (the gate, the reranker, packing) stay in the garden's process. The client
+after retrieval (the eligibility check, the reranker, packing) stay in the garden's process. The client
 is `pymilvus`; the engine is Milvus Lite (PyPI `milvus-lite`) in a local store under the
 garden home by default (`derived_dir()/milvus/garden.db`, served from inside this
 process), or any Milvus server named by the `uri` option (`http://127.0.0.1:19530`; say
@@ -36,16 +36,16 @@ its id set only: a story that gains or loses records leaves its old collection b
 costs one rebuild).
 
 By default records carry their id and text only, no filter runs in Milvus, and every
-candidate is checked by the garden's own gate after retrieval, as for every retriever:
-the structured pipeline takes the best `candidates` and then gates them, and reports what
-the gate rejected. With `pushdown=true` each record also carries what the gate's hard rules
+candidate is checked by the garden's own eligibility check after retrieval, as for every retriever:
+the structured pipeline takes the best `candidates` and then checks their eligibility, and reports what
+the eligibility check rejected. With `pushdown=true` each record also carries what the hard eligibility rules
 read (`RecordFields`: kind, project, privacy, the day it appears and the days it is live,
 as `garden.rerank.timeline.record_fields` makes them) as scalar fields, and a pipeline's
 search carries the query's `as_of` and privacy as a Milvus filter (`filter_for`), so the
 candidates are the best of the records the query may be served. That is another rule, not
 the same one made cheaper: a record the filter leaves out is not among the rejections, and
 one ranked below it may take its place. It is therefore an option, not the default; the
-gate still checks every candidate. The soft rules (project scope, topics) depend on what
+eligibility check still checks every candidate. The soft rules (project scope, topics) depend on what
 the query resolved and on the route a candidate came by, so they are never pushed down.
 
 Options: `uri` (above), `timeout` (seconds, default 10: connecting and each search;

@@ -16,12 +16,12 @@ import tarfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from garden.derived.home import write_whole
 from garden.errors import GardenError
 from garden.store.doctor import attachment_facts, walk
-from garden.store.drill import case_verdicts
-from garden.store.layout import DURABLE_FOLDERS, StoreLayout
+from garden.formats.layout import DURABLE_FOLDERS, StoreLayout
 from garden.store.manifest import MANIFEST, MANIFEST_HASH, Manifest, ManifestFile, manifest_bytes
 from garden.text import shown
 
@@ -134,9 +134,12 @@ def _add(tar: tarfile.TarFile, name: str, data: bytes, mode: int) -> None:
     tar.addfile(info, io.BytesIO(data))
 
 
-def write_backup(root: str | Path | None, out: str | Path, pipeline: str = "default") -> BackupReport:
+def write_backup(root: str | Path | None, out: str | Path, pipeline: str = "default", *,
+                 verdicts: Callable[[Path, str], list[dict]]) -> BackupReport:
     """Archive the durable part of the store at `root` into `out` (which must not exist),
-    with the manifest and the cases' verdicts under `pipeline`."""
+    with the manifest and the cases' verdicts under `pipeline`, as `verdicts(root, pipeline)`
+    gives them (garden.evaluation.drill.case_verdicts: the store keeps them, the evaluation
+    runs the cases, so the caller hands one to the other)."""
     layout = StoreLayout.at(root)
     out = Path(os.path.abspath(out))
     if os.path.lexists(out):
@@ -154,7 +157,7 @@ def write_backup(root: str | Path | None, out: str | Path, pipeline: str = "defa
         contents.append((ManifestFile(path=path.relative_to(layout.root).as_posix(), size=len(data),
                                       sha256=hashlib.sha256(data).hexdigest(), mode=mode), data))
     manifest = Manifest(pipeline=pipeline, files=[f for f, _ in contents],
-                        verdicts=case_verdicts(layout.root, pipeline))
+                        verdicts=verdicts(layout.root, pipeline))
     text = manifest_bytes(manifest)
     def archive(raw) -> None:
         with gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as gz, \

@@ -19,8 +19,8 @@ from pydantic import ValidationError
 from garden.errors import GardenError
 from garden.formats.yaml_reader import read_yaml
 from garden.models import Attachment
-from garden.store.attachments import check_attachment, inside
-from garden.store.layout import DURABLE_FOLDERS, StoreLayout, is_derived_store
+from garden.formats.attachments import check_attachment, inside
+from garden.formats.layout import DURABLE_FOLDERS, StoreLayout, is_derived_store
 from garden.text import shown_id
 
 OWNER_ONLY = 0o077   # group and other bits: none may be set on derived data

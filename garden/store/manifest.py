@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from garden.store.layout import DURABLE_FOLDERS
+from garden.formats.layout import DURABLE_FOLDERS
 
 MANIFEST, MANIFEST_HASH = "MANIFEST.json", "MANIFEST.sha256"
 MANIFEST_LIMIT = 16 << 20  # bytes: a manifest larger than this is not one the garden wrote

@@ -59,7 +59,7 @@ import numpy as np
 from garden._files import open_regular
 from garden._state import State, read_state, write_state
 from garden.derived.home import derived_folder, distrust, refuse_link, write_whole
-from garden.derived.stored import share_doc_ids
+from garden.store.stored import share_doc_ids
 from garden.derived.tables import TABLES, Table
 from garden.errors import GardenError, StoryError
 from garden.formats.jsonl_reader import MAX_LINE_BYTES, SUFFIX, _parse
@@ -112,7 +112,7 @@ def _raw_records(path: Path) -> Iterator[dict]:
 
 
 def _documents(path: Path) -> Iterator[Doc]:
-    """What every index of the story indexes (garden.derived.indexes.documents), streamed."""
+    """What every index of the story indexes (garden.pipelines.indexes.documents), streamed."""
     for raw in _raw_records(path):
         if raw.get("kind") != "control":
             # the fields `searchable` reads, validated as a record's (the story was checked whole)

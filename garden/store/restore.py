@@ -19,11 +19,11 @@ import tempfile
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Callable
 
 from pydantic import ValidationError
 
 from garden.errors import EXIT_FAILED, GardenError
-from garden.store.drill import CaseMatch, run_drill
 from garden.store.manifest import MANIFEST, MANIFEST_HASH, MANIFEST_LIMIT, Manifest, member_problem
 from garden.text import shown
 
@@ -151,7 +151,7 @@ class RestoreReport:
     manifest: Manifest
     verified: bool = False
     built: list[str] = field(default_factory=list)
-    matches: list[CaseMatch] = field(default_factory=list)
+    matches: list[Any] = field(default_factory=list)   # one CaseMatch per case (garden.evaluation.drill)
     problems: list[str] = field(default_factory=list)
 
     def exit_code(self) -> int:
@@ -190,9 +190,15 @@ def _target(into: Path) -> Path:
     return into
 
 
-def restore(archive: str | Path, into: str | Path, verify: bool = False) -> RestoreReport:
+# what verifies a restored store: (root, pipeline, the verdicts the backup recorded) -> (the
+# story indexes rebuilt, one comparison per case); garden.evaluation.drill.run_drill
+Drill = Callable[[Path, str, list[dict]], tuple[list[str], list[Any]]]
+
+
+def restore(archive: str | Path, into: str | Path, drill: Drill | None = None) -> RestoreReport:
     """Restore `archive` into `into` (absent or empty), every hash checked before anything
-    lands there; with `verify`, rebuild the derived data there and run the cases."""
+    lands there; with a `drill`, rebuild the derived data there and run the cases (the
+    evaluation runs them: the caller hands the drill in, the store imports nothing of it)."""
     archive, into = Path(archive), _target(Path(os.path.abspath(into)))
     if not archive.is_file():
         raise GardenError(f"{shown(str(archive))}: no such archive file")
@@ -211,10 +217,10 @@ def restore(archive: str | Path, into: str | Path, verify: bool = False) -> Rest
         shutil.rmtree(temp, ignore_errors=True)
         raise
     report = RestoreReport(archive, into, manifest)
-    if verify:
+    if drill is not None:
         report.verified = True
         try:
-            report.built, report.matches = run_drill(into, manifest.pipeline, manifest.verdicts)
+            report.built, report.matches = drill(into, manifest.pipeline, manifest.verdicts)
         except GardenError as exc:
             report.problems = exc.messages
     return report

@@ -23,7 +23,7 @@ set back, a file system with coarse times) would then serve a stale story. Hashi
 one read of the file (about 0.05 s at 100,000 records); a stale answer costs more. The file
 is hashed before it is read and again after; when the two differ (it was being written) no
 save is made. Attachments live outside the story file, so a story whose records carry any
-checks them again every time its save is read (`garden.store.attachments`); a problem there
+checks them again every time its save is read (`garden.formats.attachments`); a problem there
 reads the file instead, which reports it.
 
 A save is arrays and JSON (garden/_state.py), read lazily: each array is checked against its
@@ -60,7 +60,7 @@ KINDS = get_args(Kind)
 OPENED: dict[tuple[str, str], Story] = {}
 OPENED_LIMIT = 8
 CODE = ("garden.models", "garden.formats.stories", "garden.formats.jsonl_reader", "garden.formats.yaml_reader",
-        "garden.store.attachments", "garden.text", __name__)
+        "garden.formats.attachments", "garden.text", __name__)
 
 
 def file_digest(path: Path) -> str:
@@ -103,7 +103,7 @@ def open_story(path: str | Path) -> Story:
 
 
 def _attachments_hold(story: Story, path: Path) -> bool:
-    from garden.store.attachments import check_attachment
+    from garden.formats.attachments import check_attachment
 
     rows = story.__dict__["_attached"]
     return not any(check_attachment(path.parent, a).problem for n in rows for a in story.records[n].attachments)

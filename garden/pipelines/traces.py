@@ -14,7 +14,7 @@ Reading skips a line that is not a valid event with one warning naming file:line
 
 A trace event's model (`TraceEvent`) is defined here, with the file it is a line of: it
 carries the query's settings, which the stages declare (garden/rerank/stages.py), so it
-sits above them, not in the data model (docs/layers.md).
+sits above them, with the pipelines whose queries it records (docs/layers.md).
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The eligibility gate every candidate passes, however it enters the pipeline.
+"""The eligibility rules every candidate passes, however it enters the pipeline.
 
 Hard rules, for every route: a control record is never served (`control_plane`); a private
 record only when the query allows it (`private`); a record that appears after `as_of` does
@@ -11,20 +11,17 @@ entities) all differ from the ones the query resolved contradicts it (`off_topic
 from __future__ import annotations
 
 import datetime as dt
-from typing import TYPE_CHECKING
 
 from garden.models import Record
 from garden.rerank.candidates import Candidate
+from garden.rerank.query import QuerySpec
 from garden.rerank.resolve import Resolution
 from garden.rerank.timeline import checkpoint_note, not_yet_observed, state_reason
 
-if TYPE_CHECKING:  # an annotation only: QuerySpec's module imports the stage list, which imports this one
-    from garden.rerank.query import QuerySpec
-
 HARD_REASONS = ("control_plane", "private", "not_yet_observed", "superseded_state", "not_current")
-# what the gate may give, whichever stage admits the candidate (`describe` labels)
-GATE_REASONS = frozenset({*HARD_REASONS, "out_of_scope", "off_topic"})
-GATE_LABELS = frozenset({"checkpoint_passed", "derived_view"})
+# what the eligibility check may give, whichever stage admits the candidate (`describe` labels)
+ELIGIBILITY_REASONS = frozenset({*HARD_REASONS, "out_of_scope", "off_topic"})
+ELIGIBILITY_LABELS = frozenset({"checkpoint_passed", "derived_view"})
 
 
 def hard_reason(record: Record, spec: QuerySpec) -> tuple[str, str] | None:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from garden._terminal import Progress, counted
 from garden.errors import GardenError
-from garden.store.layout import CASE_FOLDERS, StoreLayout
+from garden.formats.layout import CASE_FOLDERS, StoreLayout
 
 
 def case_files(root: Path) -> list[Path]:
@@ -107,7 +107,7 @@ class CaseMatch:
 def run_drill(root: Path, pipeline: str, original: list[dict]) -> tuple[list[str], list[CaseMatch]]:
     """Rebuild the derived data of the store at `root` in its own garden home, run its cases
     and compare them with `original`: the rebuilt story indexes, and one CaseMatch per case."""
-    from garden.derived.indexes import PROCESS_INDEXES
+    from garden.pipelines.indexes import PROCESS_INDEXES
     from garden.formats.stories import build_index
 
     with garden_home(root / ".garden"):
