@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 import test_milvus
+from encoded_once import encode_once
 from garden.errors import GardenError
 from garden.retrievers import make_retriever
 from test_milvus import MISSING, QUERIES, _served, indexed, one_line
@@ -249,7 +250,8 @@ def test_a_request_names_no_index_or_parameter_of_a_served_pipeline():
 
 @needs_milvus
 @pytest.mark.skipif(not (VASWANI / "corpus").is_dir(), reason=f"the Vaswani collection is not at {VASWANI}")
-def test_on_vaswani_the_standalone_keeps_denses_and_defaults_figures(standalone, tmp_path, monkeypatch):
+def test_on_vaswani_the_standalone_keeps_denses_and_defaults_figures(standalone, tmp_path, tmp_path_factory,
+                                                                   monkeypatch):
     """HNSW at the default parameters finds at least 0.99 of exact search's top 100 for
     the 93 queries, and `milvus-dense`'s AP is within 0.002 of `dense`'s; `default` on it
     (bm25 in the garden's process, HNSW in Milvus) within 0.005 of `default`'s."""
@@ -258,6 +260,8 @@ def test_on_vaswani_the_standalone_keeps_denses_and_defaults_figures(standalone,
 
     monkeypatch.setenv("GARDEN_HOME", str(tmp_path / ".garden"))
     vaswani = load_collection(VASWANI)
+    # the vectors tests/test_vaswani.py encodes: waited for if it is encoding them now
+    encode_once(tmp_path_factory, "vaswani", vaswani.docs, list(vaswani.queries.values()))
     names = ("dense", f"milvus-dense:uri={standalone}", "default", f"default@milvus-hybrid:uri={standalone}")
     runs = run_collection(vaswani, names, depth=1000)
     exact, approximate = runs.rankings[names[0]], runs.rankings[names[1]]

@@ -1,11 +1,12 @@
 """The real collection: all 93 Vaswani queries, top 1000, against the reference figures.
 
 The first run embeds the 11,429 abstracts (a minute or three on two cores) into the user's
-embedding cache (GARDEN_CACHE, else the platform's cache folder); later runs, in any
-checkout, read them back and encode nothing. `default` shares that one run (the collection's story,
-a second bm25 index and the phrase index, then about a quarter of a second a query), cold or
-warm: it reads the embeddings the dense run has just cached. `default-phrase` runs on 12
-queries only, enough to show a stage-removed variant ranks a collection as hybrid does.
+embedding cache (GARDEN_CACHE, else the platform's cache folder), one module of the run at a
+time (tests/encoded_once.py); later runs, in any checkout, read them back and encode nothing.
+`default` shares that one run (the collection's story, a second bm25 index and the phrase
+index, then about a quarter of a second a query), cold or warm: it reads the embeddings the
+dense run has just cached. `default-phrase` runs on 12 queries only, enough to show a
+stage-removed variant ranks a collection as hybrid does.
 """
 import dataclasses
 import importlib.util
@@ -21,6 +22,7 @@ from garden.evaluation.compare import evaluate, run_collection
 from garden.pipelines.ranking import COLLECTION_AS_OF, Ranked, collection_story
 from garden.pipelines.structured import StructuredPipeline
 from garden.retrievers import Doc, make_retriever
+from encoded_once import encode_once
 from rankings import assert_same_ranking
 
 PROJECT = Path(__file__).resolve().parents[1]
@@ -53,8 +55,10 @@ def vaswani():
 
 
 @pytest.fixture(scope="module")
-def runs(home, vaswani):
-    """The one run of the collection every figure below is read from."""
+def runs(home, vaswani, tmp_path_factory):
+    """The one run of the collection every figure below is read from, its vectors encoded
+    once in the run (tests/encoded_once.py: the Milvus standalone's module needs them too)."""
+    encode_once(tmp_path_factory, "vaswani", vaswani.docs, list(vaswani.queries.values()))
     return run_collection(vaswani, PIPELINES, depth=1000)
 
 
