@@ -65,7 +65,7 @@ def test_query_serves_what_the_command_prints(project, capsys):
 
 def test_query_takes_a_loaded_story_a_path_and_a_date(project):
     story = api.load_story("aurora-ridge")
-    assert story.story == "aurora-ridge" and "state.mira.gaming" in story.by_id
+    assert story.name == "aurora-ridge" and "state.mira.gaming" in story.by_id
     by_object = api.query(story, GAMING, pipeline="bm25", as_of=dt.date(2030, 1, 6))
     by_path = api.query(project / "fixtures" / "aurora-ridge.yaml", GAMING, pipeline="bm25", as_of="2030-01-06")
     assert by_object == by_path

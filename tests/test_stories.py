@@ -63,7 +63,7 @@ def test_a_valid_story_loads_with_dates_and_defaults(tmp_path):
         {"id": "ctl", "kind": "control"},
     ]))
     story = load_story(path)
-    assert story.story == "tiny"
+    assert story.name == "tiny"
     assert [r.id for r in story.records] == ["n1", "s1", "ctl"]
     assert story.record("n1").at == dt.date(2030, 1, 2)
     assert story.record("s1").effective_fidelity == "projection"

@@ -132,7 +132,7 @@ def _saved_or_built(story: Story, name: str, build, codec: Codec, module: str):
     from garden.derived.saves import COUNTS, load_saved, save, save_path, story_key
 
     kind = f"table:{name}"
-    path = save_path(story.story, kind, f"{story_key(story)}:{code_key(module)}")
+    path = save_path(story.name, kind, f"{story_key(story)}:{code_key(module)}")
     with collector_paused():
         value = load_saved(path, kind, "table", codec.load)
         if value is not None:
@@ -140,7 +140,7 @@ def _saved_or_built(story: Story, name: str, build, codec: Codec, module: str):
             return value
         value = build(story)
         COUNTS[f"{kind}:built"] += 1
-        save(path, lambda: codec.save(value), story.story, kind, "table")
+        save(path, lambda: codec.save(value), story.name, kind, "table")
     return value
 
 

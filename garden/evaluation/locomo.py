@@ -110,7 +110,7 @@ def compare_locomo(path: str | Path, pipelines: Sequence[str], baseline: str | N
     added = foreign_negatives(conversations, negatives_per_store, negatives_seed) if negatives else {}
     if not any(q.evidence for c in conversations for q in c.questions):
         raise GardenError(f"{path}: no question names an evidence turn: nothing to judge")
-    runs = run_stores(((c, c.questions + added.get(c.story.story, [])) for c in conversations),
+    runs = run_stores(((c, c.questions + added.get(c.story.name, [])) for c in conversations),
                       made_pipelines(pipelines), depth, budget, packets)
     name = str(path)
     judged = judge_runs(runs, baseline, name, permutations, alpha)

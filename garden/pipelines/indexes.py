@@ -73,7 +73,7 @@ def saved_path(story: Story, kind: str, builders: tuple[type, ...] | None = None
     """Where the index of `kind` for this story's content, built by the code of `builders`
     (the classes that build it; found from `kind` when not given), is saved."""
     code = index_code(*(builders or _builders(kind)))
-    return save_path(story.story, kind, f"{story_key(story)}:{code}")
+    return save_path(story.name, kind, f"{story_key(story)}:{code}")
 
 
 class IndexCache:
@@ -94,7 +94,7 @@ class IndexCache:
                     return value
             value = build()
             COUNTS[f"{kind}:built"] += 1
-            save(path, lambda: state_of(value), story.story, kind, type_name)
+            save(path, lambda: state_of(value), story.name, kind, type_name)
             return value
 
     def retriever(self, story: Story, name: str) -> Retriever:

@@ -160,7 +160,7 @@ class Shelf:
             except RequestError as exc:
                 row.update(ok=False, error=exc.message)
             else:
-                row.update(ok=True, story=story.story, records=len(story.records))
+                row.update(ok=True, story=story.name, records=len(story.records))
             out.append(row)
         return out
 

@@ -358,9 +358,9 @@ class StoredStory(Story):
 
 def _story(manifest: dict, tables: State, phrase: State, records_retriever) -> StoredStory:
     story = StoredStory.model_validate({**manifest["header"], "records": []})
-    saved = StoredTables(story.story, manifest, tables, records_retriever)
+    saved = StoredTables(story.name, manifest, tables, records_retriever)
     indexed = _indexed(tables, saved.ids, saved.places, saved.kinds)
-    story.__dict__.update(records=NotHeld(story.story, len(saved.ids)), _saved=saved.read, _key=manifest["key"],
+    story.__dict__.update(records=NotHeld(story.name, len(saved.ids)), _saved=saved.read, _key=manifest["key"],
                           _indexed=indexed, _manifest=manifest, _phrase=PhraseIndex.from_state(phrase, indexed))
     return story
 

@@ -150,8 +150,8 @@ def _from_state(state: State, path: Path) -> Story:
     if not isinstance(header, dict) or "records" in header or not isinstance(meta.get("key"), str):
         raise ValueError("its header is not a story's")
     story = SavedStory.model_validate({**header, "records": []})
-    if story.story != path.stem:
-        raise ValueError(f"it holds story {story.story!r}, not {path.stem!r}")
+    if story.name != path.stem:
+        raise ValueError(f"it holds story {story.name!r}, not {path.stem!r}")
     saved = SavedTables(state, n)
     story.__dict__["records"] = saved.records
     latest = meta.get("latest")
