@@ -185,6 +185,18 @@ class Terminal:
         return True
 
 
+def _compare_one_question(project, capsys) -> str:
+    """One question asked, then its trace compared under two pipelines with --json; standard
+    output must be that one JSON document. What standard error got."""
+    assert main(["query", "aurora-ridge", GAMING, "--pipeline", "bm25"]) == 0
+    capsys.readouterr()
+    trace = next((project / ".garden" / "traces").glob("trace-*.jsonl"))
+    assert main(["compare", str(trace), "--pipelines", "bm25,bm25s", "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["trace"]["distinct"] == 1
+    return err
+
+
 @pytest.mark.parametrize("terminal", [True, False])
 def test_long_work_shows_progress_on_a_terminal_and_nothing_in_a_pipe(project, capsys, monkeypatch, terminal):
     """compare, contrast and reading a trace draw a count on standard error when it is a
@@ -197,12 +209,7 @@ def test_long_work_shows_progress_on_a_terminal_and_nothing_in_a_pipe(project, c
     stderr = Terminal()
     if terminal:
         monkeypatch.setattr("sys.stderr", stderr)
-    assert main(["query", "aurora-ridge", GAMING, "--pipeline", "bm25"]) == 0
-    capsys.readouterr()
-    trace = next((project / ".garden" / "traces").glob("trace-*.jsonl"))
-    assert main(["compare", str(trace), "--pipelines", "bm25,bm25s", "--json"]) == 0
-    out, err = capsys.readouterr()
-    assert json.loads(out)["trace"]["distinct"] == 1
+    err = _compare_one_question(project, capsys)
     if terminal:
         assert "\rreading the trace: 1 events" in stderr.text
         assert "\rcompare: bm25s: 1/1 questions" in stderr.text
@@ -219,12 +226,7 @@ def test_piped_long_work_writes_a_plain_line_now_and_then(project, capsys, monke
 
     monkeypatch.setattr(Progress, "PIPE_DELAY", 0.0)
     monkeypatch.setattr(Progress, "PIPE_EVERY", 0.0)
-    assert main(["query", "aurora-ridge", GAMING, "--pipeline", "bm25"]) == 0
-    capsys.readouterr()
-    trace = next((project / ".garden" / "traces").glob("trace-*.jsonl"))
-    assert main(["compare", str(trace), "--pipelines", "bm25,bm25s", "--json"]) == 0
-    out, err = capsys.readouterr()
-    assert json.loads(out)["trace"]["distinct"] == 1
+    err = _compare_one_question(project, capsys)
     lines = err.splitlines()
     assert "compare: bm25s: 1/1 questions, 0 s" in lines and "\r" not in err
     assert all(cells(line) <= 80 for line in lines)

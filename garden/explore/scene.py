@@ -575,8 +575,8 @@ def stage_step(st: Story, spec, trace: dict, snap: Snapshot, previous: Snapshot 
     rejected = Counter(c[1] for c in snap.candidates.values() if c[1] is not None)
     if name == "retrieve":
         summary.append(f"{len(snap.candidates)} candidates entered, {live} live"
-                       + (": rejected by the eligibility check " + ", ".join(f"{n} {r}" for r, n in sorted(rejected.items()))
-                          if rejected else "") + ".")
+                       + (": rejected by the eligibility check "
+                          + ", ".join(f"{n} {r}" for r, n in sorted(rejected.items())) if rejected else "") + ".")
     elif name == "phrase":
         ph = trace.get("phrase", {})
         spans = ph.get("tested", [])

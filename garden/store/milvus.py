@@ -200,7 +200,23 @@ def _grouped(names: list[str], counts: np.ndarray, values: np.ndarray) -> dict[s
 
 # --- the story the stages see --------------------------------------------------------------
 
-class StoredRecords(Mapping):
+class _ByPlace(Mapping):
+    """A mapping over the story's record ids (`_places`: id -> place in its arrays): `in`,
+    `len` and iteration answer from the ids kept in the garden, never from Milvus."""
+
+    _places: dict[str, int]
+
+    def __contains__(self, rid: object) -> bool:
+        return rid in self._places
+
+    def __iter__(self):
+        return iter(self._places)
+
+    def __len__(self) -> int:
+        return len(self._places)
+
+
+class StoredRecords(_ByPlace):
     """Record id -> its Record, read from the records collection the first time it is asked
     for, the last RECORDS_KEPT kept; `in` and `len` answer from the ids kept in the garden."""
 
@@ -234,17 +250,8 @@ class StoredRecords(Mapping):
             raise KeyError(rid)
         return found
 
-    def __contains__(self, rid: object) -> bool:
-        return rid in self._places
 
-    def __iter__(self):
-        return iter(self._places)
-
-    def __len__(self) -> int:
-        return len(self._places)
-
-
-class _Column(Mapping):
+class _Column(_ByPlace):
     """Record id -> one value per record, read off an array by the record's place."""
 
     def __init__(self, places: dict[str, int], values, decode=None):
@@ -253,15 +260,6 @@ class _Column(Mapping):
     def __getitem__(self, rid: str):
         value = self._values[self._places[rid]]
         return self._decode(value) if self._decode else int(value)
-
-    def __contains__(self, rid: object) -> bool:
-        return rid in self._places
-
-    def __iter__(self):
-        return iter(self._places)
-
-    def __len__(self) -> int:
-        return len(self._places)
 
 
 class RecordsNotHeld(GardenError):
