@@ -127,7 +127,7 @@ class _StructuredRuns:
         start = time.perf_counter()
         if self.story is None:
             self.story = collection_story(self.collection.name, self.collection.docs)
-        prepare(pipeline, self.story.name)
+        prepare(pipeline, self.story.story)
         index_s = time.perf_counter() - start
         rank_texts(pipeline, self.story, texts[:STRUCTURED_WARM_UP], depth)
         start = time.perf_counter()
