@@ -15,7 +15,16 @@ rule, a session ranked where its first turn is). Printed, and written as
 each family held out, the folds' choices and the held-out figures. `--reuse` reads the
 rows (and the scores, when the variants are the same) and chooses again.
 
-    .venv/bin/python experiments/session_ranking.py [--locomo PATH] [--longmemeval FILE] [--out DIR] [--reuse]
+What the published systems add (`published_variants`: the session as one document, a date
+lift with tolerance, names and quoted phrases, stated preferences, the addressee's turns
+as a second pass) is chosen by the selection rule of docs/longmemeval.md ("The second
+sample"): each family on the same folds, eligible only against the rule shipped
+(`SHIPPED`), and the variant chosen most often measured once on LongMemEval's second
+sample (`--second`, its rows `session_rows_longmemeval2.json`) beside the rule shipped;
+printed, and kept under `published` in `session_ranking.json`.
+
+    .venv/bin/python experiments/session_ranking.py [--locomo PATH] [--longmemeval FILE] [--second FILE]
+        [--out DIR] [--reuse]
 """
 from __future__ import annotations
 
