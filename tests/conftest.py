@@ -23,7 +23,8 @@ settings.load_profile("garden")
 # The suite runs on the machine's cores, one module per worker (pyproject's addopts). These
 # modules take minutes where the rest take seconds: collected first, each starts at once on
 # a worker of its own, instead of being the last thing the run waits for.
-LONGEST_FIRST = ("test_locomo_compare.py", "test_longmemeval_dev.py", "test_vaswani.py", "test_encoders.py",
+LONGEST_FIRST = ("test_locomo_compare.py", "test_longmemeval_dev.py", "test_vaswani.py", "test_longmemeval_dev2.py",
+                 "test_encoders.py",
                  "test_own_models.py", "test_notebooks.py", "test_properties.py", "test_scale.py")
 
 
