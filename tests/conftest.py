@@ -24,8 +24,7 @@ settings.load_profile("garden")
 # modules take minutes where the rest take seconds: collected first, each starts at once on
 # a worker of its own, instead of being the last thing the run waits for.
 LONGEST_FIRST = ("test_locomo_compare.py", "test_longmemeval_dev.py", "test_vaswani.py", "test_longmemeval_dev2.py",
-                 "test_encoders.py",
-                 "test_own_models.py", "test_notebooks.py", "test_properties.py", "test_scale.py")
+                 "test_encoders.py", "test_own_models.py", "test_notebooks.py", "test_properties.py", "test_scale.py")
 
 
 def pytest_collection_modifyitems(items):
