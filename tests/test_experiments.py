@@ -140,7 +140,7 @@ def test_the_development_subset_is_every_eighth_by_type_then_id(tmp_path):
 def test_raw_chat_logs_keep_the_turns_and_leave_out_what_was_generated_from_them(tmp_path):
     import json
 
-    from experiments.store_gate import raw_chat_logs
+    from experiments.harness.chats import raw_chat_logs
 
     source, dest = tmp_path / "in", tmp_path / "out"
     source.mkdir()
