@@ -61,6 +61,7 @@ STAGES: list[Stage] = stages_named(
     "structure",
     "cited",
     "neighbours",
+    "exchange",
     "phrase",
     "sessions",
     "update",
