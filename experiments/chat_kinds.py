@@ -44,6 +44,7 @@ PACKET = ("coverage", "answered")
 # the folds; the pipeline as it is, measured under its own name, is a point too
 SETTINGS: dict[str, tuple[str, list[dict]]] = {
     "exchange": ("default", [{"exchange_share": v} for v in (0.25, 0.5, 1.0)]),
+    "perspective": ("default", [{"perspective_share": v} for v in (0.1, 0.25, 0.5)]),
 }
 
 

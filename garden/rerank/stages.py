@@ -62,6 +62,7 @@ STAGES: list[Stage] = stages_named(
     "cited",
     "neighbours",
     "exchange",
+    "perspective",
     "phrase",
     "sessions",
     "update",
