@@ -45,6 +45,7 @@ PACKET = ("coverage", "answered")
 SETTINGS: dict[str, tuple[str, list[dict]]] = {
     "exchange": ("default", [{"exchange_share": v} for v in (0.25, 0.5, 1.0)]),
     "perspective": ("default", [{"perspective_share": v} for v in (0.1, 0.25, 0.5)]),
+    "spread": ("default", [{"sitting_spread": v} for v in (0.1, 0.3, 1.0)]),
 }
 
 

@@ -85,3 +85,19 @@ def test_a_third_person_question_with_a_date_lifts_the_first_person_message_that
     assert on["c1"] == pytest.approx(off["c1"] + 0.5 * 3 / len(asked))   # teodor, 16, may: only its restatement
     assert ranked("what did the shed get", perspective_share=0.5)["c1"] == pytest.approx(
         ranked("what did the shed get")["c1"])
+
+
+def test_a_sittings_followers_give_way_to_the_best_of_another_sitting():
+    query = "the dinghy, the bow, the shed, the neighbours and the ferry"
+    off, on = ranked(query), ranked(query, sitting_spread=1.0)
+    first = {}
+    for rid, score in sorted(off.items(), key=lambda kv: (-kv[1], kv[0])):
+        sitting = "Chat 2" if rid.startswith("d") else "Chat 1"
+        if rid != "n1":
+            first.setdefault(sitting, []).append(rid)
+    assert max(len(m) for m in first.values()) >= 3
+    for members in first.values():
+        assert on[members[0]] == pytest.approx(off[members[0]])       # a sitting's best is untouched
+        for n, rid in enumerate(members[1:], start=1):
+            assert on[rid] == pytest.approx(off[rid] / (1 + n))
+    assert on["n1"] == pytest.approx(off["n1"])                        # a note is no sitting's message

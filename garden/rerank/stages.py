@@ -64,6 +64,7 @@ STAGES: list[Stage] = stages_named(
     "exchange",
     "perspective",
     "phrase",
+    "spread",
     "sessions",
     "update",
     "supersession",
