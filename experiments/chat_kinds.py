@@ -105,7 +105,7 @@ def negatives_table(rows: dict, held_out: dict, chosen: dict) -> None:
         for name, row in per.items():
             if name in chosen:
                 picks = {q: chosen[name].get(f) for q, f in folds.items()}
-                if all(p in answered and kind in answered[p] for p in set(picks.values())):
+                if picks and all(p in answered and kind in answered[p] for p in set(picks.values())):
                     row["negatives answered"] = float(np.mean([answered[p][kind][q] for q, p in picks.items()]))
             elif kind in answered.get(name, {}):
                 row["negatives answered"] = float(np.mean(list(answered[name][kind].values())))

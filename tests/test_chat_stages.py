@@ -15,7 +15,7 @@ from garden.pipelines.structured import StructuredPipeline
 from garden.rerank.exchange import exchanges
 from garden.rerank.perspective import restatements, said_dates
 from garden.rerank.query import QuerySpec
-from garden.rerank.stages import SETTING_DEFAULTS, Settings
+from garden.rerank.stages import Settings
 
 SATURDAY = dt.date(2031, 5, 17)     # a Saturday
 
@@ -28,7 +28,7 @@ def quay() -> Story:
                                               "teodor": {"name": "Teodor", "aliases": ["Teodor"]}},
                                  "records": [
         said("a1", "teodor", "So what did you end up naming the dinghy?"),
-        said("a2", "teodor", "Last time you were torn between three"),
+        said("a2", "teodor", "Last time you were torn between three, weren't you?"),
         said("b1", "odile", "Ha, it's settled at last"),
         said("b2", "odile", "She's the Grey Wren now, painted on the bow in blue"),
         said("c1", "teodor", "Yesterday I repainted the shed"),
@@ -39,6 +39,7 @@ def quay() -> Story:
 
 
 def ranked(query: str, **settings) -> dict:
+    settings = {"exchange_share": 0.0, **settings}   # each test turns on only the stage it tests
     pipeline = StructuredPipeline("default", "bm25s", frozenset({"phrase", "neighbours"}))
     spec = QuerySpec(quay(), query, dt.date(2031, 6, 1), settings=Settings(candidates=50, **settings))
     return dict(pipeline.ranking(spec, 50).by_relevance(50))
@@ -47,16 +48,17 @@ def ranked(query: str, **settings) -> dict:
 def test_an_exchange_is_a_burst_and_the_burst_it_replies_to():
     with in_memory():
         found = exchanges(quay())
-    # a1 lends to its burst-mate and to the reply burst; the reply lends within itself only
-    assert set(found["a1"]) == {"a2", "b1", "b2"} and set(found["b1"]) == {"b2", "c1"}
-    assert set(found["b2"]) == {"b1", "c1"} and "b1" not in found.get("c1", ())
+    # the question's burst lends to itself and to the reply burst; the reply, which asks
+    # nothing, lends within itself only, not to the burst after it
+    assert set(found["a1"]) == {"a2", "b1", "b2"} and set(found["a2"]) == {"a1", "b1", "b2"}
+    assert set(found["b1"]) == {"b2"} and set(found["b2"]) == {"b1"} and "c1" not in found
     assert "n1" not in found and not any("d1" in v for k, v in found.items() if k.startswith(("a", "b", "c")))
 
 
 def test_a_reply_without_the_questions_words_shares_in_its_match():
     query = "what name for the dinghy"
     off, on = ranked(query), ranked(query, exchange_share=0.5)
-    assert SETTING_DEFAULTS["exchange_share"] == 0.0 and "b2" not in off
+    assert "b2" not in off
     assert on["b2"] == pytest.approx(0.5 * on["a1"])
     assert on["a1"] == pytest.approx(off["a1"])    # the question borrows nothing from its reply
 

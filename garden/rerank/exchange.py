@@ -7,8 +7,10 @@ records next to it; in a chat of short messages the one that holds the answer is
 or three messages from the one that matches, past its reach. A message's exchange is read
 from the chat alone, in the story's order: the raw records (`source`) of one sitting (one
 date and title, as the neighbours stage reads a sitting) said by one speaker in a row are
-a burst; a message's exchange is its own burst and the burst of the other speaker just
-before it (what it replies to). Each message then receives
+a burst; a message's exchange is its own burst and, when the other speaker's burst just
+before it asked a question (its last message holds a "?"), that burst: what it replies to.
+A burst that asked nothing lends nothing to the next (lending every burst to its reply cost
+LoCoMo's raw chat logs nDCG@10, docs/chats.md). Each message then receives
 
     exchange_share * (the best own match among the rest of its exchange)
 
@@ -58,8 +60,10 @@ class Bursts:
         self.burst.append(r)
 
     def _close(self) -> None:
-        """The burst just read borrows from itself and from the burst it replies to."""
-        for lender in self.before + self.burst:
+        """The burst just read borrows from itself and, when that burst asked a question
+        (its last message holds a "?"), from the burst it replies to."""
+        asked = self.before if self.before and "?" in self.before[-1].text else []
+        for lender in asked + self.burst:
             for m in self.burst:
                 if m.id != lender.id:
                     self.found.setdefault(lender.id, []).append(m.id)
