@@ -54,7 +54,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import re
 import sys
 import tempfile
 from collections import Counter
@@ -67,6 +66,7 @@ if str(PROJECT) not in sys.path:
     sys.path.insert(0, str(PROJECT))
 
 from experiments.harness.benchmarks import arguments, load_chats  # noqa: E402
+from experiments.harness.chats import raw_chat_logs  # noqa: E402
 from experiments.harness.folds import choose_then_hold_out, folds_of  # noqa: E402
 from experiments.harness.gate import (FORCED, LONGMEMEVAL_FOREIGN, NEGATIVE_CAP, negatives_in_folds,  # noqa: E402
                                       standout_ratio, threshold_rule)
@@ -85,23 +85,9 @@ STATISTICS = {   # a reference's statistics, chosen by name: what the known item
 }
 SHIPPED_STATISTICS = ("mean", "q90")
 OLD_WEIGHTS, OLD_BIAS, OLD_ANSWER_AT = (2.9, 3.45, 2.32, 0.0), -1.67, -0.1   # the gate shipped before
-GENERATED = re.compile(r"^(session_\d+_(observation|summary)|observation|session_summary|event_summary)$")
 
 
 # --- the stores -----------------------------------------------------------------------
-
-
-def raw_chat_logs(source: Path, dest: Path) -> Path:
-    """A copy of the LoCoMo files in `source` with what the benchmark generated from each
-    conversation (its observations and session summaries) left out: turns only."""
-    for path in sorted(source.glob("*.json")):
-        data = json.loads(path.read_text(encoding="utf-8"))
-        for holder in (data, data.get("conversation") if isinstance(data, dict) else None):
-            if isinstance(holder, dict):
-                for key in [k for k in holder if GENERATED.match(k)]:
-                    del holder[key]
-        (dest / path.name).write_text(json.dumps(data), encoding="utf-8")
-    return dest
 
 
 def stores(locomo: str, longmemeval: str) -> dict[str, tuple[list, dict, dict]]:

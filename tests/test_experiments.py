@@ -140,7 +140,7 @@ def test_the_development_subset_is_every_eighth_by_type_then_id(tmp_path):
 def test_raw_chat_logs_keep_the_turns_and_leave_out_what_was_generated_from_them(tmp_path):
     import json
 
-    from experiments.store_gate import raw_chat_logs
+    from experiments.harness.chats import raw_chat_logs
 
     source, dest = tmp_path / "in", tmp_path / "out"
     source.mkdir()
@@ -206,3 +206,60 @@ def test_the_sitting_experiment_chooses_only_what_costs_neither_benchmark():
     assert {c["chosen"] for c in choose([today, lopsided], folds, names[:2])[0]} == {"today"}
     assert pooled([3.0, 2.0, 1.0, 0.5], "sum3") == 6.0 and pooled([3.0, 1.0], "mean3") == 2.0
     assert pooled([3.0, 2.0], "max") == 3.0 and 3.0 < pooled([3.0, 2.0], "lse0.05") < 3.0 + 1e-6
+
+
+def test_the_messaging_form_sends_a_turn_as_messages_and_its_evidence_with_the_messages_that_hold_it(tmp_path):
+    """A turn is cut at its sentence breaks, a piece too short to send alone rides with its
+    neighbour, a photo is a message of its own; the evidence moves to the messages sharing
+    a content word with the answer, and a turn none of whose messages does keeps them all."""
+    import json
+
+    from experiments.harness.chats import messaging_form
+
+    source, dest = tmp_path / "in", tmp_path / "out"
+    source.mkdir()
+    dest.mkdir()
+    fictional = {"speaker_a": "Ilse", "speaker_b": "Tomas", "session_1_date_time": "9:10 am on 3 March, 2024",
+                 "session_1": [
+                     {"speaker": "Tomas", "dia_id": "D1:1", "text": "How was the weekend up at the lake cabin?"},
+                     {"speaker": "Ilse", "dia_id": "D1:2",
+                      "text": "Wow. It was quiet and cold all weekend long up there. We caught three perch off the "
+                              "jetty on Sunday morning before breakfast.",
+                      "blip_caption": "a photo of a fish on a wooden jetty"},
+                     {"speaker": "Tomas", "dia_id": "D1:3", "text": "Sounds perfect for a slow weekend away."}],
+                 "session_1_observation": {"Ilse": [["Ilse caught perch.", "D1:2"]]},
+                 "qa": [{"question": "What did Ilse catch at the lake?", "answer": "three perch",
+                         "evidence": ["D1:2"], "category": 4},
+                        {"question": "Where did Ilse stay?", "answer": "a cabin", "evidence": ["D1:3"],
+                         "category": 4}]}
+    (source / "conv-1.json").write_text(json.dumps(fictional))
+    messaging_form(source, dest)
+    made = json.loads((dest / "conv-1.json").read_text())
+    sent = made["session_1"]
+    assert [m["text"] for m in sent] == [
+        "How was the weekend up at the lake cabin?",
+        "Wow. It was quiet and cold all weekend long up there.",
+        "We caught three perch off the jetty on Sunday morning before breakfast.",
+        "", "Sounds perfect for a slow weekend away."]
+    assert [m["dia_id"] for m in sent] == ["D1:1", "D1:2", "D1:3", "D1:4", "D1:5"]
+    assert sent[3]["blip_caption"] == "a photo of a fish on a wooden jetty" and sent[3]["speaker"] == "Ilse"
+    assert made["qa"][0]["evidence"] == ["D1:3"]       # "perch": only the message that says it
+    assert made["qa"][1]["evidence"] == ["D1:5"]       # no shared word: the turn's one message
+    assert "session_1_observation" not in made
+
+
+def test_the_shape_of_a_chat_counts_bursts_and_replies_to_a_question():
+    from experiments.harness.chats import shape
+    from garden.evaluation.stores import Conversation, Question
+    from garden.models import Story
+
+    said = [("s1", "tomas", "Tomas: Did the ferry run today?"), ("s1", "ilse", "Ilse: Only the morning one"),
+            ("s1", "ilse", "Ilse: the gale stopped the rest of the day"), ("s2", "ilse", "Ilse: Home now.")]
+    story = Story.model_validate({
+        "story": "harbour", "project": "harbour", "entities": {"ilse": {"name": "Ilse"}, "tomas": {"name": "Tomas"}},
+        "records": [{"id": f"m{i}", "kind": "source", "at": "2031-05-0" + ("1" if s == "s1" else "2"),
+                     "title": s, "speaker": who, "text": text} for i, (s, who, text) in enumerate(said)]})
+    got = shape([Conversation(story, [Question("harbour/q1", "q", "4", ["m2"], None)])])
+    assert got["bursts"] == 3 and got["median burst"] == 1 and got["share of bursts of 2+"] == round(1 / 3, 3)
+    assert got["evidence replying to a question"] == 1.0 and got["of those, no word of the question"] == 1.0
+    assert got["median words of evidence"] == 8

@@ -3,6 +3,9 @@
 - `benchmarks`: where LoCoMo, LongMemEval and Vaswani are read (`--locomo`,
   `--longmemeval`, `--vaswani`, defaulting to ../shared/data, a missing one refused in one
   line), the chat benchmarks loaded as conversations, LongMemEval's development subset.
+- `chats`: LoCoMo's conversations as raw chat logs (turns and photo captions) and in a
+  messaging form (each turn sent as the messages a person would type), with the shape
+  statistics a real chat is compared on.
 - `folds`: the folds (LoCoMo's conversations, LongMemEval's questions dealt into seven
   groups) and the leave-one-out protocol: each fold scored by what was chosen on the others.
 - `gate`: the forced-answer spec, the standout ratio and the threshold rule the gate's

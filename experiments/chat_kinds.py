@@ -1,0 +1,225 @@
+"""The development table on four kinds of chat: LoCoMo as released, as raw chat logs, in
+the messaging form (experiments/harness/chats.py), and LongMemEval.
+
+Every question with an evidence turn runs through each pipeline: its ranking of turns
+(`garden compare`'s rule, at LoCoMo's depth 100 and LongMemEval's 1000) judged by turn
+nDCG@10, R@10 and Success@5 (ir-measures), and the packet it serves at the default budget:
+evidence coverage (a silent packet counting 0) and the share answered. The folds are
+experiments/harness/folds.py's: LoCoMo's conversations (a conversation's three forms in
+one fold) and LongMemEval's questions dealt into seven groups. A pipeline with nothing to
+choose is its own held-out figure; a variant with a choice (a stage's setting, SETTINGS
+below) is chosen on the other folds of its kind and of every other kind together (the
+mean over kinds of turn nDCG@10, each kind weighing the same) and scored on the held-out
+fold, as experiments/chat_protocol.py does.
+
+    .venv/bin/python experiments/chat_kinds.py [--locomo PATH] [--longmemeval FILE|none]
+        [--pipelines bm25s,hybrid,default] [--variants NAME,...] [--out DIR] [--reuse]
+
+LoCoMo: Maharana et al., ACL 2024, CC BY-NC 4.0. LongMemEval: Wu et al., ICLR 2025, MIT.
+`--reuse` reads the rows the last run saved (chat_kinds_rows.json) and adds what is asked
+and missing.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+PROJECT = Path(__file__).resolve().parents[1]
+if str(PROJECT) not in sys.path:
+    sys.path.insert(0, str(PROJECT))
+
+from experiments.harness.benchmarks import DEPTH, NONE, arguments, longmemeval_conversations  # noqa: E402
+from experiments.harness.chats import kinds, shape  # noqa: E402
+from experiments.harness.folds import folds_of, hold_out_questions  # noqa: E402
+from experiments.harness.gate import LONGMEMEVAL_FOREIGN, negatives_in_folds  # noqa: E402
+from experiments.harness.results import write_json  # noqa: E402
+from garden.evaluation.measures import randomization_p  # noqa: E402
+
+MEASURES = ("nDCG@10", "R@10", "Success@5")
+PACKET = ("coverage", "answered")
+# variant name -> (pipeline, the points of its grid): what a stage's setting is chosen among by
+# the folds; the pipeline as it is, measured under its own name, is a point too
+SETTINGS: dict[str, tuple[str, list[dict]]] = {
+    "exchange": ("default", [{"exchange_share": v} for v in (0.25, 0.5)]),
+    "perspective": ("default", [{"perspective_share": v} for v in (0.1, 0.3)]),
+    "spread": ("default", [{"sitting_spread": v} for v in (0.1, 0.3)]),
+}
+
+
+def measured(name: str, pipeline, conversations, depth: int, settings: dict) -> dict[str, dict[str, float]]:
+    """measure -> qid -> value for one pipeline (with `settings`) over one kind's stores."""
+    from garden.evaluation.measures import evaluate
+    from garden.evaluation.packets import packet_row
+    from garden.evaluation.stores import as_run, prepare, rank_both, turn_ranking
+    from garden.pipelines.structured import StructuredPipeline
+    from garden.rerank.query import QuerySpec
+    from garden.rerank.stages import Settings
+
+    given = Settings(**settings)
+    runs, qrels, packet = {}, {}, {m: {} for m in PACKET}
+    for conv in conversations:
+        judged = [q for q in conv.questions if q.evidence]
+        prepare(pipeline, conv.story)
+        both = rank_both(pipeline, conv, depth, judged, given if settings else None, with_sittings=False)
+        for q, (ranking, _) in zip(judged, both):
+            runs[q.qid] = as_run(turn_ranking(conv.story, ranking, depth))
+            qrels[q.qid] = {t: 1 for t in q.evidence}
+            if isinstance(pipeline, StructuredPipeline):
+                outcome = pipeline.run(QuerySpec(conv.story, q.text, q.as_of, settings=given))
+            else:
+                outcome = pipeline.run(QuerySpec(conv.story, q.text, q.as_of))
+            row = packet_row(q, outcome.packet, conv.story)
+            packet["coverage"][q.qid] = row.covered or 0.0
+            packet["answered"][q.qid] = float(row.outcome == "answered")
+    ev = evaluate(qrels, {name: runs}, MEASURES)
+    return {**{m: ev.per_query[name][m] for m in MEASURES}, **packet}
+
+
+def negatives_answered(pipeline, conversations, negatives: dict, settings: dict) -> dict[str, float]:
+    """qid -> 1.0 when the pipeline answers the foreign negative (nothing in its store
+    answers it), else 0.0."""
+    from garden.pipelines.structured import StructuredPipeline
+    from garden.rerank.query import QuerySpec
+    from garden.rerank.stages import Settings
+
+    given = Settings(**settings) if isinstance(pipeline, StructuredPipeline) else None
+    out = {}
+    for conv in conversations:
+        for q in negatives.get(conv.story.story, []):
+            spec = QuerySpec(conv.story, q.text, q.as_of, **({"settings": given} if given is not None else {}))
+            out[q.qid] = float(pipeline.run(spec).packet.outcome == "answered")
+    return out
+
+
+def negatives_table(rows: dict, held_out: dict, chosen: dict) -> None:
+    """Adds "negatives answered" to each row of `held_out` whose negatives were measured: a
+    variant's negative scored by the point its store's fold was scored by."""
+    answered = rows.get("negatives", {})
+    for kind, per in held_out.items():
+        folds = rows.get("negative_folds", {}).get(kind, {})
+        for name, row in per.items():
+            if name in chosen:
+                picks = {q: chosen[name].get(f) for q, f in folds.items()}
+                if picks and all(p in answered and kind in answered[p] for p in set(picks.values())):
+                    row["negatives answered"] = float(np.mean([answered[p][kind][q] for q, p in picks.items()]))
+            elif kind in answered.get(name, {}):
+                row["negatives answered"] = float(np.mean(list(answered[name][kind].values())))
+
+
+def load_kinds(locomo: str, longmemeval: str, scratch: Path) -> dict[str, list]:
+    out = kinds(locomo, scratch)
+    if longmemeval.lower() != NONE:
+        out["longmemeval"] = longmemeval_conversations(longmemeval)
+    return out
+
+
+def table(scores: dict, folds: dict, names: list[str]) -> dict:
+    """kind -> name -> measure -> held-out mean (and for a variant, "<measure> p": the paired
+    randomization test's p against the pipeline as it is), and variant -> fold -> the point
+    it was scored by. A name of SETTINGS is scored per fold by the
+    setting chosen on the other folds (see the module docstring); any other is itself."""
+    out: dict = {kind: {} for kind in folds}
+    chosen: dict = {}
+    for name in names:
+        if name in scores:
+            for kind in (k for k in folds if k in scores[name]):
+                out[kind][name] = {m: float(np.mean(list(v.values()))) for m, v in scores[name][kind].items()}
+            continue
+        points = sorted(n for n in scores if n.startswith(f"{name}@"))
+        if not points or SETTINGS[name][0] not in scores:
+            continue
+        points.append(SETTINGS[name][0])
+
+        base = SETTINGS[name][0]
+
+        def objective(point: str, train: dict[str, list[str]]) -> tuple:
+            """The mean over kinds of turn nDCG@10; a tie kept by the pipeline as it is, then by name."""
+            per = [np.mean([scores[point][k]["nDCG@10"][q] for q in qids]) for k, qids in train.items() if qids]
+            return float(np.mean(per)), point == base, point
+
+        # the kinds every point was measured on: a choice is made on those alone
+        measured_on = {k: per for k, per in folds.items() if all(k in scores[p] for p in points)}
+        picked, held = hold_out_questions(measured_on, lambda train: max(points, key=lambda p: objective(p, train)))
+        chosen[name] = dict(picked)
+        for kind, per in held.items():
+            qids = sorted(per)
+            row = {}
+            for m in (*MEASURES, *PACKET):
+                got = np.array([scores[per[q]][kind][m][q] for q in qids])
+                was = np.array([scores[base][kind][m][q] for q in qids])
+                row[m] = float(got.mean())
+                row[f"{m} p"] = randomization_p(got, was)
+            out[kind][name] = row
+    return out, chosen
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pipelines", default="bm25s,hybrid,default", help="pipelines measured as they are")
+    parser.add_argument("--variants", default="", help=f"settings chosen by the folds: {', '.join(SETTINGS)}")
+    parser.add_argument("--negatives", type=int, default=0,
+                        help="foreign negatives asked of each LoCoMo store (LongMemEval: LONGMEMEVAL_FOREIGN); 0 none")
+    args = arguments(parser, ("locomo", "longmemeval"), argv, reuse="add to the rows the last run saved",
+                     optional=("longmemeval",))
+    from garden.pipelines import make_pipeline
+
+    out = Path(args.out)
+    saved = out / "chat_kinds_rows.json"
+    rows = json.loads(saved.read_text()) if args.reuse and saved.exists() else {"scores": {}, "folds": {}}
+    scores = rows["scores"]
+    names = [p for p in args.pipelines.split(",") if p]
+    variants = [v for v in args.variants.split(",") if v]
+    wanted = [(p, p, {}) for p in names]
+    for v in variants:
+        base, grid = SETTINGS[v]
+        wanted += [(f"{v}@{json.dumps(point, sort_keys=True)}", base, point) for point in grid]
+    with tempfile.TemporaryDirectory() as scratch:
+        data = load_kinds(args.locomo, args.longmemeval, Path(scratch))
+    rows["shape"] = {k: shape(convs) for k, convs in data.items() if k.startswith("locomo")}
+    for kind, convs in data.items():
+        rows["folds"][kind] = folds_of("longmemeval" if kind == "longmemeval" else "locomo", convs)
+        depth = DEPTH["longmemeval" if kind == "longmemeval" else "locomo"]
+        for label, base, point in wanted:
+            if kind in scores.get(label, {}):
+                continue
+            scores.setdefault(label, {})[kind] = measured(label, make_pipeline(base), convs, depth, point)
+            print(f"{kind} under {label} measured", flush=True)
+            out.mkdir(parents=True, exist_ok=True)
+            saved.write_text(json.dumps(rows))
+        if args.negatives:
+            per_store = LONGMEMEVAL_FOREIGN if kind == "longmemeval" else args.negatives
+            negatives, nfolds = negatives_in_folds(convs, rows["folds"][kind], per_store=per_store)
+            rows.setdefault("negative_folds", {})[kind] = {q.qid: nfolds[q.qid] for qs in negatives.values()
+                                                           for q in qs}
+            for label, base, point in wanted:
+                if kind in rows.setdefault("negatives", {}).get(label, {}):
+                    continue
+                rows["negatives"].setdefault(label, {})[kind] = negatives_answered(make_pipeline(base), convs,
+                                                                                   negatives, point)
+                print(f"{kind}'s negatives under {label} asked", flush=True)
+                saved.write_text(json.dumps(rows))
+    held_out, chosen = table(scores, rows["folds"], names + variants)
+    negatives_table(rows, held_out, chosen)
+    report = {"shape": rows["shape"], "held_out": held_out, "chosen": chosen}
+    for kind, per in report["held_out"].items():
+        n = len(rows["folds"][kind])
+        print(f"\n{kind} ({n} questions)")
+        print(f"  {'pipeline':<16}" + "".join(f"{m:>10}" for m in (*MEASURES, *PACKET, "negatives")))
+        for name, row in per.items():
+            print(f"  {name:<16}" + "".join(f"{row[m]:>10.3f}" for m in (*MEASURES, *PACKET))
+                  + (f"{row['negatives answered']:>10.3f}" if "negatives answered" in row else ""))
+    for name, per in chosen.items():
+        print(f"\n{name}: the point each fold was scored by")
+        for fold, point in per.items():
+            print(f"  {fold}: {point}")
+    write_json(out / "chat_kinds.json", report)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
