@@ -92,12 +92,11 @@ PEOPLE = table("people", People, lists_codec())   # `Story.people`: the foreign 
 
 
 class Calibration(StageBase, name="calibration", mode="selects", writes=("calibrated",),
-                  title="Calibration: the store's own scale"):
+                  title="Calibration: the store's own scale", tables=(VOCABULARY, KNOWN_ITEM_POOL, PEOPLE)):
     """Arms the store's reference for the decide stage (built once per store's content and
     pipeline, and saved: garden/pipelines/store_reference.py). It only selects: a ranking
     stops before it, and never builds a reference."""
 
-    tables = (VOCABULARY, KNOWN_ITEM_POOL, PEOPLE)
 
     def run(self, ctx: QueryContext) -> None:
         if ctx.reference is None:

@@ -63,7 +63,9 @@ class StageBase:
     `mode` says what it does in a ranking (`MODES`); `labels` and `reasons` are those it
     may give, and `supports` those of its labels that say an item stands on more than
     similarity (an item holding one is not labelled lexical_only or semantic_only);
-    `title` is its heading where a query is drawn. One method is required:
+    `title` is its heading where a query is drawn; `tables` are the whole-store tables it
+    reads (garden/derived/tables.py), what a story ingested into Milvus folds and saves
+    for it. One method is required:
     `run(ctx)`, which reads and changes the query's context."""
 
     name: ClassVar[str]
@@ -78,15 +80,13 @@ class StageBase:
     reasons: ClassVar[tuple[str, ...]]
     supports: ClassVar[tuple[str, ...]]
     title: ClassVar[str]
-    # the whole-store tables it reads (garden/derived/tables.py), set in its class body: what a
-    # story ingested into Milvus folds and saves for it
-    tables: ClassVar[tuple] = ()
+    tables: ClassVar[tuple]
 
     def __init_subclass__(cls, name: str, settings: tuple[Setting, ...] = (), uses: tuple[str, ...] = (),
                           essential: bool = False, mode: str = "scores", reads: tuple[str, ...] = (),
                           needs: tuple[str, ...] = (), writes: tuple[str, ...] = (), labels: tuple[str, ...] = (),
                           reasons: tuple[str, ...] = (), supports: tuple[str, ...] = (), title: str | None = None,
-                          **kwargs):
+                          tables: tuple = (), **kwargs):
         super().__init_subclass__(**kwargs)
         if mode not in MODES:
             raise TypeError(f"stage {name}: mode must be one of {', '.join(MODES)} (got {mode!r})")
@@ -103,6 +103,7 @@ class StageBase:
                             f"{', '.join(sorted(set(supports) - set(labels)))}")
         cls.labels, cls.reasons, cls.supports = tuple(labels), tuple(reasons), tuple(supports)
         cls.title = title or name.capitalize()
+        cls.tables = tuple(tables)
 
     def run(self, ctx: "QueryContext") -> None:
         raise NotImplementedError
@@ -223,6 +224,33 @@ def lenders(ctx: QueryContext) -> list[Candidate]:
 
     live = [c for c in ctx.candidates.values() if c.reason is None and c.score > 0]
     return by_score(live)[:ctx.settings.candidates]
+
+
+def lend_matches(ctx: QueryContext, relation, share: float, why: str) -> None:
+    """Each record that `relation` (a whole-store table: record id -> the ids it lends to)
+    names for a lender (`lenders`) borrows `share` of the best own match (its score less what
+    it borrowed) among the lenders naming it, given by the neighbour door as
+    `structured_context` for `why` (`{by}` the lender, see `give_credit`); a share of 0 lends
+    nothing and reads no table. The store's own voice, unasked (addressee.py), is not the
+    user's evidence: it neither lends its match nor borrows one. The neighbours and exchange
+    stages lend this way."""
+    if share <= 0:
+        return
+    related = relation.of(ctx.spec.story)
+    voice = ctx.unasked
+    lent: dict[str, tuple[float, str]] = {}
+    for c in lenders(ctx):
+        if voice is not None and c.record.speaker == voice:
+            continue
+        own = c.score - c.borrowed
+        for rid in related.get(c.id, ()):
+            if own > lent.get(rid, (0.0, ""))[0]:
+                lent[rid] = (own, c.id)
+    if voice is not None:
+        speakers = ctx.spec.story.records_of(sorted(lent))  # one read where the records live in Milvus
+        lent = {rid: v for rid, v in lent.items() if speakers[rid].speaker != voice}
+    give_credit(ctx, {rid: (share * score, by) for rid, (score, by) in lent.items()}, "neighbour",
+                "structured_context", why)
 
 
 def give_credit(ctx: QueryContext, given: dict[str, tuple[float, str]], door: str, label: str, why: str,

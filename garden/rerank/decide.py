@@ -207,10 +207,10 @@ def gate_score(stages: dict) -> float | None:
 
 
 class Decide(StageBase, name="decide", settings=(ANSWER_AT, DECISIVE), mode="selects", needs=("candidates",),
-             reads=("window", "calibrated"), writes=("lane_rules",), title="Decide: answer, or stay silent"):
+             reads=("window", "calibrated"), writes=("lane_rules",), title="Decide: answer, or stay silent",
+             tables=(VOCABULARY,)):
     """Answers the query or keeps it silent, by its support against the store's level."""
 
-    tables = (VOCABULARY,)
 
     def run(self, ctx: QueryContext) -> None:
         # each candidate's own match: a rank prior (its session's rank, an unasked voice) orders

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from garden.derived.tables import groups_codec, table
 from garden.models import Record, Story
-from garden.rerank.context import QueryContext, Setting, StageBase, give_credit, lenders
+from garden.rerank.context import QueryContext, Setting, StageBase, lend_matches
 
 EXCHANGE_SHARE = Setting("exchange_share", float, 0.0,
                          "share of the best own match in its exchange (its burst and the burst it replies to) a "
@@ -85,27 +85,6 @@ def exchanges(story: Story) -> dict[str, tuple[str, ...]]:
 
 class Exchange(StageBase, name="exchange", settings=(EXCHANGE_SHARE,), needs=("candidates",),
                writes=("candidates",), labels=("structured_context",), supports=("structured_context",),
-               title="Exchange: a message shares in its burst's and the question's match"):
-    tables = (EXCHANGES,)
-
+               title="Exchange: a message shares in its burst's and the question's match", tables=(EXCHANGES,)):
     def run(self, ctx: QueryContext) -> None:
-        share = ctx.settings.exchange_share
-        if share <= 0:
-            return
-        story = ctx.spec.story
-        exchange = exchanges(story)
-        if not exchange:
-            return
-        voice = ctx.unasked
-        own = {c.id: c.score - c.borrowed for c in lenders(ctx)
-               if voice is None or c.record.speaker != voice}
-        lent: dict[str, tuple[float, str]] = {}
-        for lender, score in own.items():
-            for rid in exchange.get(lender, ()):
-                if score > lent.get(rid, (0.0, ""))[0]:
-                    lent[rid] = (score, lender)
-        if voice is not None:
-            speakers = story.records_of(sorted(lent))
-            lent = {rid: v for rid, v in lent.items() if speakers[rid].speaker != voice}
-        give_credit(ctx, {rid: (share * score, by) for rid, (score, by) in lent.items()}, "neighbour",
-                    "structured_context", "in one exchange with {by}, which matches the query")
+        lend_matches(ctx, EXCHANGES, ctx.settings.exchange_share, "in one exchange with {by}, which matches the query")

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from garden.derived.tables import groups_codec, table
 from garden.models import Record, Story
-from garden.rerank.context import Setting, QueryContext, StageBase, give_credit, lenders
+from garden.rerank.context import Setting, QueryContext, StageBase, lend_matches
 
 CONTEXT_SHARE = Setting("context_share", float, 0.75, "share of its best neighbour's own match a raw record receives",
                         ge=0, le=1)
@@ -58,38 +58,8 @@ class Adjacent:
 NEIGHBOURS = table("neighbours", Adjacent, groups_codec())
 
 
-def neighbours(story: Story) -> dict[str, tuple[str, ...]]:
-    """Record id -> the ids of its neighbours (see the module docstring); remembered on
-    the story, which never changes, and saved (garden/derived/tables.py)."""
-    return NEIGHBOURS.of(story)
-
-
 class Neighbours(StageBase, name="neighbours", settings=(CONTEXT_SHARE,), needs=("candidates",),
                  writes=("candidates",), labels=("structured_context",), supports=("structured_context",),
-                 title="Neighbours: a record shares in its neighbour's score"):
-    tables = (NEIGHBOURS,)
-
+                 title="Neighbours: a record shares in its neighbour's score", tables=(NEIGHBOURS,)):
     def run(self, ctx: QueryContext) -> None:
-        share = ctx.settings.context_share
-        if share <= 0:
-            return
-        story = ctx.spec.story
-        beside = neighbours(story)
-        if not beside:
-            return
-        lent: dict[str, tuple[float, str]] = {}
-        # the store's own voice, unasked (addressee.py), is not the user's evidence: it neither
-        # lends its match to the user's turns beside it nor borrows theirs
-        voice = ctx.unasked
-        speaker = {rid: story.by_id[rid].speaker for rid in beside} if voice is not None else {}
-        for c in lenders(ctx):
-            own = c.score - c.borrowed
-            if voice is not None and c.record.speaker == voice:
-                continue
-            for nid in beside.get(c.id, ()):
-                if voice is not None and speaker.get(nid) == voice:
-                    continue
-                if own > lent.get(nid, (0.0, ""))[0]:
-                    lent[nid] = (own, c.id)
-        give_credit(ctx, {nid: (share * score, by) for nid, (score, by) in lent.items()}, "neighbour",
-                    "structured_context", "next to {by}, which matches the query")
+        lend_matches(ctx, NEIGHBOURS, ctx.settings.context_share, "next to {by}, which matches the query")

@@ -102,9 +102,7 @@ def best_by_owner(ctx: QueryContext, people: frozenset[str], person: str) -> dic
 
 
 class Premise(StageBase, name="premise", settings=(PREMISE_RATIO,), mode="selects", needs=("packed",),
-              labels=("premise_mismatch",), title="Premise: whose evidence is it?"):
-    tables = (SPEAKERS,)
-
+              labels=("premise_mismatch",), title="Premise: whose evidence is it?", tables=(SPEAKERS,)):
     def run(self, ctx: QueryContext) -> None:
         story = ctx.spec.story
         people = speakers(story)

@@ -99,11 +99,10 @@ class ShorterNote(PackRule):
 
 class Restated(StageBase, name="restated", mode="selects", writes=("pack_rules",),
                labels=("provenance_supported",), supports=("provenance_supported",),
-               title="Restated: a raw record rides as its shorter note"):
+               title="Restated: a raw record rides as its shorter note", tables=(NOTES_CITING,)):
     """Arms its packing rule: which notes are free is known only while packing, so the pack
     stage asks the rule then."""
 
-    tables = (NOTES_CITING,)
 
     def run(self, ctx: QueryContext) -> None:
         ctx.pack_rules.append(SHORTER_NOTE)

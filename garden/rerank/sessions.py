@@ -84,10 +84,10 @@ def session_ranks(cosines: dict[int, list[float]]) -> dict[int, int]:
 
 
 class SittingRanks(StageBase, name="sessions", settings=(SESSION_WEIGHT,), needs=("candidates",),
-                  writes=("candidates",), title="Sessions: the session that matches as a whole, then its turns"):
+                  writes=("candidates",), title="Sessions: the session that matches as a whole, then its turns",
+                  tables=(SESSIONS,)):
     """The `sessions` stage (its name is the benchmarks' word for a sitting): the sittings
     ranked by their turns' meaning, and each turn times its sitting's reciprocal rank."""
-    tables = (SESSIONS,)
 
     def run(self, ctx: QueryContext) -> None:
         weight = ctx.settings.session_weight

@@ -172,9 +172,7 @@ def _said(top: Sequence[tuple[float, str]]) -> str:
 
 class Sittings(StageBase, name="sittings", settings=(SITTING_WHOLE, SITTING_DATED), mode="arms",
                needs=("candidates",), reads=("window",), writes=("sittings",),
-               title="Sittings: the sittings themselves, ranked"):
-    tables = (SESSIONS,)
-
+               title="Sittings: the sittings themselves, ranked", tables=(SESSIONS,)):
     def run(self, ctx: QueryContext) -> None:
         story, settings = ctx.spec.story, ctx.settings
         if not sessions(story):

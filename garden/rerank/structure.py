@@ -66,9 +66,7 @@ def entity_selectivity(story: Story) -> dict[str, float]:
 class Structure(StageBase, name="structure", settings=(TOPIC, ENTITY, RELATED_DECAY, WINDOW, ADDRESSED, UNASKED),
                 mode="moves", needs=("candidates",), reads=("window", "addressee", "addressed_by", "unasked"),
                 labels=("structured_context",), supports=("structured_context",),
-                title="Structure: resolved topics and people"):
-    tables = (ENTITY_SELECTIVITY,)
-
+                title="Structure: resolved topics and people", tables=(ENTITY_SELECTIVITY,)):
     def run(self, ctx: QueryContext) -> None:
         res, settings = ctx.resolution, ctx.settings
         for c in ctx.candidates.values():
