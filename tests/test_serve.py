@@ -129,8 +129,8 @@ def test_it_prints_where_it_serves_and_reports_health(server):
     assert "aurora-ridge" in server.banner and "kiln-lane" in server.banner
     health = server.client.get("/health").json()
     assert health["ok"] is True and health["uptime_s"] > 0
-    assert set(health["stories"]) == {"aurora-ridge", "kiln-lane", "kiln-copy", "linden-row", "saltmarsh-ferry",
-                                      "tern-quay"}
+    assert set(health["stories"]) == {"aurora-ridge", "kiln-lane", "kiln-copy", "linden-row", "merrowby-messages",
+                                      "saltmarsh-ferry", "tern-quay"}
     assert "default" in health["pipelines"] and "bm25" in health["pipelines"]
 
 

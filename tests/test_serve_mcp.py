@@ -88,7 +88,7 @@ def test_it_offers_recall_and_list_stories(session):
     tools = {tool.name: tool for tool in session["tools"]}
     assert set(tools) == {"recall", "list_stories"}
     schema = tools["recall"].input_schema
-    assert schema["required"] == ["text", "story"]   # five stories served: none is the default
+    assert schema["required"] == ["text", "story"]   # several stories served: none is the default
     assert {"text", "story", "budget", "as_of", "pipeline"} == set(schema["properties"])
     assert schema["additionalProperties"] is False
     assert session["init"].server_info.name == "garden"

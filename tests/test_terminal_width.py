@@ -117,7 +117,9 @@ def test_a_run_of_cases_lists_each_case_and_its_failures(project, capsys, monkey
     code, out = shown(capsys, monkeypatch, columns, "run", "challenge", "regression/budget.yaml")
     assert code == 0
     assert_fits(out, columns, [r["case"] for r in data["results"]])
-    assert "challenge ledger: 2 known misses, reported" in " ".join(out.split())
+    misses = sum(1 for r in data["results"] if r["suite"] == "challenge" and not r["passed"])
+    assert misses >= 2
+    assert f"challenge ledger: {misses} known misses, reported" in " ".join(out.split())
     assert "miss(es)" not in out
 
 
