@@ -9,6 +9,9 @@ import gzip
 import json
 from pathlib import Path
 
+SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "data" / "longmemeval"
+SUBSET_PIPELINES = ["bm25s", "hybrid", "default"]
+
 
 def stamp(y: int, m: int, d: int, hh: int = 10, mm: int = 0) -> str:
     """A date as the released files write it: "2023/05/30 (Tue) 23:40"."""
@@ -142,3 +145,52 @@ def renamed_import(folder: Path, out: Path, seed: int = 48) -> dict[str, str]:
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True), encoding="utf-8")
     return names
+
+
+def sample_subset(sample: Path, every: int, out: Path) -> Path:
+    """A development sample's subset by the rule fixed before any figure was read: its
+    questions sorted by type, then id, and every `every`-th taken from the first, written to
+    `out` (a released file's layout). Skips the test where the read-only sample is absent."""
+    import pytest
+
+    if not sample.is_file():
+        pytest.skip(f"the LongMemEval sample is not at {sample} (read-only shared data, not shipped)")
+    with gzip.open(sample, "rt", encoding="utf-8") as fh:
+        questions = json.load(fh)
+    questions.sort(key=lambda q: (q["question_type"], q["question_id"]))
+    return write(out, questions[::every])
+
+
+def subset_report(source: Path, **kwargs) -> dict:
+    """`garden compare` on a subset (or its import) under SUBSET_PIPELINES against bm25s, as
+    JSON, with 2,000 permutations."""
+    from garden.evaluation.longmemeval import compare_longmemeval
+
+    return compare_longmemeval(source, SUBSET_PIPELINES, "bm25s", permutations=2000, **kwargs).to_json()
+
+
+def renamed_report(subset: Path, root: Path) -> tuple[dict[str, str], dict]:
+    """The subset imported under `root`, every session renamed (`renamed_import`), and
+    compared again: (old session -> new, the report)."""
+    from garden.formats.longmemeval import import_longmemeval
+
+    import_longmemeval(subset, root / "imported")
+    names = renamed_import(root / "imported", root / "renamed")
+    return names, subset_report(root / "renamed")
+
+
+def subset_fixtures(sample: Path, every: int, folder: str):
+    """The module fixtures of a sample's pinned subset: `subset` (`sample_subset`, written
+    under a temporary `folder`) and `report` (`subset_report` with the published figures
+    beside it), each made once per module."""
+    import pytest
+
+    @pytest.fixture(scope="module")
+    def subset(tmp_path_factory):
+        return sample_subset(sample, every, tmp_path_factory.mktemp(folder) / "subset.json")
+
+    @pytest.fixture(scope="module")
+    def report(subset):
+        return subset_report(subset, against="published")
+
+    return subset, report

@@ -27,39 +27,12 @@ whose id begins `answer_`.)
 """
 from __future__ import annotations
 
-import gzip
-import json
-from pathlib import Path
-
 import pytest
 
-from garden.evaluation.longmemeval import compare_longmemeval
-from garden.formats.longmemeval import import_longmemeval
-from longmemeval_files import renamed_import
+from longmemeval_files import SAMPLES, SUBSET_PIPELINES as PIPELINES, renamed_report, subset_fixtures
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "longmemeval" / "longmemeval_s_dev.json.gz"
 TOLERANCE = 0.005
-EVERY = 8
-
-
-PIPELINES = ["bm25s", "hybrid", "default"]
-
-
-@pytest.fixture(scope="module")
-def subset(tmp_path_factory):
-    if not DATA.is_file():
-        pytest.skip(f"the LongMemEval sample is not at {DATA} (read-only shared data, not shipped)")
-    with gzip.open(DATA, "rt", encoding="utf-8") as fh:
-        questions = json.load(fh)
-    questions.sort(key=lambda q: (q["question_type"], q["question_id"]))
-    subset = tmp_path_factory.mktemp("lme-dev") / "subset.json"
-    subset.write_text(json.dumps(questions[::EVERY]), encoding="utf-8")
-    return subset
-
-
-@pytest.fixture(scope="module")
-def report(subset):
-    return compare_longmemeval(subset, PIPELINES, "bm25s", against="published", permutations=2000).to_json()
+subset, report = subset_fixtures(SAMPLES / "longmemeval_s_dev.json.gz", every=8, folder="lme-dev")
 
 
 def test_the_subset_is_the_rules(report):
@@ -127,11 +100,9 @@ def _figures(report: dict) -> dict:
 
 def test_renaming_every_session_changes_no_figure(subset, report, tmp_path_factory):
     root = tmp_path_factory.mktemp("lme-renamed")
-    import_longmemeval(subset, root / "imported")
-    names = renamed_import(root / "imported", root / "renamed")
+    names, renamed = renamed_report(subset, root)
     assert any(old.startswith("answer_") for old in names) and not any(new.startswith("answer_")
                                                                        for new in names.values())
-    renamed = compare_longmemeval(root / "renamed", PIPELINES, "bm25s", permutations=2000).to_json()
     # the same values, averaged in another order (the folder's haystacks are read by name, the
     # file's in its order): equal to the last bits of a double
     got, before = _figures(renamed), _figures(report)

@@ -22,37 +22,12 @@ figures must not move (`renamed_import`).
 """
 from __future__ import annotations
 
-import gzip
-import json
-from pathlib import Path
-
 import pytest
 
-from garden.evaluation.longmemeval import compare_longmemeval
-from garden.formats.longmemeval import import_longmemeval
-from longmemeval_files import renamed_import
+from longmemeval_files import SAMPLES, SUBSET_PIPELINES as PIPELINES, renamed_report, subset_fixtures
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "longmemeval" / "longmemeval_s_dev2.json.gz"
 TOLERANCE = 0.005
-EVERY = 14
-PIPELINES = ["bm25s", "hybrid", "default"]
-
-
-@pytest.fixture(scope="module")
-def subset(tmp_path_factory):
-    if not DATA.is_file():
-        pytest.skip(f"the second LongMemEval sample is not at {DATA} (read-only shared data, not shipped)")
-    with gzip.open(DATA, "rt", encoding="utf-8") as fh:
-        questions = json.load(fh)
-    questions.sort(key=lambda q: (q["question_type"], q["question_id"]))
-    subset = tmp_path_factory.mktemp("lme-dev2") / "subset.json"
-    subset.write_text(json.dumps(questions[::EVERY]), encoding="utf-8")
-    return subset
-
-
-@pytest.fixture(scope="module")
-def report(subset):
-    return compare_longmemeval(subset, PIPELINES, "bm25s", against="published", permutations=2000).to_json()
+subset, report = subset_fixtures(SAMPLES / "longmemeval_s_dev2.json.gz", every=14, folder="lme-dev2")
 
 
 def test_the_subset_is_the_rules(report):
@@ -89,10 +64,8 @@ def test_renaming_every_session_changes_no_figure_of_default(subset, report, tmp
     """The sittings break ties by the story's order, never a name (the bare retrievers
     break exact ties by id, which renaming may move: docs/longmemeval.md, "No name")."""
     root = tmp_path_factory.mktemp("lme-dev2-renamed")
-    import_longmemeval(subset, root / "imported")
-    names = renamed_import(root / "imported", root / "renamed")
+    names, renamed = renamed_report(subset, root)
     assert any(old.startswith("answer_") for old in names)
-    renamed = compare_longmemeval(root / "renamed", PIPELINES, "bm25s", permutations=2000).to_json()
     for level in ("turn", "session"):
         got, before = renamed[level]["pipelines"]["default"], report[level]["pipelines"]["default"]
         for measure, value in before.items():
