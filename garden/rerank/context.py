@@ -186,6 +186,7 @@ class QueryContext:
     addressed_by: str = ""                           # ... and the query's words that ask it
     unasked: str | None = None                       # the store's own voice, when the query does not ask for it
     sittings: list = field(default_factory=list)     # the sittings ranked (sittings.py), best first
+    shape: Any = None                                # the question's shape (shape.py): gathering or pinpoint
 
     def stop(self, decision: str, reason: str, fallback: bool = False, question: str | None = None) -> None:
         """Answer without retrieving: ASK or SKIP."""

@@ -57,6 +57,7 @@ STAGES: list[Stage] = stages_named(
     "triage",
     "window",
     "addressee",
+    "shape",
     "retrieve",
     "structure",
     "cited",
