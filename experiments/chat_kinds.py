@@ -33,15 +33,14 @@ PROJECT = Path(__file__).resolve().parents[1]
 if str(PROJECT) not in sys.path:
     sys.path.insert(0, str(PROJECT))
 
-from experiments.harness.benchmarks import DEPTH, NONE, arguments, longmemeval_conversations  # noqa: E402
-from experiments.harness.chats import kinds, shape  # noqa: E402
+from experiments.harness.benchmarks import DEPTH, arguments  # noqa: E402
+from experiments.harness.chats import shape  # noqa: E402
 from experiments.harness.folds import folds_of, hold_out_questions  # noqa: E402
 from experiments.harness.gate import LONGMEMEVAL_FOREIGN, negatives_in_folds  # noqa: E402
+from experiments.harness.kinds import MEASURES, PACKET, load_kinds, measured, negatives_answered  # noqa: E402
 from experiments.harness.results import write_json  # noqa: E402
 from garden.evaluation.measures import randomization_p  # noqa: E402
 
-MEASURES = ("nDCG@10", "R@10", "Success@5")
-PACKET = ("coverage", "answered")
 # variant name -> (pipeline, the points of its grid): what a stage's setting is chosen among by
 # the folds; the pipeline as it is, measured under its own name, is a point too
 SETTINGS: dict[str, tuple[str, list[dict]]] = {
@@ -49,51 +48,6 @@ SETTINGS: dict[str, tuple[str, list[dict]]] = {
     "perspective": ("default", [{"perspective_share": v} for v in (0.1, 0.3)]),
     "spread": ("default", [{"sitting_spread": v} for v in (0.1, 0.3)]),
 }
-
-
-def measured(name: str, pipeline, conversations, depth: int, settings: dict) -> dict[str, dict[str, float]]:
-    """measure -> qid -> value for one pipeline (with `settings`) over one kind's stores."""
-    from garden.evaluation.measures import evaluate
-    from garden.evaluation.packets import packet_row
-    from garden.evaluation.stores import as_run, prepare, rank_both, turn_ranking
-    from garden.pipelines.structured import StructuredPipeline
-    from garden.rerank.query import QuerySpec
-    from garden.rerank.stages import Settings
-
-    given = Settings(**settings)
-    runs, qrels, packet = {}, {}, {m: {} for m in PACKET}
-    for conv in conversations:
-        judged = [q for q in conv.questions if q.evidence]
-        prepare(pipeline, conv.story)
-        both = rank_both(pipeline, conv, depth, judged, given if settings else None, with_sittings=False)
-        for q, (ranking, _) in zip(judged, both):
-            runs[q.qid] = as_run(turn_ranking(conv.story, ranking, depth))
-            qrels[q.qid] = {t: 1 for t in q.evidence}
-            if isinstance(pipeline, StructuredPipeline):
-                outcome = pipeline.run(QuerySpec(conv.story, q.text, q.as_of, settings=given))
-            else:
-                outcome = pipeline.run(QuerySpec(conv.story, q.text, q.as_of))
-            row = packet_row(q, outcome.packet, conv.story)
-            packet["coverage"][q.qid] = row.covered or 0.0
-            packet["answered"][q.qid] = float(row.outcome == "answered")
-    ev = evaluate(qrels, {name: runs}, MEASURES)
-    return {**{m: ev.per_query[name][m] for m in MEASURES}, **packet}
-
-
-def negatives_answered(pipeline, conversations, negatives: dict, settings: dict) -> dict[str, float]:
-    """qid -> 1.0 when the pipeline answers the foreign negative (nothing in its store
-    answers it), else 0.0."""
-    from garden.pipelines.structured import StructuredPipeline
-    from garden.rerank.query import QuerySpec
-    from garden.rerank.stages import Settings
-
-    given = Settings(**settings) if isinstance(pipeline, StructuredPipeline) else None
-    out = {}
-    for conv in conversations:
-        for q in negatives.get(conv.story.story, []):
-            spec = QuerySpec(conv.story, q.text, q.as_of, **({"settings": given} if given is not None else {}))
-            out[q.qid] = float(pipeline.run(spec).packet.outcome == "answered")
-    return out
 
 
 def negatives_table(rows: dict, held_out: dict, chosen: dict) -> None:
@@ -109,13 +63,6 @@ def negatives_table(rows: dict, held_out: dict, chosen: dict) -> None:
                     row["negatives answered"] = float(np.mean([answered[p][kind][q] for q, p in picks.items()]))
             elif kind in answered.get(name, {}):
                 row["negatives answered"] = float(np.mean(list(answered[name][kind].values())))
-
-
-def load_kinds(locomo: str, longmemeval: str, scratch: Path) -> dict[str, list]:
-    out = kinds(locomo, scratch)
-    if longmemeval.lower() != NONE:
-        out["longmemeval"] = longmemeval_conversations(longmemeval)
-    return out
 
 
 def table(scores: dict, folds: dict, names: list[str]) -> dict:

@@ -450,6 +450,9 @@ class Packet(BaseModel):
     fallback: bool = False
     gate: Gate | None = None          # set by a pipeline with a decide stage that reached it
     sittings: list[Sitting] = []   # the best sittings, best first (empty when nothing is served)
+    # a question that gathers (garden/rerank/shape.py): how many sittings its items stand in; null
+    # for a question that points at one thing, and for a pipeline that reads no shape
+    gathered: int | None = None
 
     @computed_field
     @property

@@ -30,6 +30,7 @@ from garden.pipelines.scoring import Outcome
 from garden.pipelines.store_reference import reference_of
 from garden.rerank.candidates import by_score
 from garden.rerank.context import QueryContext, Stage
+from garden.rerank.gather import gathered
 from garden.rerank.query import QuerySpec
 from garden.rerank.resolve import Resolution, resolve
 from garden.rerank.sittings import SITTINGS_SHOWN
@@ -159,7 +160,9 @@ class StructuredPipeline:
                                 for c in sorted(cands.values(), key=lambda c: c.id) if c.id not in packed_ids],
                       budget=Budget(limit=ctx.spec.budget, used=ctx.used), fallback=ctx.fallback,
                       # a silent packet lists no sitting either: what the gate withholds is withheld whole
-                      sittings=ctx.sittings[:SITTINGS_SHOWN] if ctx.packed else [])
+                      sittings=ctx.sittings[:SITTINGS_SHOWN] if ctx.packed else [],
+                      gathered=gathered(ctx.spec.story, ctx.packed) if ctx.shape is not None and ctx.shape.gathering
+                      else None)
 
 
 def candidate_trace(cands: dict) -> list[dict]:

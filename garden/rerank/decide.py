@@ -67,6 +67,8 @@ from garden.rerank.context import Setting, QueryContext, StageBase
 
 ANSWER_AT = Setting("answer_at", float, -5.61, "a query whose support less its store's level reaches this is "
                     "answered (experiments/store_gate.py)")
+GATHER_HELD = Setting("gather_held", int, 0, "1: a gathering question's support reads the share of its words "
+                      "the union of its best records holds (decide.py); 0: the most one record holds", ge=0, le=1)
 DECISIVE = Setting("decisive", float, 10.0, "a lane whose standout ratio reaches this answers whatever the support",
                    ge=1)
 
@@ -181,9 +183,11 @@ class Reference:
                 "foreign_below": round(float(np.mean(foreign < value)), 4)}
 
 
-def query_support(query: str, vocab: Vocabulary, ranked_texts: list[tuple[float, str]]) -> dict:
+def query_support(query: str, vocab: Vocabulary, ranked_texts: list[tuple[float, str]],
+                  over_set: bool = False) -> dict:
     """(the support and its parts) for `query` against a store's vocabulary and its best
-    live candidates as (score, text), best first."""
+    live candidates as (score, text), best first. With `over_set` (a gathering question,
+    `gather_held`), `held` is the share the best records hold together, not one alone."""
     terms = list(dict.fromkeys(analyze(query)))
     weights = {t: vocab.weight(t) for t in terms}
     total = sum(weights.values())
@@ -193,8 +197,10 @@ def query_support(query: str, vocab: Vocabulary, ranked_texts: list[tuple[float,
         known = held = 0.0
     else:
         known = sum(w for t, w in weights.items() if vocab.df.get(t, 0) > 0) / total
-        held = max((sum(weights[t] for t in set(analyze(text)) if t in weights) / total
-                    for _, text in ranked_texts[:HELD_DEPTH]), default=0.0)
+        held_by = [set(analyze(text)) & set(weights) for _, text in ranked_texts[:HELD_DEPTH]]
+        if over_set:
+            held_by = [set().union(*held_by)]
+        held = max((sum(weights[t] for t in terms) / total for terms in held_by), default=0.0)
     return {"top": top, "held": held, "known": known, "second": second,
             "support": support(top, held, known, second)}
 
@@ -206,8 +212,9 @@ def gate_score(stages: dict) -> float | None:
     return None if not decided else decided["calibrated"]
 
 
-class Decide(StageBase, name="decide", settings=(ANSWER_AT, DECISIVE), mode="selects", needs=("candidates",),
-             reads=("window", "calibrated"), writes=("lane_rules",), title="Decide: answer, or stay silent",
+class Decide(StageBase, name="decide", settings=(ANSWER_AT, DECISIVE, GATHER_HELD), mode="selects",
+             needs=("candidates",), reads=("window", "calibrated", "shape"), writes=("lane_rules",),
+             title="Decide: answer, or stay silent",
              tables=(VOCABULARY,)):
     """Answers the query or keeps it silent, by its support against the store's level."""
 
@@ -219,8 +226,9 @@ class Decide(StageBase, name="decide", settings=(ANSWER_AT, DECISIVE), mode="sel
                       if c.reason is None and c.successor is None and not c.certain), key=lambda t: (-t[0], t[1]))
         # a time the query names (window.py) says when, not what: its words are not asked of the store
         query = ctx.spec.query.replace(ctx.window.said, " ") if ctx.window is not None else ctx.spec.query
+        over_set = bool(ctx.settings.gather_held) and ctx.shape is not None and ctx.shape.gathering
         parts = query_support(query, vocabulary(ctx.spec.story),
-                              [(score, c.record.searchable) for score, _, c in own[:HELD_DEPTH]])
+                              [(score, c.record.searchable) for score, _, c in own[:HELD_DEPTH]], over_set)
         reference = ctx.calibrated
         level = reference.level() if reference is not None else GLOBAL_LEVEL
         calibrated = parts["support"] - level

@@ -78,11 +78,13 @@ def without_names(query: str, names: list[str]) -> str:
     return query
 
 
-def best_by_owner(ctx: QueryContext, people: frozenset[str], person: str) -> dict[str, tuple[float, str]]:
-    """Person -> (the best lexical relevance a record of theirs has for the query with the
-    named person's names blanked out, its id), over every record of the store: what the
-    store says about the event, whoever it was. Without the blanking the name itself is
-    the strongest term, and every turn the named person spoke would win on it."""
+def best_by_owner(ctx: QueryContext, people: frozenset[str], person: str,
+                  whose=owner) -> dict[str, tuple[float, str]]:
+    """Person -> (the best lexical relevance a record of theirs (`whose`: the person a
+    record is about, by default) has for the query with the named person's names blanked
+    out, its id), over every record of the store: what the store says about the event,
+    whoever it was. Without the blanking the name itself is the strongest term, and every
+    turn the named person spoke would win on it."""
     story = ctx.spec.story
     spec = story.entities.get(person)
     names = [person] + (spec.aliases if spec else []) + ([spec.name] if spec and spec.name else [])
@@ -95,7 +97,7 @@ def best_by_owner(ctx: QueryContext, people: frozenset[str], person: str) -> dic
                 relevance_of[rid] = relevance_of.get(rid, 0.0) + value
     best: dict[str, tuple[float, str]] = {}
     for rid in sorted(relevance_of):
-        who = owner(story.by_id[rid], people)
+        who = whose(story.by_id[rid], people)
         if who is not None and relevance_of[rid] > best.get(who, (0.0, ""))[0]:
             best[who] = (relevance_of[rid], rid)
     return best

@@ -34,7 +34,9 @@ class Provenance(StageBase, name="provenance", mode="selects", writes=("pack_rul
 
 
 def follow_sources(ctx: QueryContext, packed: list[Candidate], evidence: list[Candidate]) -> list[Candidate]:
-    """The evidence lane with the sources each packed item names, best first."""
+    """The evidence lane with the sources each packed item names, each source placed before
+    the first item of the lane that ranks below it (best first, ties by id): the lane keeps
+    the order a rule before this one gave it (gather.py packs each sitting's best first)."""
     chosen = {c.id: c for c in evidence}
     story = ctx.spec.story
     for item in packed:
@@ -48,7 +50,20 @@ def follow_sources(ctx: QueryContext, packed: list[Candidate], evidence: list[Ca
             src.labels = [x for x in src.labels if x not in ("lexical_only", "semantic_only")]
             src.label("provenance_supported", f"source of {item.id}")
             chosen[sid] = src
-    return by_score(list(chosen.values()))
+    given = {c.id for c in evidence}
+    return merged(evidence, by_score([c for c in chosen.values() if c.id not in given]))
+
+
+def merged(lane: list[Candidate], more: list[Candidate]) -> list[Candidate]:
+    """`more` (best first) placed into `lane`, whose order is kept: each before the first
+    item of the lane it outranks. On a lane ranked best first, the ranking of both."""
+    out, i = [], 0
+    for c in lane:
+        while i < len(more) and (-more[i].score, more[i].id) < (-c.score, c.id):
+            out.append(more[i])
+            i += 1
+        out.append(c)
+    return out + more[i:]
 
 
 FOLLOW_SOURCES = FollowSources()

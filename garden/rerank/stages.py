@@ -66,6 +66,7 @@ STAGES: list[Stage] = stages_named(
     "perspective",
     "phrase",
     "spread",
+    "gather",
     "sessions",
     "update",
     "supersession",
