@@ -22,7 +22,7 @@ coverage and the share answered, each with the paired randomization test's p aga
 `default` (10,000 worlds).
 
     .venv/bin/python experiments/gathering.py [--locomo PATH] [--longmemeval FILE|none]
-        [--variants focus,sittings] [--negatives N] [--check N] [--out DIR] [--reuse]
+        [--variants focus,facets,sittings,held] [--negatives N] [--check N] [--out DIR] [--reuse]
 
 LoCoMo: Maharana et al., ACL 2024, CC BY-NC 4.0. LongMemEval: Wu et al., ICLR 2025, MIT.
 """
@@ -52,7 +52,9 @@ BASE = "default"
 GATHERING_WEIGHT = 0.5   # the gathering shape's weight in the objective: about half of real chats' questions
 GRIDS: dict[str, list[dict]] = {
     "focus": [{"gather_focus": v} for v in (0.5, 1.0, 3.0)],
+    "facets": [{"gather_facets": v} for v in (0.5, 1.0)],
     "sittings": [{"gather_sittings": 1}],
+    "held": [{"gather_held": 1}],
 }
 
 

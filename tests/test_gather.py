@@ -112,3 +112,21 @@ def test_support_over_the_set_holds_what_the_best_records_hold_together(story):
     assert together["held"] > one["held"]
     assert together["held"] == pytest.approx(1.0)
     assert together["top"] == one["top"] and together["known"] == one["known"]
+
+
+def test_each_facet_is_searched_alone_and_lifts_what_matches_it(pipeline, story):
+    query = "How many days passed between Odile's fennel soup and her fennel risotto?"
+    off = candidates(run(pipeline, story, query))
+    outcome = run(pipeline, story, query, Settings(gather_facets=1.0))
+    assert outcome.trace["gather"]["facets"] == ["Odile's fennel soup", "her fennel risotto"]
+    on = candidates(outcome)
+    lifted = [rid for rid in on if on[rid]["score"] > off.get(rid, {"score": 0.0})["score"] + 1e-6]
+    # the soup never says fennel: the whole question misses it, its facet finds it
+    assert "m1.5" in lifted
+    assert off["m1.5"]["score"] < on["m1.5"]["score"]
+    ranked = pipeline.ranking(QuerySpec(story, query, AS_OF, settings=Settings(gather_facets=1.0)), 30)
+    labelled = {rid: c for rid, c in ranked.candidates.items() if "facet_match" in c.labels}
+    assert "m1.5" in labelled and set(labelled) <= set(lifted)
+    assert any("'Odile's fennel soup', a part of the question searched alone" in w for w in labelled["m1.5"].why)
+    # no score goes down: a facet only lifts
+    assert all(on[rid]["score"] >= off[rid]["score"] - 1e-6 for rid in off if rid in on)

@@ -87,3 +87,18 @@ def test_the_stage_arms_the_shape_and_traces_its_cues(tmp_path):
     assert ["plural", "which dishes"] in outcome.trace["shape"]["cues"]
     outcome = pipeline.run(QuerySpec(story, "What name did Odile give her boat?", dt.date(2031, 6, 1)))
     assert outcome.trace["shape"] == {"shape": PINPOINT, "cues": []}
+
+
+@pytest.mark.parametrize("question,parts", [
+    ("How many days passed between the regatta and the storm?", ("the regatta", "the storm")),
+    ("Did Odile buy the boat before or after the storm?", ("Odile buy the boat", "the storm")),
+    ("How long after the storm did Teodor repair the jetty?", ("the storm", "Teodor repair the jetty")),
+    ("Which town have both Odile and Teodor visited?",
+     ("Which town have Odile visited", "Which town have Teodor visited")),
+    ("Which dishes has Odile cooked with fennel?", ()),
+    ("What name did Odile give her boat?", ()),
+])
+def test_the_facets_are_the_parts_a_question_asks_of_separately(question, parts):
+    from garden.rerank.shape import facets
+
+    assert facets(question) == parts

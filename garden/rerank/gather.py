@@ -21,6 +21,15 @@ only for a gathering question; a pinpoint question keeps its ranking exactly.
   times the best the named one said (the premise stage's `premise_ratio` as its folds
   chose it, premise.py), the question may pin
   the thing on the wrong person, and nothing gives way.
+- **One search per facet** (`gather_facets`). An interval or an order asks of two events
+  ("How many days passed between Teodor's fall from the ladder and his first swim after
+  it?"), a pair of two people ("Which town have both Odile and Teodor visited?"); each
+  part is told in its own sitting and its own words, and the whole question matches
+  neither well. Each facet (shape.py, `facets`) is searched on its own by the base
+  retriever, as the retrieve stage searches the query, and a record's relevance for its
+  best facet, times `gather_facets`, becomes its score where that is more than it had
+  (a record no search of the whole question found comes in by the `facet` door),
+  labelled `facet_match`.
 - **Every sitting that holds some** (`gather_sittings`). The packet of a gathering question
   packs the best item of each sitting of its evidence lane first, best sitting first, then
   the rest by score, so that within the budget it carries evidence from each sitting that
@@ -39,10 +48,16 @@ from __future__ import annotations
 from garden.rerank.candidates import Candidate, by_score
 from garden.rerank.context import PackRule, QueryContext, Setting, StageBase
 from garden.rerank.premise import PREMISE_RATIO, SPEAKERS, best_by_owner, speakers
+from garden.rerank.retrieve import searched, total_relevance
+from garden.rerank.shape import facets
+from garden.retrievers import is_semantic
 from garden.rerank.sessions import SESSIONS, sessions
 
 GATHER_FOCUS = Setting("gather_focus", float, 0.0, "a gathering question naming some of the story's speakers: "
                        "another speaker's record gives way by 1 + this (gather.py)", ge=0, le=100)
+GATHER_FACETS = Setting("gather_facets", float, 0.0, "a gathering question's facets (an interval's two events, "
+                        "a pair's two people) each searched alone: a record's best facet relevance times this "
+                        "(gather.py)", ge=0, le=10)
 GATHER_SITTINGS = Setting("gather_sittings", int, 0, "1: a gathering question's packet packs each sitting's best "
                           "first (gather.py); 0: by score", ge=0, le=1)
 RAW_KINDS = ("source", "chunk")
@@ -97,8 +112,35 @@ def gathered(story, packed: list[Candidate]) -> int:
     return len(found)
 
 
-class Gather(StageBase, name="gather", settings=(GATHER_FOCUS, GATHER_SITTINGS),
-             needs=("candidates",), reads=("shape",), writes=("candidates", "pack_rules"),
+def search_facets(ctx: QueryContext, share: float) -> list[str]:
+    """Each facet of the question searched alone; a record's best facet relevance times
+    `share` becomes its score where that is more. The facets searched."""
+    found = facets(ctx.spec.query)
+    semantic = {name: is_semantic(m) for name, m in ctx.retriever.members().items()}
+    best: dict[str, tuple[float, str, dict]] = {}
+    for facet in found:
+        ids, raw, relevant = searched(ctx, facet, ctx.settings.candidates)
+        for n, rid in enumerate(ids):
+            probe = Candidate(ctx.spec.story.by_id[rid], raw[n])
+            value = share * total_relevance(relevant[n], semantic, probe, ctx.settings.semantic_weight)
+            if value > best.get(rid, (0.0, "", {}))[0]:
+                best[rid] = (value, facet, raw[n])
+    records = ctx.spec.story.records_of(sorted(best))  # one read where the records live in Milvus
+    for rid in sorted(best):
+        value, facet, raw = best[rid]
+        known = rid in ctx.candidates
+        c = ctx.admit(records[rid], "facet")
+        if c.reason is not None or c.score >= value:
+            continue
+        if not known:
+            c.scores = dict(raw)
+        c.score = value
+        c.label("facet_match", f"matches '{facet}', a part of the question searched alone")
+    return list(found)
+
+
+class Gather(StageBase, name="gather", settings=(GATHER_FOCUS, GATHER_FACETS, GATHER_SITTINGS),
+             labels=("facet_match",), needs=("candidates",), reads=("shape",), writes=("candidates", "pack_rules"),
              title="Gather: a question that gathers asks for a set", tables=(SPEAKERS, SESSIONS)):
 
     def run(self, ctx: QueryContext) -> None:
@@ -107,10 +149,12 @@ class Gather(StageBase, name="gather", settings=(GATHER_FOCUS, GATHER_SITTINGS),
         settings = ctx.settings
         if settings.gather_sittings:
             ctx.pack_rules.append(SittingsFirst())
+        if settings.gather_facets > 0:
+            ctx.trace["gather"] = {"facets": search_facets(ctx, settings.gather_facets)}
         if settings.gather_focus <= 0:
             return
         named, why = focus_on(ctx)
-        ctx.trace["gather"] = {"focus": sorted(named), "why": why}
+        ctx.trace.setdefault("gather", {}).update(focus=sorted(named), why=why)
         if not named:
             return
         factor = 1 + settings.gather_focus

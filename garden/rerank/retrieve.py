@@ -30,29 +30,13 @@ class Retrieve(StageBase, name="retrieve", settings=(CANDIDATES, SEMANTIC_FLOOR,
     def run(self, ctx: QueryContext) -> None:
         spec, res, settings = ctx.spec, ctx.resolution, ctx.settings
         story, retriever = spec.story, ctx.retriever
-        # a retriever that filters by the hard rules itself (`pushes_down`) is told them; what
-        # it gives still passes the eligibility check below
-        eligible = Eligible(spec.as_of, spec.include_private)
-        # a top-only retriever (Milvus) returns its best `candidates` alone; the scores of
-        # any other record read here are asked of it by id below (`completed`)
-        fused, members = scored(retriever, spec.query, eligible=eligible, depth=settings.candidates)
-        ids = [rid for rid, s in rank(fused, settings.candidates) if s > 0]
         anchored = {rid for field, names in (("topics", res.topics), ("entities", res.entities))
                     for name in names for rid in story.holders(field).get(name, ())}
         anchored |= {rid for rid in res.explicit_ids if story.kinds.get(rid, "control") != "control"}
-        ids += sorted(anchored)
-        content = without_function_words(spec.query)
-        parts = retriever.members()
-        if retriever.top_only:
-            members = completed(parts, members, spec.query, ids, eligible if retriever.pushes_down else None)
-        # a semantic member's relevance is read off the scores just given (with a filter
-        # pushed down, asking again would be a search without it)
-        normalized = {n: relevance(m, spec.query, content, settings.semantic_floor, members.get(n), ids)
-                      for n, m in parts.items()}
+        ids, raw, relevant = searched(ctx, spec.query, settings.candidates, sorted(anchored))
         explicit = set(res.explicit_ids)
-        semantic = {name: is_semantic(m) for name, m in parts.items()}
+        semantic = {name: is_semantic(m) for name, m in retriever.members().items()}
         by_id = story.records_of(ids)  # one read where the records live in Milvus
-        raw, relevant = member_scores(members, ids), member_scores(normalized, ids)
         for n, rid in enumerate(ids):
             if rid in ctx.candidates:
                 continue
@@ -66,6 +50,29 @@ class Retrieve(StageBase, name="retrieve", settings=(CANDIDATES, SEMANTIC_FLOOR,
         for rid in res.explicit_ids:  # a control record is never indexed: the eligibility check names it
             if rid not in ctx.candidates:
                 ctx.admit(story.by_id[rid], "retriever", certain=True)
+
+
+def searched(ctx: QueryContext, text: str, depth: int, anchored: list[str] = ()) -> tuple[list[str], list, list]:
+    """The base retriever's best `depth` records for `text` (then `anchored`), each
+    member's raw score and its normalized relevance for each (`member_scores`' rows): what
+    the retrieve stage reads for the query, and the gather stage for each of its facets."""
+    spec, settings, retriever = ctx.spec, ctx.settings, ctx.retriever
+    # a retriever that filters by the hard rules itself (`pushes_down`) is told them; what
+    # it gives still passes the eligibility check
+    eligible = Eligible(spec.as_of, spec.include_private)
+    # a top-only retriever (Milvus) returns its best `depth` alone; the scores of any other
+    # record read here are asked of it by id (`completed`)
+    fused, members = scored(retriever, text, eligible=eligible, depth=depth)
+    ids = [rid for rid, s in rank(fused, depth) if s > 0] + list(anchored)
+    content = without_function_words(text)
+    parts = retriever.members()
+    if retriever.top_only:
+        members = completed(parts, members, text, ids, eligible if retriever.pushes_down else None)
+    # a semantic member's relevance is read off the scores just given (with a filter
+    # pushed down, asking again would be a search without it)
+    normalized = {n: relevance(m, text, content, settings.semantic_floor, members.get(n), ids)
+                  for n, m in parts.items()}
+    return ids, member_scores(members, ids), member_scores(normalized, ids)
 
 
 def completed(parts: dict, members: dict[str, Mapping[str, float]], query: str, ids: list[str],

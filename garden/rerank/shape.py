@@ -202,6 +202,36 @@ def shape_of(question: str) -> Shape:
     return Shape(GATHERING if cues else PINPOINT, cues)
 
 
+_FACET_RULES = (
+    # the two events of an interval: "between A and B"
+    re.compile(r"\bbetween\s+(?P<a>.+?)\s+and\s+(?P<b>.+)$", re.IGNORECASE),
+    # the two events of an order: "did A before or after B"
+    re.compile(r"^(?:(?:did|was|were|is|has|had|does|do)\s+)?(?P<a>.+?)\s+(?:before or after|after or before)\s+"
+               r"(?P<b>.+)$", re.IGNORECASE),
+    # "how long after A did B"
+    re.compile(r"\bhow long\s+(?:after|before|since)\s+(?P<a>.+?)\s+(?:did|was|were|had|has|does|do)\s+(?P<b>.+)$",
+               re.IGNORECASE),
+)
+_PAIR = re.compile(r"\b(?:both\s+)?([A-Z][a-z'’]+)\s+and\s+([A-Z][a-z'’]+)\b(?:\s+both\b)?")
+
+
+def facets(question: str) -> tuple[str, ...]:
+    """The parts a gathering question asks of separately, each to be searched on its own:
+    the two events of an interval or an order ("How many days passed between the regatta
+    and the storm?": "the regatta", "the storm"), or the question asked of each person of a
+    pair ("Which town have both Odile and Teodor visited?": "Which town have Odile
+    visited", "Which town have Teodor visited"). None for any other question."""
+    raw = question.strip().rstrip("?!. ").strip()
+    for rule in _FACET_RULES:
+        m = rule.search(raw)
+        if m:
+            return tuple(part.strip(" ,") for part in (m.group("a"), m.group("b")) if part.strip(" ,"))
+    m = _PAIR.search(raw)
+    if m and m.start() > 0:
+        return tuple(raw[:m.start()] + name + raw[m.end():] for name in m.groups())
+    return ()
+
+
 class ShapeStage(StageBase, name="shape", mode="arms", writes=("shape",),
                  title="Shape: a question that gathers, or one that points"):
     """Arms `ctx.shape` with the question's shape; the gather stage reads it."""
