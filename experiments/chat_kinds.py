@@ -33,11 +33,11 @@ PROJECT = Path(__file__).resolve().parents[1]
 if str(PROJECT) not in sys.path:
     sys.path.insert(0, str(PROJECT))
 
-from experiments.harness.benchmarks import DEPTH, arguments  # noqa: E402
+from experiments.harness.benchmarks import DEPTH  # noqa: E402
 from experiments.harness.chats import shape  # noqa: E402
 from experiments.harness.folds import folds_of, hold_out_questions  # noqa: E402
-from experiments.harness.gate import LONGMEMEVAL_FOREIGN, negatives_in_folds  # noqa: E402
-from experiments.harness.kinds import MEASURES, PACKET, load_kinds, measured, negatives_answered  # noqa: E402
+from experiments.harness.kinds import (MEASURES, PACKET, ask_negatives, load_kinds, measured,  # noqa: E402
+                                       kind_arguments, saved_rows)
 from experiments.harness.results import write_json  # noqa: E402
 from garden.evaluation.measures import randomization_p  # noqa: E402
 
@@ -109,15 +109,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pipelines", default="bm25s,hybrid,default", help="pipelines measured as they are")
     parser.add_argument("--variants", default="", help=f"settings chosen by the folds: {', '.join(SETTINGS)}")
-    parser.add_argument("--negatives", type=int, default=0,
-                        help="foreign negatives asked of each LoCoMo store (LongMemEval: LONGMEMEVAL_FOREIGN); 0 none")
-    args = arguments(parser, ("locomo", "longmemeval"), argv, reuse="add to the rows the last run saved",
-                     optional=("longmemeval",))
+    args = kind_arguments(parser, argv)
     from garden.pipelines import make_pipeline
 
     out = Path(args.out)
-    saved = out / "chat_kinds_rows.json"
-    rows = json.loads(saved.read_text()) if args.reuse and saved.exists() else {"scores": {}, "folds": {}}
+    saved, rows = saved_rows(out, "chat_kinds_rows.json", args.reuse)
     scores = rows["scores"]
     names = [p for p in args.pipelines.split(",") if p]
     variants = [v for v in args.variants.split(",") if v]
@@ -139,17 +135,9 @@ def main(argv: list[str] | None = None) -> int:
             out.mkdir(parents=True, exist_ok=True)
             saved.write_text(json.dumps(rows))
         if args.negatives:
-            per_store = LONGMEMEVAL_FOREIGN if kind == "longmemeval" else args.negatives
-            negatives, nfolds = negatives_in_folds(convs, rows["folds"][kind], per_store=per_store)
-            rows.setdefault("negative_folds", {})[kind] = {q.qid: nfolds[q.qid] for qs in negatives.values()
-                                                           for q in qs}
-            for label, base, point in wanted:
-                if kind in rows.setdefault("negatives", {}).get(label, {}):
-                    continue
-                rows["negatives"].setdefault(label, {})[kind] = negatives_answered(make_pipeline(base), convs,
-                                                                                   negatives, point)
-                print(f"{kind}'s negatives under {label} asked", flush=True)
-                saved.write_text(json.dumps(rows))
+            ask_negatives(rows, kind, convs, args.negatives,
+                          [(label, make_pipeline(base), point) for label, base, point in wanted],
+                          lambda: saved.write_text(json.dumps(rows)))
     held_out, chosen = table(scores, rows["folds"], names + variants)
     negatives_table(rows, held_out, chosen)
     report = {"shape": rows["shape"], "held_out": held_out, "chosen": chosen}

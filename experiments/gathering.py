@@ -40,10 +40,10 @@ PROJECT = Path(__file__).resolve().parents[1]
 if str(PROJECT) not in sys.path:
     sys.path.insert(0, str(PROJECT))
 
-from experiments.harness.benchmarks import DEPTH, arguments  # noqa: E402
+from experiments.harness.benchmarks import DEPTH  # noqa: E402
 from experiments.harness.folds import folds_of, hold_out_questions  # noqa: E402
-from experiments.harness.gate import LONGMEMEVAL_FOREIGN, negatives_in_folds  # noqa: E402
-from experiments.harness.kinds import MEASURES, PACKET, load_kinds, measured, negatives_answered  # noqa: E402
+from experiments.harness.kinds import (MEASURES, PACKET, ask_negatives, load_kinds, measured,  # noqa: E402
+                                       kind_arguments, saved_rows)
 from experiments.harness.results import write_json  # noqa: E402
 from garden.evaluation.measures import randomization_p  # noqa: E402
 from garden.rerank.shape import shape_of  # noqa: E402
@@ -113,17 +113,13 @@ def rows_by_class(got: dict, was: dict, of: dict) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--variants", default=",".join(GRIDS), help=f"grids chosen by the folds: {', '.join(GRIDS)}")
-    parser.add_argument("--negatives", type=int, default=0,
-                        help="foreign negatives asked of each LoCoMo store (LongMemEval: LONGMEMEVAL_FOREIGN); 0 none")
     parser.add_argument("--check", type=int, default=10,
                         help="pinpoint questions a kind run under every point to check they are unchanged")
-    args = arguments(parser, ("locomo", "longmemeval"), argv, reuse="add to the rows the last run saved",
-                     optional=("longmemeval",))
+    args = kind_arguments(parser, argv)
     from garden.pipelines import make_pipeline
 
     out = Path(args.out)
-    saved = out / "gathering_rows.json"
-    rows = json.loads(saved.read_text()) if args.reuse and saved.exists() else {"scores": {}, "folds": {}}
+    saved, rows = saved_rows(out, "gathering_rows.json", args.reuse)
     scores = rows["scores"]
     variants = [v for v in args.variants.split(",") if v]
     points = [(f"{v}@{json.dumps(p, sort_keys=True)}", p) for v in variants for p in GRIDS[v]]
@@ -154,13 +150,9 @@ def main(argv: list[str] | None = None) -> int:
             out.mkdir(parents=True, exist_ok=True)
             saved.write_text(json.dumps(rows))
         if args.negatives:
-            per_store = LONGMEMEVAL_FOREIGN if kind == "longmemeval" else args.negatives
-            negatives, _ = negatives_in_folds(convs, rows["folds"][kind], per_store=per_store)
-            for label, point in [(BASE, {}), *points]:
-                if kind not in rows.setdefault("negatives", {}).get(label, {}):
-                    rows["negatives"].setdefault(label, {})[kind] = negatives_answered(pipeline, convs, negatives,
-                                                                                       point)
-                    saved.write_text(json.dumps(rows))
+            ask_negatives(rows, kind, convs, args.negatives,
+                          [(label, pipeline, point) for label, point in [(BASE, {}), *points]],
+                          lambda: saved.write_text(json.dumps(rows)))
     report: dict = {"held_out": {}, "chosen": {}, "negatives answered": {}, "agreement": agreement(of)}
     for variant in variants:
         names = [BASE] + [label for label, _ in points if label.startswith(f"{variant}@")]

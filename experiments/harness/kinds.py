@@ -10,9 +10,11 @@ LongMemEval's 1,000.
 """
 from __future__ import annotations
 
+import argparse
+import json
 from pathlib import Path
 
-from experiments.harness.benchmarks import NONE, longmemeval_conversations
+from experiments.harness.benchmarks import NONE, arguments, longmemeval_conversations
 from experiments.harness.chats import kinds
 
 MEASURES = ("nDCG@10", "R@10", "Success@5")
@@ -77,3 +79,38 @@ def negatives_answered(pipeline, conversations, negatives: dict, settings: dict)
         for q in negatives.get(conv.story.story, []):
             out[q.qid] = float(pipeline.run(_spec(pipeline, conv, q, given)).packet.outcome == "answered")
     return out
+
+
+def kind_arguments(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """The arguments of an experiment over the development kinds: `--locomo`,
+    `--longmemeval` (or `none`), `--out`, `--reuse`, and `--negatives N`, the foreign
+    negatives asked of each LoCoMo store (LongMemEval's: the harness's fixed count)."""
+    parser.add_argument("--negatives", type=int, default=0,
+                        help="foreign negatives asked of each LoCoMo store (LongMemEval: LONGMEMEVAL_FOREIGN); 0 none")
+    return arguments(parser, ("locomo", "longmemeval"), argv, reuse="add to the rows the last run saved",
+                     optional=("longmemeval",))
+
+
+def saved_rows(out: Path, name: str, reuse: bool) -> tuple[Path, dict]:
+    """Where an experiment's rows are saved, and the rows the last run saved when `reuse`
+    (else none yet): measured figures and folds, added to as the run goes."""
+    saved = out / name
+    return saved, json.loads(saved.read_text()) if reuse and saved.exists() else {"scores": {}, "folds": {}}
+
+
+def ask_negatives(rows: dict, kind: str, conversations, count: int, wanted, save) -> None:
+    """Foreign negatives for one kind's stores (`count` a LoCoMo store, LongMemEval's fixed
+    number), placed in their store's fold (`rows["negative_folds"]`), asked of each
+    (label, pipeline, settings) of `wanted` not asked yet (`rows["negatives"]`), the rows
+    saved (`save()`) after each."""
+    from experiments.harness.gate import LONGMEMEVAL_FOREIGN, negatives_in_folds
+
+    per_store = LONGMEMEVAL_FOREIGN if kind == "longmemeval" else count
+    negatives, folds = negatives_in_folds(conversations, rows["folds"][kind], per_store=per_store)
+    rows.setdefault("negative_folds", {})[kind] = {q.qid: folds[q.qid] for qs in negatives.values() for q in qs}
+    for label, pipeline, point in wanted:
+        if kind not in rows.setdefault("negatives", {}).get(label, {}):
+            rows["negatives"].setdefault(label, {})[kind] = negatives_answered(pipeline, conversations, negatives,
+                                                                               point)
+            print(f"{kind}'s negatives under {label} asked", flush=True)
+            save()
