@@ -419,7 +419,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--reasons", action="store_true", help="list every failing cell's failures below the matrix "
                    "(by default only why each case that is no contrast is not one)")
     p.add_argument("--pipelines", metavar="A,B,...", help="more bare pipelines as columns beside the baselines, "
-                   "options included (a model of your own: dense:model=DIR)")
+                   "options included (a model of your own: dense:model=DIR), and variants of default beside it "
+                   "(default:exchange_share=0.5)")
 
     p = _command(sub, "run", cmd_run, "run cases; exit 1 only if a regression case fails",
                  json="print JSON instead of the table")
@@ -507,8 +508,8 @@ def build_parser() -> argparse.ArgumentParser:
                  "the full pipeline and each one-stage-removed variant: what each stage decides", json="print JSON")
     p.add_argument("source", help="case files or a folder of them, a trace file, a collection folder, LoCoMo or "
                    "LongMemEval")
-    p.add_argument("--pipeline", default="default", help="the full pipeline: default, or default@RETRIEVER on "
-                   "another base (default@dense:model=DIR)")
+    p.add_argument("--pipeline", default="default", help="the full pipeline: default, default with stage settings "
+                   "(default:exchange_share=0.5), or default@RETRIEVER on another base (default@dense:model=DIR)")
     p.add_argument("--stages", help="comma-separated stages to remove one at a time (default: every removable one)")
     p.add_argument("--metrics", help="comma-separated ir-measures names")
     p.add_argument("--negatives", choices=NEGATIVE_KINDS,
