@@ -26,6 +26,17 @@ MESSAGE_LIMIT = 1000  # characters of one printed problem line
 LEVELS = ("turn", "session")   # what `garden query` shows: the packet's items, or the sittings ranked
 
 
+def package_version() -> str:
+    """The installed package's version, as its metadata records it (pyproject.toml); the
+    parser is built for every command, so a source tree run without installing still runs."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("pinecone-garden")
+    except PackageNotFoundError:
+        return "unknown (the package is not installed)"
+
+
 def _date(text: str) -> dt.date:
     try:
         return dt.date.fromisoformat(text)
@@ -411,6 +422,8 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="garden", description="Contrast cases and pluggable retrievers for "
                                      "experiments in memory retrieval.", epilog=EPILOG)
+    parser.add_argument("--version", action="version", version=f"garden {package_version()}",
+                        help="print the package's version and exit")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = _command(sub, "contrast", cmd_contrast, "the main job: every case under each bare retriever and under default",
