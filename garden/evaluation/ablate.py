@@ -111,12 +111,11 @@ def ablate(source: str, full: str = "default", stages: list[str] | None = None,
     from garden.formats.sources import source_kind
     from garden.pipelines.structured import STAGES
 
-    parts = split_structured(full)
+    parts = split_structured(check_pipeline(full))
     if parts is None or parts.without:
         base = next(iter(STRUCTURED))
         raise GardenError(f"ablate: {full!r} is not a structured pipeline with all its stages ({base}, "
                           f"{base}:SETTING=VALUE, or {base}@RETRIEVER on another base)")
-    check_pipeline(full)
     removable = [s.name for s in STAGES if not s.essential]
     chosen = stages or removable
     # on another base (default@dense:model=DIR) each variant stands on the same one, with
