@@ -18,6 +18,7 @@ from garden.evaluation.published import AGAINST
 from garden.evaluation.runner import PROMOTION_RUNS
 from garden.models import DEFAULT_BUDGET
 from garden.formats.layout import CHALLENGE, DURABLE_FOLDERS
+from garden.formats.query_inputs import read_budget, read_date
 from garden.derived.home import check_environment
 
 EPILOG = ("Exit codes: 0 success; 1 a check or a regression case failed; 2 bad input or usage, "
@@ -37,11 +38,28 @@ def package_version() -> str:
         return "unknown (the package is not installed)"
 
 
-def _date(text: str) -> dt.date:
+def _read(reader):
+    """An argparse type from a reader of garden.formats.query_inputs: the line the API and a
+    server give for the same input, after the parser's name for the flag."""
+    def parse(text: str):
+        try:
+            return reader(text)
+        except GardenError as exc:
+            raise argparse.ArgumentTypeError(exc.messages[0]) from None
+
+    return parse
+
+
+def _whole_or_text(text: str) -> int | str:
+    """`text` as the whole number it spells, or itself for the reader to refuse."""
     try:
-        return dt.date.fromisoformat(text)
+        return int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not a date (YYYY-MM-DD): {text!r}") from None
+        return text
+
+
+_date = _read(read_date)
+_budget = _read(lambda text: read_budget(_whole_or_text(text), None))
 
 
 def _float_or(text: str, otherwise):
@@ -76,7 +94,6 @@ def _at_least_one(what: str):
     return parse
 
 
-_budget = _at_least_one("a budget is a positive number of characters")
 _sample_size = _at_least_one("a sample is a whole number of questions, at least 1")
 
 
