@@ -74,8 +74,8 @@ def describe_pipelines() -> dict[str, str]:
     removable = [s.name for s in STAGES if not s.essential]
     for name, base in STRUCTURED.items():
         out[name] = (f"structured pipeline on {base}, stages: {' -> '.join(s.name for s in STAGES)}; "
-                     f"{name}-STAGE removes one ({', '.join(removable)}); {name}@RETRIEVER stands them "
-                     "on another base retriever")
+                     f"{name}-STAGE removes one ({', '.join(removable)}); {name}:SETTING=VALUE sets a "
+                     f"stage's setting (before any @); {name}@RETRIEVER stands them on another base retriever")
     return out
 
 
