@@ -431,11 +431,12 @@ def promote(case_path: PathLike, runs: int = 3) -> dict:
 
 def ablate(source: PathLike, stages: str | Iterable[str] | None = None, metrics: str | Iterable[str] | None = None,
            pipeline: str = "default") -> "pd.DataFrame":
-    """What each stage of `pipeline` (`default`, or `default@RETRIEVER` on another base) is
-    worth on `source` (case files or a folder of them, a trace, a collection): one row per
-    stage removed, with the cases it decides (they pass only with it), the cases it hurts,
-    and per metric the full pipeline's figure minus the figure without the stage, with the
-    Holm-adjusted p of the paired randomization test. The whole report, with which
+    """What each stage of `pipeline` (`default`, a variant `default:SETTING=VALUE`, or
+    `default@RETRIEVER` on another base) is worth on `source` (case files or a folder of
+    them, a trace, a collection): one row per stage removed, with the cases it decides
+    (they pass only with it), the cases it hurts, and per metric the full pipeline's figure
+    minus the figure without the stage, with the Holm-adjusted p of the paired
+    randomization test. The whole report, with which
     judgments it rests on, is in ``df.attrs["report"]``.
 
         >>> table = ablate("regression", stages="phrase")
