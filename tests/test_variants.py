@@ -153,3 +153,15 @@ def test_a_trace_names_the_variant_as_given(project, capsys):
     # the name carries the settings; the event's own settings stay those the query gave
     assert [e["pipeline"] for e in events] == [variant]
     assert {k: v for k, v in events[0]["settings"].items() if v is not None} == {}
+
+
+def test_a_variant_ranks_as_it_packs(project):
+    # a collection's comparison ranks rather than packs: the name's settings reach that run too
+    story = api.load_story("merrowby-messages")
+
+    def ranked(pipeline: str, **given) -> list:
+        spec = QuerySpec(story, QUESTIONS[0], AS_OF, settings=Settings(candidates=50, **given))
+        return make_pipeline(pipeline).ranking(spec, 50).by_relevance(10)
+
+    named = ranked("default:exchange_share=0.5@bm25s")
+    assert named == ranked("default@bm25s", exchange_share=0.5) and named != ranked("default@bm25s")
