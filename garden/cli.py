@@ -490,7 +490,8 @@ def build_parser() -> argparse.ArgumentParser:
                                   "LoCoMo (a file, a folder of them, or `garden import locomo` output), or "
                                   "LongMemEval (a released .json or .json.gz file, or `garden import longmemeval` "
                                   "output)")
-    p.add_argument("--pipelines", required=True, help="comma-separated pipeline names")
+    p.add_argument("--pipelines", required=True, help="comma-separated pipeline names, variants included "
+                   "(default,default:exchange_share=0.5)")
     p.add_argument("--baseline", help="pipeline the others are tested against (default: the first)")
     p.add_argument("--metrics", help="comma-separated ir-measures names (default AP,nDCG@10,R@1000,RR,P@10)")
     p.add_argument("--trec-dir", help="write one TREC run file per pipeline here")
@@ -620,8 +621,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "beyond loopback needs --allow-remote)")
     p.add_argument("--port", type=_whole_number, default=8765, help="TCP port (default 8765; 0: any free port, "
                    "printed on start)")
-    p.add_argument("--pipelines", metavar="A,B,...", help="the pipelines served, options included (default: "
-                   "default and the bare baselines); a request picks one by name and can set nothing else about it")
+    p.add_argument("--pipelines", metavar="A,B,...", help="the pipelines served, options and stage settings "
+                   "included (default:exchange_share=0.5; default: default and the bare baselines); a request picks "
+                   "one by name and can set nothing else about it")
     p.add_argument("--allow-remote", action="store_true", help="allow a --host beyond loopback; every request "
                    "must then carry the token of --token-file")
     p.add_argument("--token-file", metavar="FILE", help="a private file holding the bearer token every request "

@@ -17,6 +17,7 @@ pipeline and the setting, before any query runs.
 """
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import math
 import re
@@ -114,8 +115,6 @@ def with_settings(spec: QuerySpec, settings: SettingsBase) -> QuerySpec:
     """`spec` with a variant's `settings` beneath its own: what the query gives wins."""
     if not settings.given():
         return spec
-    import dataclasses
-
     return dataclasses.replace(spec, settings=settings.merged(spec.settings))
 
 
