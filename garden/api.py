@@ -90,31 +90,6 @@ def _story_path(name_or_path: PathLike) -> Path:
     return resolve_story_path(name_or_path, Path.cwd())
 
 
-def _as_of(value: dt.date | str | None) -> dt.date | None:
-    if value is None or (isinstance(value, dt.date) and not isinstance(value, dt.datetime)):
-        return value
-    if isinstance(value, dt.datetime):
-        return value.date()
-    if isinstance(value, str):
-        try:
-            return dt.date.fromisoformat(value)
-        except ValueError:
-            pass
-    raise GardenError(f"as_of: not a date (a datetime.date or YYYY-MM-DD): {value!r}")
-
-
-def _model(model, value, field: str):
-    """`value` (None, a dict, or already the model) as the pydantic `model`; every problem
-    one GardenError line naming the field, as a bad case file would be reported."""
-    from garden.formats.yaml_reader import validated
-
-    if value is None:
-        return model()
-    if isinstance(value, model):
-        return value
-    return validated(model, value, field)
-
-
 def _path_list(paths: Paths) -> list[str] | None:
     """One path or several, as the command line's PATH... arguments; None keeps the
     command's default (regression/ and challenge/ of the working folder)."""
@@ -186,26 +161,13 @@ def query(story: "PathLike | Story", text: str, *, pipeline: "str | Pipeline" = 
         ['state.mira.gaming']
     """
     from garden.evaluation.runner import run_query
+    from garden.formats.query_inputs import query_inputs
     from garden.formats.stories import latest_date
-    from garden.models import Hints, Story, check_query_text
-    from garden.rerank.stages import Settings
-    from garden.pipelines import check_settings
+    from garden.models import Story
     from garden.rerank.query import QuerySpec
 
     _ready()
-    if not isinstance(text, str):
-        raise GardenError(f"query text: expected a string, got {type(text).__name__}")
-    try:
-        check_query_text(text)
-    except ValueError as exc:
-        raise GardenError(f"query text: {exc}") from None
-    for n, earlier in enumerate(session, start=1):
-        try:
-            check_query_text(earlier)
-        except ValueError as exc:
-            raise GardenError(f"session: query #{n}: {exc}") from None
-    if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
-        raise GardenError(f"a budget is a positive number of characters, got {budget!r}")
+    as_of, budget, hints, overrides = query_inputs(pipeline, text, as_of, budget, hints, settings, session)
     if isinstance(story, Story):
         loaded, story_path = story, None if story_path is None else str(story_path)
     else:
@@ -213,12 +175,8 @@ def query(story: "PathLike | Story", text: str, *, pipeline: "str | Pipeline" = 
 
         path = _story_path(story)
         loaded, story_path = open_story(path), str(path)
-    overrides = _model(Settings, settings, "settings")
-    # a setting no stage of the pipeline uses is refused, as on the command line, rather
-    # than silently ignored (`pipeline="bm25", settings={"standout": 2}`)
-    check_settings(pipeline, overrides, "settings")
-    spec = QuerySpec(loaded, text, _as_of(as_of) or latest_date(loaded), budget,
-                     _model(Hints, hints, "hints"), bool(include_private), overrides, list(session), story_path)
+    spec = QuerySpec(loaded, text, as_of or latest_date(loaded), budget, hints, bool(include_private), overrides,
+                     list(session), story_path)
     outcome = run_query(spec, pipeline, trace=trace)
     return outcome.packet.model_dump(mode="json", exclude={"fallback"})
 
@@ -473,11 +431,12 @@ def promote(case_path: PathLike, runs: int = 3) -> dict:
 
 def ablate(source: PathLike, stages: str | Iterable[str] | None = None, metrics: str | Iterable[str] | None = None,
            pipeline: str = "default") -> "pd.DataFrame":
-    """What each stage of `pipeline` (`default`, or `default@RETRIEVER` on another base) is
-    worth on `source` (case files or a folder of them, a trace, a collection): one row per
-    stage removed, with the cases it decides (they pass only with it), the cases it hurts,
-    and per metric the full pipeline's figure minus the figure without the stage, with the
-    Holm-adjusted p of the paired randomization test. The whole report, with which
+    """What each stage of `pipeline` (`default`, a variant `default:SETTING=VALUE`, or
+    `default@RETRIEVER` on another base) is worth on `source` (case files or a folder of
+    them, a trace, a collection): one row per stage removed, with the cases it decides
+    (they pass only with it), the cases it hurts, and per metric the full pipeline's figure
+    minus the figure without the stage, with the Holm-adjusted p of the paired
+    randomization test. The whole report, with which
     judgments it rests on, is in ``df.attrs["report"]``.
 
         >>> table = ablate("regression", stages="phrase")

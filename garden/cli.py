@@ -18,6 +18,7 @@ from garden.evaluation.published import AGAINST
 from garden.evaluation.runner import PROMOTION_RUNS
 from garden.models import DEFAULT_BUDGET
 from garden.formats.layout import CHALLENGE, DURABLE_FOLDERS
+from garden.formats.query_inputs import read_budget, read_date
 from garden.derived.home import check_environment
 
 EPILOG = ("Exit codes: 0 success; 1 a check or a regression case failed; 2 bad input or usage, "
@@ -26,11 +27,39 @@ MESSAGE_LIMIT = 1000  # characters of one printed problem line
 LEVELS = ("turn", "session")   # what `garden query` shows: the packet's items, or the sittings ranked
 
 
-def _date(text: str) -> dt.date:
+def package_version() -> str:
+    """The installed package's version, as its metadata records it (pyproject.toml); the
+    parser is built for every command, so a source tree run without installing still runs."""
+    from importlib.metadata import PackageNotFoundError, version
+
     try:
-        return dt.date.fromisoformat(text)
+        return version("pinecone-garden")
+    except PackageNotFoundError:
+        return "unknown (the package is not installed)"
+
+
+def _read(reader):
+    """An argparse type from a reader of garden.formats.query_inputs: the line the API and a
+    server give for the same input, after the parser's name for the flag."""
+    def parse(text: str):
+        try:
+            return reader(text)
+        except GardenError as exc:
+            raise argparse.ArgumentTypeError(exc.messages[0]) from None
+
+    return parse
+
+
+def _whole_or_text(text: str) -> int | str:
+    """`text` as the whole number it spells, or itself for the reader to refuse."""
+    try:
+        return int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not a date (YYYY-MM-DD): {text!r}") from None
+        return text
+
+
+_date = _read(read_date)
+_budget = _read(lambda text: read_budget(_whole_or_text(text), None))
 
 
 def _float_or(text: str, otherwise):
@@ -65,7 +94,6 @@ def _at_least_one(what: str):
     return parse
 
 
-_budget = _at_least_one("a budget is a positive number of characters")
 _sample_size = _at_least_one("a sample is a whole number of questions, at least 1")
 
 
@@ -411,6 +439,8 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="garden", description="Contrast cases and pluggable retrievers for "
                                      "experiments in memory retrieval.", epilog=EPILOG)
+    parser.add_argument("--version", action="version", version=f"garden {package_version()}",
+                        help="print the package's version and exit")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = _command(sub, "contrast", cmd_contrast, "the main job: every case under each bare retriever and under default",
@@ -419,7 +449,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--reasons", action="store_true", help="list every failing cell's failures below the matrix "
                    "(by default only why each case that is no contrast is not one)")
     p.add_argument("--pipelines", metavar="A,B,...", help="more bare pipelines as columns beside the baselines, "
-                   "options included (a model of your own: dense:model=DIR)")
+                   "options included (a model of your own: dense:model=DIR), and variants of default beside it "
+                   "(default:exchange_share=0.5)")
 
     p = _command(sub, "run", cmd_run, "run cases; exit 1 only if a regression case fails",
                  json="print JSON instead of the table")
@@ -459,7 +490,8 @@ def build_parser() -> argparse.ArgumentParser:
                                   "LoCoMo (a file, a folder of them, or `garden import locomo` output), or "
                                   "LongMemEval (a released .json or .json.gz file, or `garden import longmemeval` "
                                   "output)")
-    p.add_argument("--pipelines", required=True, help="comma-separated pipeline names")
+    p.add_argument("--pipelines", required=True, help="comma-separated pipeline names, variants included "
+                   "(default,default:exchange_share=0.5)")
     p.add_argument("--baseline", help="pipeline the others are tested against (default: the first)")
     p.add_argument("--metrics", help="comma-separated ir-measures names (default AP,nDCG@10,R@1000,RR,P@10)")
     p.add_argument("--trec-dir", help="write one TREC run file per pipeline here")
@@ -507,8 +539,8 @@ def build_parser() -> argparse.ArgumentParser:
                  "the full pipeline and each one-stage-removed variant: what each stage decides", json="print JSON")
     p.add_argument("source", help="case files or a folder of them, a trace file, a collection folder, LoCoMo or "
                    "LongMemEval")
-    p.add_argument("--pipeline", default="default", help="the full pipeline: default, or default@RETRIEVER on "
-                   "another base (default@dense:model=DIR)")
+    p.add_argument("--pipeline", default="default", help="the full pipeline: default, default with stage settings "
+                   "(default:exchange_share=0.5), or default@RETRIEVER on another base (default@dense:model=DIR)")
     p.add_argument("--stages", help="comma-separated stages to remove one at a time (default: every removable one)")
     p.add_argument("--metrics", help="comma-separated ir-measures names")
     p.add_argument("--negatives", choices=NEGATIVE_KINDS,
@@ -589,8 +621,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "beyond loopback needs --allow-remote)")
     p.add_argument("--port", type=_whole_number, default=8765, help="TCP port (default 8765; 0: any free port, "
                    "printed on start)")
-    p.add_argument("--pipelines", metavar="A,B,...", help="the pipelines served, options included (default: "
-                   "default and the bare baselines); a request picks one by name and can set nothing else about it")
+    p.add_argument("--pipelines", metavar="A,B,...", help="the pipelines served, options and stage settings "
+                   "included (default:exchange_share=0.5; default: default and the bare baselines); a request picks "
+                   "one by name and can set nothing else about it")
     p.add_argument("--allow-remote", action="store_true", help="allow a --host beyond loopback; every request "
                    "must then carry the token of --token-file")
     p.add_argument("--token-file", metavar="FILE", help="a private file holding the bearer token every request "

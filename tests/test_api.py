@@ -133,7 +133,7 @@ def test_packet_table_keeps_packet_order(project):
     (lambda: api.load_story("fixtures/broken/typo-once.yaml"), "is not a canonical topic id"),
     (lambda: api.load_story(Path("fixtures/missing.yaml")), "does not exist"),
     (lambda: api.query("aurora-ridge", "   "), "non-blank"),
-    (lambda: api.query("aurora-ridge", GAMING, budget=0), "positive number"),
+    (lambda: api.query("aurora-ridge", GAMING, budget=0), "positive whole number"),
     (lambda: api.query("aurora-ridge", GAMING, pipeline="nope"), "unknown pipeline 'nope'"),
     (lambda: api.query("aurora-ridge", GAMING, hints={"topic": ["gaming"]}), "hints: field topic: unknown field"),
     (lambda: api.query("aurora-ridge", GAMING, settings={"standout": 0.5}), "ratio of at least 1"),

@@ -243,7 +243,7 @@ def test_check_goes_on_past_an_unreadable_story(project, capsys):
 
 @pytest.mark.parametrize("args, needle", [
     (["query", "aurora-ridge", "   "], "query text: a query must hold at least one non-blank character"),
-    (["query", "aurora-ridge", "gaming", "--budget", "-5"], "positive number of characters"),
+    (["query", "aurora-ridge", "gaming", "--budget", "-5"], "positive whole number of characters"),
     (["query", "aurora-ridge", "gaming", "--as-of", "2030-13-01"], "not a date"),
     (["query", "aurora-ridge", "gaming", "--hint", "foo"], "expected topic=ID or entity=ID"),
 ])
@@ -311,3 +311,12 @@ def test_a_packet_that_asks_back_gives_its_reason_and_its_question_as_sentences(
     assert packet["decision"] == "ask" and packet["outcome"] == "asked" and packet["silent"] is None
     reason, question = packet["reason"].split(" Question: ")
     assert reason.endswith(".") and not reason.endswith("..") and question.endswith("?")
+
+
+def test_version_prints_the_package_version(capsys):
+    from importlib.metadata import version
+
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out.strip() == f"garden {version('pinecone-garden')}"

@@ -62,10 +62,11 @@ def test_a_bad_ablation_name_is_one_line(name, needle):
 
 
 def test_split_structured_reads_only_structured_names():
-    assert split_structured("default") == ("default", frozenset(), "hybrid")
-    assert split_structured("default-phrase-standout") == ("default", frozenset({"phrase", "standout"}), "hybrid")
+    # a name without settings has none; what it meant before settings could be named, it means
+    assert split_structured("default") == ("default", frozenset(), "hybrid", ())
+    assert split_structured("default-phrase-standout") == ("default", frozenset({"phrase", "standout"}), "hybrid", ())
     assert split_structured("default-phrase@milvus-hybrid:uri=http://127.0.0.1:19530") == (
-        "default", frozenset({"phrase"}), "milvus-hybrid:uri=http://127.0.0.1:19530")
+        "default", frozenset({"phrase"}), "milvus-hybrid:uri=http://127.0.0.1:19530", ())
     assert split_structured("bm25:k1=1.2") is None
     assert split_structured("my-plugin") is None
 

@@ -18,6 +18,7 @@ from garden.evaluation.negatives import NEGATIVES_NEED_STORES
 from garden.evaluation.replay import compare_source
 from garden.evaluation.runner import load_cases, run_case
 from garden.pipelines import STRUCTURED, check_pipeline, split_structured
+from garden.pipelines.variants import without_stage
 
 
 @dataclass
@@ -110,16 +111,16 @@ def ablate(source: str, full: str = "default", stages: list[str] | None = None,
     from garden.formats.sources import source_kind
     from garden.pipelines.structured import STAGES
 
-    parts = split_structured(full)
+    parts = split_structured(check_pipeline(full))
     if parts is None or parts.without:
-        raise GardenError(f"ablate: {full!r} is not a structured pipeline ({', '.join(STRUCTURED)}, or "
-                          f"{next(iter(STRUCTURED))}@RETRIEVER on another base)")
-    check_pipeline(full)
+        base = next(iter(STRUCTURED))
+        raise GardenError(f"ablate: {full!r} is not a structured pipeline with all its stages ({base}, "
+                          f"{base}:SETTING=VALUE, or {base}@RETRIEVER on another base)")
     removable = [s.name for s in STAGES if not s.essential]
     chosen = stages or removable
-    # on another base (default@dense:model=DIR) each variant stands on the same one
-    on = f"@{full.partition('@')[2]}" if "@" in full else ""
-    variants = {s: check_pipeline(f"{parts.base}-{s}{on}") for s in chosen}
+    # on another base (default@dense:model=DIR) each variant stands on the same one, with
+    # the settings the full pipeline's name gives that a stage left still reads
+    variants = {s: check_pipeline(without_stage(full, s)) for s in chosen}
     path = Path(source)
     kind = source_kind(path)
     ablation = Ablation(full, variants, None)

@@ -14,7 +14,7 @@ from garden.formats.cases import LoadedCase, Query, check, check_build_error, lo
 from garden.errors import GardenError, StoryError
 from garden.pipelines.traces import TraceEvent
 from garden.derived.home import check_environment, derived_dir, retention_setting
-from garden.pipelines import Outcome, Pipeline, check_pipeline, make_pipeline
+from garden.pipelines import Outcome, Pipeline, check_pipeline, make_pipeline, split_structured
 from garden.rerank.query import QuerySpec
 from garden.rerank.stages import as_settings
 from garden.retrievers import registered, spec_text
@@ -241,7 +241,8 @@ class ContrastReport:
     unavailable: dict[str, str]
 
     def baselines_failing(self, case_id: str) -> list[str]:
-        return [p for p in self.pipelines if p != "default" and not self.cells[(case_id, p)].passed]
+        """The bare columns that fail the case: `default` and its variants are no baselines."""
+        return [p for p in self.pipelines if split_structured(p) is None and not self.cells[(case_id, p)].passed]
 
     def is_contrast(self, case_id: str) -> bool:
         """A contrast proves the structure's worth: `default` passes it and a bare
@@ -270,16 +271,15 @@ class ContrastReport:
 
 def contrast(paths: list[str] | None, pipelines: list[str] | None = None) -> ContrastReport:
     """Every case under each bare baseline, the bare `pipelines` named beside them (a
-    retriever with options, a model of one's own: `dense:model=DIR`), and `default`."""
-    from garden.pipelines import check_pipeline, split_structured
-
-    for name in pipelines or []:
-        if split_structured(check_pipeline(name)) is not None:
-            raise GardenError(f"contrast: {name} is a structured pipeline; a column beside the baselines is a bare "
-                              "one (default is always there)")
+    retriever with options, a model of one's own: `dense:model=DIR`), and `default`, then
+    the structured `pipelines` named beside it (`default:exchange_share=0.5`). Whether a
+    case is a contrast is `default`'s verdict against the bare columns alone."""
+    named = list(dict.fromkeys(check_pipeline(name) for name in pipelines or []))
+    variants = [p for p in named if split_structured(p) is not None and p != "default"]
     cases = load_cases(paths)
     baselines, unavailable = available_baselines()
-    pipelines = baselines + [p for p in dict.fromkeys(pipelines or []) if p not in baselines] + ["default"]
+    bare = [p for p in named if split_structured(p) is None and p not in baselines]
+    pipelines = baselines + bare + ["default"] + variants
     bar, stories = Progress("contrast", total=len(cases) * len(pipelines), unit="cells"), {}
     cells = {(c.id, p): _contrast_cell(c, p, stories)
              for c, p in counted([(c, p) for c in cases for p in pipelines], bar)}
@@ -289,7 +289,7 @@ def contrast(paths: list[str] | None, pipelines: list[str] | None = None) -> Con
 def _contrast_cell(loaded: LoadedCase, pipeline: str, stories: dict | None = None) -> CaseResult:
     """One case under one pipeline; a plugin retriever that raises fails its cell, with the
     error as the failure, instead of stopping the matrix."""
-    if pipeline == "default" or registered()[spec_text(pipeline)[0]].origin == "builtin":
+    if split_structured(pipeline) is not None or registered()[spec_text(pipeline)[0]].origin == "builtin":
         return run_case(loaded, pipeline, stories=stories)
     try:
         return run_case(loaded, pipeline, stories=stories)

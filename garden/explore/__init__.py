@@ -15,14 +15,10 @@ def explore(story: str | None = None, query: str | None = None, *, as_of: dt.dat
     """The explorer's page (HTML text) for `query` on `story`, or for a case's query and its
     controls (`case`: a case file, or a case id in regression/ or challenge/)."""
     from garden.derived.home import check_environment
-    from garden.errors import GardenError
+    from garden.formats.query_inputs import read_as_of
 
     check_environment()
-    if isinstance(as_of, str):
-        try:
-            as_of = dt.date.fromisoformat(as_of)
-        except ValueError:
-            raise GardenError(f"as_of: not a date (YYYY-MM-DD): {as_of!r}") from None
+    as_of = read_as_of(as_of)   # read as the query commands, the API and a server read it
     return render(build_scene(story, query, as_of=as_of, pipeline=pipeline, baseline=baseline, case=case))
 
 

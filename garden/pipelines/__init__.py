@@ -6,7 +6,8 @@ packs in score order, nothing else: the baseline every contrast is measured agai
 structured.py); `default-phrase` is the same without its phrase stage, and any stage that
 is not essential can be removed so by name. `default@RETRIEVER` stands the same stages on
 another base retriever, any registered retriever with its options (`default@milvus-hybrid`,
-`default-phrase@hybrid:retrievers=bm25s+dense`).
+`default-phrase@hybrid:retrievers=bm25s+dense`). Stage settings go between the stages and
+the `@`: `default:exchange_share=0.5`, `default-phrase:standout=1.2@bm25s` (variants.py).
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from garden.rerank.stages import Settings
 from garden.pipelines.bare import BarePipeline
 from garden.pipelines.scoring import Outcome, scored  # noqa: F401  (public here)
 from garden.rerank.query import QuerySpec
+from garden.pipelines.variants import misplaced, read_settings, setting_pairs
 from garden.retrievers import make_retriever, parse_spec, registered
 
 STRUCTURED = {"default": "hybrid"}
@@ -37,17 +39,20 @@ class Structured(NamedTuple):
     base: str                # `default`
     without: frozenset[str]  # the stages removed
     retriever: str           # the base retriever's spec: `hybrid` unless `@` names another
+    settings: tuple[tuple[str, str], ...] = ()   # the stage settings the name gives, as written
 
 
 def split_structured(name: str) -> Structured | None:
-    """The parts of `default`, `default-phrase-standout` or `default@milvus-hybrid`; None for
-    a name that is not a structured pipeline."""
+    """The parts of `default`, `default-phrase-standout`, `default:standout=1.2` or
+    `default@milvus-hybrid`; None for a name that is not a structured pipeline. Everything
+    after the first `@` is the base retriever's; the settings sit between the stages and it."""
     stages, at, retriever = name.partition("@")
+    stages, colon, given = stages.partition(":")
     base, _, rest = stages.partition("-")
     if base not in STRUCTURED:
         return None
     return Structured(base, frozenset(rest.split("-")) if rest else frozenset(),
-                      retriever if at else STRUCTURED[base])
+                      retriever if at else STRUCTURED[base], setting_pairs(name, given) if colon else ())
 
 
 def structured_pipeline(name: str, indexes=None):
@@ -56,7 +61,10 @@ def structured_pipeline(name: str, indexes=None):
 
     parts = split_structured(name)
     shared = {} if indexes is None else {"indexes": indexes}
-    return StructuredPipeline(name, parts.retriever, parts.without, **shared)
+    pipeline = StructuredPipeline(name, parts.retriever, parts.without, **shared)
+    if parts.settings:
+        pipeline.settings = read_settings(name, parts.settings, pipeline.uses)
+    return pipeline
 
 
 def describe_pipelines() -> dict[str, str]:
@@ -66,8 +74,8 @@ def describe_pipelines() -> dict[str, str]:
     removable = [s.name for s in STAGES if not s.essential]
     for name, base in STRUCTURED.items():
         out[name] = (f"structured pipeline on {base}, stages: {' -> '.join(s.name for s in STAGES)}; "
-                     f"{name}-STAGE removes one ({', '.join(removable)}); {name}@RETRIEVER stands them "
-                     "on another base retriever")
+                     f"{name}-STAGE removes one ({', '.join(removable)}); {name}:SETTING=VALUE sets a "
+                     f"stage's setting (before any @); {name}@RETRIEVER stands them on another base retriever")
     return out
 
 
@@ -80,7 +88,8 @@ def describe_pipeline(name: str) -> str:
     structured = split_structured(name)
     if structured is not None:
         without = f", without {', '.join(sorted(structured.without))}" if structured.without else ""
-        return f"structured pipeline {structured.base} on {structured.retriever}{without}"
+        settings = f", settings {', '.join(f'{k}={v}' for k, v in structured.settings)}" if structured.settings else ""
+        return f"structured pipeline {structured.base} on {structured.retriever}{without}{settings}"
     base, options = parse_spec(name)
     return f"{described.get(base, 'bare')}; options " + ", ".join(f"{k}={v}" for k, v in options.items())
 
@@ -105,11 +114,13 @@ def baseline_names() -> list[str]:
 
 
 def check_pipeline(name: str) -> str:
-    """A pipeline name: `default`, `default` without some stages (`default-phrase`), or a
-    registered retriever with options (`bm25:variant=plus`), which are checked by building
-    it once: `make_retriever` reads them against the retriever's declared OPTIONS (type,
-    range, finiteness) before the constructor runs, so a bad value is one GardenError line
-    before any query runs or any trace is written."""
+    """A pipeline name: `default`, `default` without some stages (`default-phrase`), with
+    stage settings (`default:standout=1.2`, read as their stages declare them and refused
+    when no stage left reads them: variants.py), or a registered retriever with options
+    (`bm25:variant=plus`), which are checked by building it once: `make_retriever` reads
+    them against the retriever's declared OPTIONS (type, range, finiteness) before the
+    constructor runs, so a bad value is one GardenError line before any query runs or any
+    trace is written."""
     structured = split_structured(name)
     if structured is not None:
         from garden.pipelines.structured import STAGES
@@ -122,18 +133,24 @@ def check_pipeline(name: str) -> str:
             if known[stage].essential:
                 raise GardenError(f"pipeline {name!r}: the {stage} stage is essential and cannot be removed")
         if structured.retriever != STRUCTURED[structured.base]:
-            _check_retriever(structured.retriever, f"pipeline {name!r}: no base retriever named")
+            _check_retriever(structured.retriever, f"pipeline {name!r}: no base retriever named", name)
+        if structured.settings:
+            structured_pipeline(name)   # reads them against the stages it keeps
         return name
     _check_retriever(name, "unknown pipeline")
     return name
 
 
-def _check_retriever(spec: str, unknown: str) -> None:
+def _check_retriever(spec: str, unknown: str, name: str | None = None) -> None:
     base, options = parse_spec(spec)
     if base not in registered():
         raise GardenError(f"{unknown} {base!r}; known: {', '.join(pipeline_names())}")
     if options:
-        make_retriever(spec)
+        try:
+            make_retriever(spec)
+        except GardenError as exc:
+            hints = misplaced(name or spec, options)
+            raise (GardenError([*exc.messages, *hints]) if hints else exc) from None
 
 
 def check_settings(pipeline: "str | Pipeline", settings: Settings, where: str = "settings") -> None:

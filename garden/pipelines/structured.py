@@ -25,17 +25,18 @@ from typing import Sequence
 
 from garden._deadline import check_deadline, deadline
 from garden.pipelines.indexes import PROCESS_INDEXES, IndexCache
-from garden.models import Budget, Gate, Packet
+from garden.models import Budget, Gate, Packet, SettingsBase
 from garden.pipelines.scoring import Outcome
 from garden.pipelines.store_reference import reference_of
+from garden.pipelines.variants import with_settings
 from garden.rerank.candidates import by_score
 from garden.rerank.context import QueryContext, Stage
 from garden.rerank.gather import gathered
 from garden.rerank.query import QuerySpec
 from garden.rerank.resolve import Resolution, resolve
 from garden.rerank.sittings import SITTINGS_SHOWN
-from garden.rerank.stages import (PIPELINE_LABELS, PIPELINE_REASONS, STAGES, check_order,  # noqa: F401
-                                  packet_stages, resolved, support_labels)
+from garden.rerank.stages import (PIPELINE_LABELS, PIPELINE_REASONS, STAGES, Settings,  # noqa: F401
+                                  check_order, packet_stages, resolved, support_labels)
 from garden.retrievers import as_retriever, evidence_kind
 
 STRONG_LABELS = support_labels()  # declared by the stages that give them
@@ -60,6 +61,10 @@ class StructuredPipeline:
         # a setting is used by this pipeline when one of its stages reads it; resolution
         # (topics one hop out) reads related_decay before the stages run
         self.uses = frozenset(u for s in self.stages for u in s.uses)
+        # the settings a variant's name gives (`default:standout=1.2`, variants.py): the
+        # defaults its queries run with, beneath what a query or a case gives. The store's
+        # reference is made without them, as it is for a query that gives them itself.
+        self.settings: SettingsBase = Settings()
 
     def context(self, spec: QuerySpec, resolution: Resolution | None = None, reference: bool = True) -> QueryContext:
         """A fresh context for `spec`: its settings resolved, its topics and entities
@@ -111,7 +116,7 @@ class StructuredPipeline:
         """The packet for `spec`, with its trace and each stage's time. `after(stage, ctx)`
         is called after each stage (the explorer records what each one left)."""
         clock = time.perf_counter()
-        ctx = self.context(spec)
+        ctx = self.context(with_settings(spec, self.settings))
         res = ctx.resolution
         ctx.trace["stages"] = [s.name for s in self.stages]
         ctx.trace["resolution"] = {"topics": res.topics, "entities": res.entities,
@@ -133,7 +138,7 @@ class StructuredPipeline:
         it departs from `run`). `base`: the base retriever's ranking, when already made."""
         from garden.pipelines.ranking import rank_query
 
-        return rank_query(self, spec, depth, base)
+        return rank_query(self, with_settings(spec, self.settings), depth, base)
 
     @staticmethod
     def _packet(ctx: QueryContext) -> Packet:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import datetime as dt
 import math
 import os
-import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -24,6 +23,7 @@ from typing import Any, Mapping
 
 from garden._files import RACY_NS
 from garden.errors import GardenError, StoryError
+from garden.formats.query_inputs import DATE, check_texts, read_as_of, read_budget
 from garden.models import DEFAULT_BUDGET
 from garden.text import one_line, shown
 
@@ -38,7 +38,6 @@ MAX_SETTING = 1_000                # a whole-number setting (candidates, lane_ca
 DEFAULT_DEADLINE = 10.0            # seconds one request may run (garden serve --deadline)
 DEFAULT_READ_TIMEOUT = 10.0        # seconds for a request's head, and again for its body (--read-timeout)
 DEFAULT_MAX_CONNECTIONS = 64       # open connections a worker holds; past them, 503 (--max-connections)
-DATE = re.compile(r"\d{4}-\d{2}-\d{2}", re.ASCII)
 FIELDS = ("story", "text", "pipeline", "as_of", "budget", "hints", "settings", "include_private", "session")
 
 
@@ -269,6 +268,15 @@ def _whole(value: Any) -> Any:
     return value
 
 
+def _read(field: str, reader, value: Any) -> Any:
+    """`value` read as the command line and the API read it (garden.formats.query_inputs),
+    its refusal the same line, with this field named for the client."""
+    try:
+        return reader(value)
+    except GardenError as exc:
+        raise RequestError(422, exc.messages[0], field) from None
+
+
 def parse_request(body: Any, stories: list[str], pipelines: list[str] | None = None,
                   fields: tuple[str, ...] = FIELDS) -> QueryRequest:
     """A request body (the parsed JSON) as a QueryRequest; RequestError naming the field
@@ -310,20 +318,11 @@ def parse_request(body: Any, stories: list[str], pipelines: list[str] | None = N
         raise RequestError(404, f"pipeline {shown(pipeline, 80)} is not served here; served: {', '.join(pipelines)} "
                            "(the server's operator chooses them, with their options: garden serve --pipelines)",
                            "pipeline")
-    as_of = typed("as_of", (str,), "a date, YYYY-MM-DD")
-    if as_of is not None:
-        try:
-            if not DATE.fullmatch(as_of):
-                raise ValueError
-            as_of = dt.date.fromisoformat(as_of)
-        except ValueError:
-            raise RequestError(422, f"as_of: not a date (YYYY-MM-DD, from 0001-01-01 to 9999-12-31): "
-                               f"{shown(as_of, 80)}", "as_of") from None
+    as_of = _read("as_of", read_as_of, typed("as_of", (str,), "a date, YYYY-MM-DD"))
     body = {**body, "budget": _whole(body.get("budget"))}   # `typed` reads this body: 2.0 is 2
-    budget = typed("budget", (int,), "a whole number of characters", DEFAULT_BUDGET)
-    if not 1 <= budget <= MAX_BUDGET:
-        raise RequestError(422, f"budget: a positive number of characters, at most {MAX_BUDGET:,}; got {budget}",
-                           "budget")
+    budget = _read("budget", read_budget, typed("budget", (int,), "a whole number of characters", DEFAULT_BUDGET))
+    if budget > MAX_BUDGET:
+        raise RequestError(422, f"budget: at most {MAX_BUDGET:,} characters in a request, got {budget:,}", "budget")
     hints = typed("hints", (dict,), 'an object {"topics": [...], "entities": [...]}')
     _check_hints(hints)
     settings = typed("settings", (dict,), 'an object of pipeline settings, e.g. {"standout": 1.2}')
@@ -341,7 +340,7 @@ def parse_request(body: Any, stories: list[str], pipelines: list[str] | None = N
 
 # messages of the library, by how they begin, and the field each is about
 _PREFIXES = (("query text:", "text"), ("query:", "text"), ("settings:", "settings"), ("hints:", "hints"),
-             ("as_of:", "as_of"), ("a budget", "budget"), ("session:", "session"), ("pipeline ", "pipeline"),
+             ("as_of:", "as_of"), ("budget:", "budget"), ("session:", "session"), ("pipeline ", "pipeline"),
              ("unknown pipeline", "pipeline"), ("story ", "story"), ("no story", "story"))
 
 
@@ -483,17 +482,16 @@ class Garden:
         from garden._deadline import DeadlineExceeded, deadline
         from garden.api import query
         from garden.derived.home import check_environment
-        from garden.models import check_query_text
 
         try:
             check_environment()
         except GardenError as exc:
             raise RequestError(500, f"the server's garden home is not usable: {_first_line(exc)}") from None
-        for name, text in [("text", r.text), *(("session", q) for q in r.session)]:
-            try:
-                check_query_text(text)
-            except ValueError as exc:
-                raise RequestError(422, f"{'query text' if name == 'text' else 'session'}: {exc}", name) from None
+        try:
+            check_texts(r.text, r.session)
+        except GardenError as exc:
+            line = _first_line(exc)
+            raise RequestError(422, line, field_of(line)) from None
         story, path = self.shelf.get(r.story)
         try:
             with deadline(self.deadline):
