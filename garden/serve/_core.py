@@ -3,7 +3,8 @@ Streamable HTTP).
 
 `Shelf` is the set of stories a server answers for, each kept loaded until its file changes
 on disk (one `stat` a query tells; an edited file is read again, a broken edit refused with
-its located error until it is fixed). `Garden` checks a request field by field, so every
+its located error until it is fixed, and a story written through the server, by any of its
+workers, is read again by the next query the same way). `Garden` checks a request field by field, so every
 refusal names the field it is about, and runs the query as `garden query` runs it: the same
 packet, the same trace line. `request_schema` describes what `parse_request` takes, once,
 for `POST /query` and for MCP's `recall` alike. One lock serializes the queries: the
@@ -404,8 +405,9 @@ class Garden:
     workers, if it has any)."""
 
     def __init__(self, shelf: Shelf, counts: Counts | None = None, pipelines: dict | None = None,
-                 deadline: float | None = DEFAULT_DEADLINE):
+                 deadline: float | None = DEFAULT_DEADLINE, writing: Any = None):
         self.shelf = shelf
+        self.writing = writing   # what it may write (garden.serve._writes.Writing); None: nothing
         self.served = served_pipelines() if pipelines is None else pipelines
         self.deadline = deadline
         self.lock = threading.Lock()
@@ -429,8 +431,9 @@ class Garden:
         return {name: describe_pipeline(name) for name in self.served}
 
     def stories(self) -> list[dict]:
+        writable = self.writing.stories if self.writing is not None else ()
         with self.lock:
-            return self.shelf.describe()
+            return [{**row, "writable": row["name"] in writable} for row in self.shelf.describe()]
 
     def health(self) -> dict:
         return {"ok": True, "stories": self.shelf.names(), "pipelines": list(self.served),
