@@ -17,7 +17,7 @@ import pytest
 
 from garden.errors import GardenError
 from garden.formats.stories import load_story
-from garden.formats.story_writer import Memory, WriteRefused, remember as write_memory
+from garden.formats.story_writer import Memory, remember as write_memory
 from garden.serve._core import Garden, RequestError, Shelf
 from garden.serve import _writes
 from garden.serve._writes import WriteBounds, WriteRate, Writing, forget, remember

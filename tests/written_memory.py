@@ -35,21 +35,33 @@ STEPS = [
 ]
 
 
-def arguments(step: dict, answered: list[str]) -> dict:
-    """A step's arguments with each `$N` replaced by the id the N-th step answered."""
+def arguments(step: dict, answered: list[str], story: str = STORY) -> dict:
+    """A step's arguments, for `story`, with each `$N` replaced by the id the N-th step answered."""
+    step = {**step, "story": story}
     return {k: answered[int(v[1:]) - 1] if isinstance(v, str) and v.startswith("$") else v for k, v in step.items()}
 
 
-def walk(call) -> list[str]:
-    """Make every step with `call(tool, arguments) -> answer` (a dict with `id`); the ids
-    answered, in order (for a forget: the control record's)."""
+def walk(call, story: str = STORY) -> list[str]:
+    """Make every step, on `story` (a copy of the base under another name), with
+    `call(tool, arguments) -> answer` (a dict with `id`); the ids answered, in order (for a
+    forget: the control record's)."""
     answered: list[str] = []
     for tool, step in STEPS:
-        answer = call(tool, arguments(step, answered))
+        answer = call(tool, arguments(step, answered, story))
         answered.append(answer["control"] if tool == "forget" else answer["id"])
     return answered
 
 
+def base_copy(folder: Path, story: str = STORY) -> Path:
+    """The base story in `folder` under the name `story` (the name is the file's stem)."""
+    text = BASE.read_text(encoding="utf-8").replace(f'"story": "{STORY}"', f'"story": "{story}"', 1)
+    path = folder / f"{story}.jsonl"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
 def same_story(path: Path, today: str = FORGOTTEN_ON) -> bool:
-    """Whether the story at `path` holds exactly the case's, its forget dated `today`."""
-    return path.read_text(encoding="utf-8") == WRITTEN.read_text(encoding="utf-8").replace(FORGOTTEN_ON, today)
+    """Whether the story at `path` holds exactly the case's (under its own name), its forget dated `today`."""
+    expected = WRITTEN.read_text(encoding="utf-8").replace(FORGOTTEN_ON, today)
+    expected = expected.replace(f'"story": "{STORY}"', f'"story": "{path.stem}"', 1)
+    return path.read_text(encoding="utf-8") == expected
