@@ -236,3 +236,40 @@ def test_the_contrast_case_holds_under_default_and_no_bare_retriever(monkeypatch
     assert case["case"] == "supersession-through-the-door" and case["contrast"] is True
     assert case["pipelines"]["default"]["passed"] is True
     assert set(case["baselines_failing"]) == {"bm25", "bm25s", "dense", "hybrid", "tfidf"}
+
+
+def _writing_until(path: str, stop) -> None:
+    n = 0
+    while not stop.is_set():
+        write_memory(Path(path), lambda: load_story(Path(path)),
+                     Memory(text=f"Kept writing: line {n}.", at=TODAY, topics=["routes"]))
+        n += 1
+
+
+def test_backup_restore_and_doctor_cover_a_written_story_even_while_it_is_written(folder, monkeypatch, capsys,
+                                                                                   tmp_path_factory):
+    from garden.cli import main
+
+    garden = garden_of(folder)
+    written_memory.walk(lambda tool, arguments: getattr(_writes, tool)(garden, arguments))
+    path = story_file(folder)
+    with open(path, "ab") as fh:   # and a writer killed mid-line
+        fh.write(b'{"id": "source.000099", "kind": "sou')
+    monkeypatch.chdir(folder)
+    context = multiprocessing.get_context("fork")
+    stop = context.Event()
+    writer = context.Process(target=_writing_until, args=(str(path), stop))
+    writer.start()
+    try:
+        archive = tmp_path_factory.mktemp("archive") / "store.tar.gz"
+        assert main(["backup", "--out", str(archive), "--pipeline", "bm25"]) == 0, capsys.readouterr().err
+    finally:
+        stop.set()
+        writer.join(30)
+    into = tmp_path_factory.mktemp("restored") / "store"
+    assert main(["restore", str(archive), "--into", str(into)]) == 0, capsys.readouterr().err
+    restored = load_story(into / "fixtures" / "quarry-hut.jsonl")   # whole: between two writes, never in one
+    assert {"decision.000004", "control.000007"} <= set(restored.by_id) and "note.000006" not in restored.by_id
+    capsys.readouterr()
+    assert main(["doctor", "--root", str(into)]) == 0, capsys.readouterr().out
+    assert main(["doctor", "--root", str(folder)]) == 0, capsys.readouterr().out
