@@ -273,3 +273,26 @@ def test_backup_restore_and_doctor_cover_a_written_story_even_while_it_is_writte
     capsys.readouterr()
     assert main(["doctor", "--root", str(into)]) == 0, capsys.readouterr().out
     assert main(["doctor", "--root", str(folder)]) == 0, capsys.readouterr().out
+
+
+def test_the_next_read_takes_only_the_lines_appended_and_holds_what_a_whole_read_holds(folder, monkeypatch):
+    import garden.formats.stories as stories
+    from garden.derived.saves import story_key
+
+    garden = garden_of(folder)
+    path = story_file(folder)
+    garden.shelf.get("quarry-hut")
+    whole_reads = []
+    monkeypatch.setattr(stories, "load_story", lambda p: whole_reads.append(p) or load_story(p))
+    for n in range(3):
+        remember(garden, {"story": "quarry-hut", "text": f"Cairn {n} rebuilt.", "topics": ["routes"]})
+    with open(path, "ab") as fh:   # another writer's record, appended by hand: read as the server's are
+        fh.write(b'{"id": "log.1201", "kind": "source", "at": "2031-12-01", "text": "Ice on the east face."}\n')
+    held, _ = garden.shelf.get("quarry-hut")
+    assert whole_reads == []
+    fresh = load_story(path)
+    assert [r.id for r in held.records] == [r.id for r in fresh.records] and story_key(held) == story_key(fresh)
+    with open(path, "ab") as fh:   # an appended line that breaks a rule is refused as a whole read refuses it
+        fh.write(b'{"id": "log.1202", "kind": "source", "at": "2031-12-02", "text": "x", "topics": ["tea"]}\n')
+    with pytest.raises(RequestError, match="'tea' is not a canonical topic id"):
+        garden.shelf.get("quarry-hut")

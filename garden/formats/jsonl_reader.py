@@ -79,7 +79,7 @@ def read_story_lines(path: Path) -> tuple[dict, str]:
     validated story again costs as much as reading it, at a hundred thousand records)."""
     fh = open_regular(path)   # a FIFO or a device is refused, never waited on or read
     lines: list[tuple[int, bytes]] = []
-    digest = hashlib.sha256(b"garden story, json lines\n")
+    digest = content_digest()
     with fh:
         n = 0
         while line := fh.readline(MAX_LINE_BYTES + 1):  # never more than the bound in memory
@@ -105,6 +105,13 @@ def read_story_lines(path: Path) -> tuple[dict, str]:
         raise GardenError(f"{path}:{lines[0][0]}: the first line is the story's header, a JSON object "
                           f"without records (value {shown(header)})")
     return {**header, "records": values[1:]}, digest.hexdigest()
+
+
+def content_digest(data: bytes = b""):
+    """The running sha256 a story's content key is, over the bytes read so far (`data`)."""
+    digest = hashlib.sha256(b"garden story, json lines\n")
+    digest.update(data)
+    return digest
 
 
 def _torn(line: bytes) -> bool:
