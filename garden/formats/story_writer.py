@@ -87,8 +87,9 @@ def refuse_unwritable(path: Path, name: str) -> None:
     if path.is_symlink() or not path.is_file():
         raise GardenError(f"--writable {name}: {path} is not a regular file; the server writes files, not through "
                           "links")
-    if not os.access(path, os.W_OK):
-        raise GardenError(f"--writable {name}: {path} may not be written by this user")
+    if not os.access(path, os.W_OK) or not os.access(path.parent, os.W_OK):
+        raise GardenError(f"--writable {name}: {path} (or its folder, where a story written anew is renamed into "
+                          "place) may not be written by this user")
 
 
 @contextmanager

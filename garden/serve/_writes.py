@@ -243,13 +243,13 @@ def _written(garden: Garden, tool: str, story: str, write: Callable[[], Any]) ->
 
 
 def _counted(garden: Garden, work: Callable[[], dict]) -> dict:
+    """`work()`'s answer; a refusal counted with the server's refused requests (a write
+    answered is no query: `/health` counts the queries answered)."""
     try:
-        answer = work()
+        return work()
     except RequestError:
         garden.counts.add(refused=True)
         raise
-    garden.counts.add()
-    return answer
 
 
 def remember(garden: Garden, body: Any) -> dict:

@@ -26,6 +26,7 @@ import asyncio
 import json
 import sys
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import Any
 
 from starlette.applications import Starlette
@@ -144,28 +145,18 @@ def build_app(garden: Garden, shared: bool = False, access: Access | None = None
     async def pipelines(request: Request) -> JSONResponse:
         return JSONResponse(await run_in_threadpool(garden.pipelines))
 
-    async def query(request: Request) -> JSONResponse:
-        try:
-            body = await read_json(request, read_timeout)
-            # the query blocks (the pipeline, the trace write): alone in its process, a worker
-            # thread runs it, and the garden's lock lets one query run at a time
-            packet = garden.query(body) if shared else await run_in_threadpool(garden.query, body)
-        except RequestError as exc:
-            if exc.status >= 500:
-                print(f"garden: warning: POST /query: {exc.message}", file=sys.stderr, flush=True)
-            # a body that never came leaves the connection mid-request: it cannot carry another
-            return JSONResponse(exc.to_json(), status_code=exc.status,
-                                headers={"connection": "close"} if exc.status == 408 else close)
-        return JSONResponse(packet, headers=close)
-
-    def writer(write):
+    def answering(call):
+        """The endpoint of a POST whose JSON body `call(body)` answers: a query, a write."""
         async def endpoint(request: Request) -> JSONResponse:
             try:
                 body = await read_json(request, read_timeout)
-                answer = write(garden, body) if shared else await run_in_threadpool(write, garden, body)
+                # the call blocks (the pipeline, the trace, the story written): alone in its
+                # process, a worker thread runs it, and the garden's lock lets one run at a time
+                answer = call(body) if shared else await run_in_threadpool(call, body)
             except RequestError as exc:
                 if exc.status >= 500:
                     print(f"garden: warning: POST {request.url.path}: {exc.message}", file=sys.stderr, flush=True)
+                # a body that never came leaves the connection mid-request: it cannot carry another
                 return JSONResponse(exc.to_json(), status_code=exc.status,
                                     headers={"connection": "close"} if exc.status == 408 else close)
             return JSONResponse(answer, headers=close)
@@ -200,9 +191,10 @@ def build_app(garden: Garden, shared: bool = False, access: Access | None = None
             yield
 
     routes = [Route("/health", health, methods=["GET"]), Route("/stories", stories, methods=["GET"]),
-              Route("/pipelines", pipelines, methods=["GET"]), Route("/query", query, methods=["POST"]),
-              Route("/remember", writer(remember), methods=["POST"]),
-              Route("/forget", writer(forget), methods=["POST"]),
+              Route("/pipelines", pipelines, methods=["GET"]),
+              Route("/query", answering(garden.query), methods=["POST"]),
+              Route("/remember", answering(partial(remember, garden)), methods=["POST"]),
+              Route("/forget", answering(partial(forget, garden)), methods=["POST"]),
               Route("/openapi.json", openapi, methods=["GET"]), Route("/mcp", mcp, methods=["GET", "POST", "DELETE"])]
     app = Starlette(routes=routes, exception_handlers={HTTPException: http_error, Exception: fault}, lifespan=lifespan)
     return app if access is None else Guarded(app, access)
