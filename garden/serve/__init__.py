@@ -214,7 +214,7 @@ def serve(stories: list[str] | None = None, host: str = DEFAULT_HOST, port: int 
         names = shelf.names()
         print(f"garden: serving {len(names)} stor{'y' if len(names) == 1 else 'ies'} ({', '.join(names)}) "
               f"on {_url(sock)}" + (f" with {workers} workers" if workers > 1 else "")
-              + (f", writing to {', '.join(writing.stories)}" if writing else "") + "; ctrl-c stops", flush=True)
+              + (f"; writing to {', '.join(writing.stories)}" if writing else "") + "; ctrl-c stops", flush=True)
         if not is_loopback(host):
             warn(f"serving on {host}, beyond this machine: anyone who can reach {_url(sock)} and holds the token "
                  "can query every story served, private records included when asked")
