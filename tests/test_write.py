@@ -78,6 +78,7 @@ REFUSED = [
     ({"story": "quarry-hut", "text": "x", "entities": ["mira"]}, 422, "entities"),
     ({"story": "quarry-hut", "text": "x" * 8001}, 422, "text"),
     ({"story": "quarry-hut", "text": "   "}, 422, "text"),
+    ({"story": "quarry-hut", "text": "the gate \x1b[31mis red\x00"}, 422, "text"),
     ({"story": "quarry-hut", "text": "x", "kind": "control"}, 422, "kind"),
     ({"story": "quarry-hut", "text": "x", "at": "2031-02-30"}, 422, "at"),
     ({"story": "quarry-hut", "text": "x", "id": "mine.1"}, 422, "id"),          # ids are the server's

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import datetime as dt
 import time
+import unicodedata
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -117,7 +118,8 @@ def write_schema(fields: tuple[str, ...], writable: list[str] | tuple[str, ...])
     name = {"type": "string", "minLength": 1, "maxLength": MAX_NAME_CHARS}
     labels = {"type": ["array", "null"], "maxItems": MAX_LABELS, "items": name}
     every = {
-        "story": {"type": "string", "enum": list(writable), "description": "a story the operator made writable"},
+        "story": {"type": "string", "description": "a story the operator made writable",
+                  **({"enum": list(writable)} if writable else {})},
         "text": {"type": "string", "minLength": 1, "maxLength": MAX_WRITE_CHARS, "description": "what to remember"},
         "kind": {"type": ["string", "null"], "enum": [*KINDS, None], "default": "source",
                  "description": "source (what was said or seen), note, state (how something is now) or decision"},
@@ -202,6 +204,10 @@ def parse_memory(body: Any, garden: Garden, today: dt.date):
     text = b.required("text", "what to remember, a string")
     if len(text) > writing.bounds.text_chars:
         raise RequestError(422, f"text: at most {writing.bounds.text_chars:,} characters, got {len(text):,}", "text")
+    bad = sorted({ch for ch in text if unicodedata.category(ch) == "Cc" and ch not in "\t\n\r"})
+    if bad:   # a NUL or an escape sequence stored would reach every terminal that shows the record
+        raise RequestError(422, "text: holds control characters (" + ", ".join(f"U+{ord(c):04X}" for c in bad)
+                           + "); a memory is text", "text")
     kind = b.get("kind", (str,), "one of " + ", ".join(KINDS), "source")
     if kind not in KINDS:
         raise RequestError(422, f"kind: one of {', '.join(KINDS)}, got {shown(kind, 80)}", "kind")
