@@ -162,7 +162,7 @@ def test_the_interface_describes_the_writes(server):
 
 
 async def _over_mcp(session: ClientSession, story: str) -> dict:
-    await session.initialize()
+    assert "Call remember" in (await session.initialize()).instructions
     tools = {tool.name: tool for tool in (await session.list_tools()).tools}
 
     async def call(tool: str, arguments: dict) -> dict:

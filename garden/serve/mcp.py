@@ -44,6 +44,8 @@ INSTRUCTIONS = ("Recall what a person's stored memories say about a question. Ca
                 "more than one thing; ask the user which, as the reason says) or silent (no items: nothing stored "
                 "answers it, or the question needs no memory; silent says why). Do not answer from memory when "
                 "the outcome is silent.")
+WRITING = (" Call remember to keep what you learn in a writable story (list_stories says which), with supersedes "
+           "naming the state or decision it replaces, and forget to take out what should not be kept.")
 TEXT_ITEM_LIMIT = 240   # characters of one item's text in the readable rendering (the packet holds it whole)
 SITTINGS_RENDERED = 3   # sittings named in the readable rendering (the packet lists up to ten)
 RECALL_FIELDS = ("text", "story", "budget", "as_of", "pipeline")   # of a query's fields, those an agent sets
@@ -189,7 +191,8 @@ def build_server(garden: Garden) -> Server:
         except RequestError as exc:
             return refused(exc)
 
-    return Server("garden", version=version(), title="garden", instructions=INSTRUCTIONS,
+    writes = any(tool.name == "remember" for tool in listed)
+    return Server("garden", version=version(), title="garden", instructions=INSTRUCTIONS + (WRITING if writes else ""),
                   on_list_tools=list_tools, on_call_tool=call_tool)
 
 
