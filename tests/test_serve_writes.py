@@ -319,3 +319,26 @@ def test_a_server_killed_among_writers_leaves_every_answered_write(tmp_path):
     finally:
         again.stop()
     assert {*held, response.json()["id"]} <= {r.id for r in load_story(path).records}
+
+
+def test_a_write_carries_the_token_a_query_carries(tmp_path):
+    import secrets
+
+    (tmp_path / "fixtures").mkdir()
+    path = written_memory.base_copy(tmp_path / "fixtures", "hut-token")
+    token = secrets.token_urlsafe(32)
+    (tmp_path / "token").write_text(token + "\n", encoding="utf-8")
+    (tmp_path / "token").chmod(0o600)
+    served = Server(tmp_path, "--pipelines", "bm25", "--writable", "hut-token", "--token-file", str(tmp_path / "token"),
+                    headers={"authorization": f"Bearer {token}"})
+    try:
+        before = path.read_bytes()
+        body = {"story": "hut-token", "text": "Snow closed the quarry road."}
+        for headers in ({"authorization": "Bearer wrong-token-of-enough-length"}, {"authorization": ""}):
+            refused = httpx.post(f"{served.url}/remember", json=body, headers=headers)
+            assert (refused.status_code, refused.json()["field"]) == (401, "Authorization")
+        assert httpx.post(f"{served.url}/forget", json={"story": "hut-token", "id": "log.0901"}).status_code == 401
+        assert path.read_bytes() == before
+        assert served.client.post("/remember", json=body).status_code == 200
+    finally:
+        served.stop()
