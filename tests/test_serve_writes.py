@@ -36,6 +36,7 @@ from test_serve import Server, store_env
 ROOT = Path(__file__).resolve().parents[1]
 AS_OF = "2031-12-10"
 HEATED = "How is the hut heated now?"
+CISTERN = "Is there water in the cistern?"
 TIMEOUT = 300
 DOORS = {"http": "hut-http", "mcp-http": "hut-mcp", "stdio": "hut-stdio"}   # door -> the story it writes
 
@@ -88,6 +89,7 @@ def walk_checking_reads(call, recall, story: str) -> dict:
 
     seen["answered"] = written_memory.walk(checked, story)
     seen["heated"] = recall(HEATED, story=story, as_of=AS_OF)
+    seen["cistern"] = recall(CISTERN, story=story, as_of=AS_OF)
     seen["gate code"] = recall("What is the code of the quarry gate's padlock?", story=story, as_of=AS_OF)
     return seen
 
@@ -100,6 +102,10 @@ def check_the_walk(seen: dict, path: Path) -> None:
     assert packet_ids(heated)[:2] == ["decision.000004", "decision.000001"], packet_ids(heated)
     behind = heated["items"][1]
     assert "conflicting_or_superseded" in behind["labels"] and behind["superseded_by"] == "decision.000004"
+    cistern = seen["cistern"]   # a superseded state is never served: the one that replaced it leads
+    assert packet_ids(cistern)[0] == "state.000005" and "state.000002" not in packet_ids(cistern)
+    assert {"id": "state.000002", "reason": "superseded_state"}.items() <= next(
+        r for r in cistern["rejected"] if r["id"] == "state.000002").items()
     assert "note.000006" not in packet_ids(seen["gate code"]) and "control.000007" not in packet_ids(seen["gate code"])
     story = load_story(path)
     assert "note.000006" not in story.by_id and "note.000006" in story.by_id["control.000007"].text
@@ -185,6 +191,7 @@ async def _over_mcp(session: ClientSession, story: str) -> dict:
             seen[answer["id"]] = packet_ids(await recall(arguments["text"], story=story, as_of=AS_OF, budget=4000))
     seen["answered"] = answered
     seen["heated"] = await recall(HEATED, story=story, as_of=AS_OF)
+    seen["cistern"] = await recall(CISTERN, story=story, as_of=AS_OF)
     seen["gate code"] = await recall("What is the code of the quarry gate's padlock?", story=story, as_of=AS_OF)
     return {"tools": tools, "refusals": refusals, "seen": seen}
 
