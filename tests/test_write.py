@@ -297,3 +297,21 @@ def test_the_next_read_takes_only_the_lines_appended_and_holds_what_a_whole_read
         fh.write(b'{"id": "log.1202", "kind": "source", "at": "2031-12-02", "text": "x", "topics": ["tea"]}\n')
     with pytest.raises(RequestError, match="'tea' is not a canonical topic id"):
         garden.shelf.get("quarry-hut")
+
+
+def test_a_replaced_version_of_a_served_story_leaves_nothing_built_for_it_in_memory(folder):
+    from garden.derived.saves import story_key
+    from garden.pipelines.indexes import PROCESS_INDEXES
+    from garden.serve._core import served_pipelines
+
+    garden = garden_of(folder)
+    garden.served = served_pipelines(["bm25"])
+    versions = []
+    for n in range(3):
+        garden.query({"story": "quarry-hut", "text": "Who carried the lentils up?", "pipeline": "bm25"})
+        versions.append(story_key(garden.shelf.get("quarry-hut")[0]))
+        remember(garden, {"story": "quarry-hut", "text": f"Lentils carried up, trip {n}."})
+    garden.query({"story": "quarry-hut", "text": "Who carried the lentils up?", "pipeline": "bm25"})
+    current = story_key(garden.shelf.get("quarry-hut")[0])
+    held = {key[1] for key in PROCESS_INDEXES._entries._entries}
+    assert current in held and not held & set(versions)

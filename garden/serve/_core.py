@@ -148,7 +148,13 @@ class Shelf:
             changed = (after.st_size, after.st_mtime_ns, after.st_ctime_ns) != key[2:]
             entry.racy = changed or started - max(st.st_mtime_ns, st.st_ctime_ns) < RACY_NS
             entry.held = None if changed or entry.story is None else key[2]
+            replaced = self.loaded.get(name)
             self.loaded[name] = entry
+            if replaced is not None and replaced.story is not None and entry.story is not None \
+                    and replaced.story is not entry.story:
+                from garden.pipelines import release
+
+                release(replaced.story, entry.story)   # a version no query will ask again
         if entry.error is not None:
             status = 422 if isinstance(entry.error, StoryError) or path.exists() else 404
             raise RequestError(status, f"story {name}: {_first_line(entry.error)}", "story")
