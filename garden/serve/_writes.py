@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from garden.errors import GardenError
+from garden.formats.story_writer import WRITTEN_KINDS
 from garden.serve._core import DATE, Garden, RequestError, _first_line, _kind, not_served
 from garden.text import one_line, shown
 
@@ -37,7 +38,7 @@ MAX_STORY_BYTES = 256 * 1024 * 1024   # a writable story's size on disk, past wh
 WRITES_A_MINUTE = 1_200        # writes the whole server answers in any one minute
 REMEMBER_FIELDS = ("story", "text", "kind", "at", "topics", "entities", "private", "supersedes")
 FORGET_FIELDS = ("story", "id")
-KINDS = ("source", "note", "state", "decision")
+KINDS = WRITTEN_KINDS
 _DATE = {"type": "string", "format": "date"}
 REMEMBERED_SCHEMA = {"type": "object", "required": ["id", "story", "kind", "at", "dated_by", "supersedes"],
                      "properties": {"id": {"type": "string", "description": "the new record's id, made by the server"},
