@@ -16,10 +16,11 @@ process; nothing answered before it is on disk.
   off before it appends, so nothing glues onto it. A last line that is whole JSON but only
   lacks its newline (a file edited by hand) is kept and given one.
 - **Checked as `garden check` checks.** What a write adds is a record the server made (its
-  id, its dates) from fields checked here against the story as it is under the lock:
-  canonical topics and entities, a supersession of a live record of the same kind, a
-  forget that leaves no reference dangling. A refused write (`WriteRefused`, naming the
-  request's field) changes nothing.
+  id, its dates), read by the story's schema and its rules (`semantic_errors`: canonical
+  topics and entities, text, dates) against the story as it is under the lock, with what
+  a record alone cannot show checked here: a supersession of a live record of the same
+  kind, a forget that leaves no reference dangling. A refused write (`WriteRefused`,
+  naming the request's field) changes nothing.
 
 Ids are the server's, never the request's: `KIND.NNNNNN`, one past the highest number any
 id of that form in the story holds, so an id is never given twice, even after a forget.
@@ -44,7 +45,7 @@ from garden.errors import GardenError
 from garden.formats.jsonl_reader import SUFFIX
 from garden.formats.yaml_reader import describe_pydantic_error
 from garden.models import Record, Story
-from garden.text import shown, shown_id
+from garden.text import shown_id
 
 try:
     import fcntl
@@ -203,15 +204,6 @@ def next_id(story: Story, kind: str) -> str:
     return f"{kind}.{max(numbers, default=0) + 1:06d}"
 
 
-def _check_labels(story: Story, memory: Memory) -> None:
-    for name, canonical, noun in (("topics", story.topics, "topic"), ("entities", story.entities, "entity")):
-        aliases = {a.lower(): k for k, spec in canonical.items() for a in (spec.aliases if spec else [])}
-        for value in getattr(memory, name):
-            if value not in canonical:
-                hint = f"; it is an alias of {shown(aliases[value.lower()])}" if value.lower() in aliases else ""
-                raise WriteRefused(name, f"{shown(value)} is not a canonical {noun} id of story {story.name}{hint}")
-
-
 def _predecessor(story: Story, memory: Memory) -> Record | None:
     if memory.supersedes is None:
         return None
@@ -231,13 +223,25 @@ def _predecessor(story: Story, memory: Memory) -> Record | None:
     return old
 
 
-def _made(raw: dict, story: Story) -> Record:
-    """The record as the story's schema reads it; WriteRefused naming the field otherwise."""
+def _made(raw: dict, story: Story, path: Path) -> Record:
+    """The record as `garden check` reads it: its schema, then the story's rules on it
+    (`semantic_errors` of the story's header holding it alone: labels, text, dates); a
+    WriteRefused naming the field otherwise."""
+    from garden.formats.stories import semantic_errors
+
     try:
-        return Record.model_validate(raw)
+        record = Record.model_validate(raw)
     except ValidationError as exc:
         name, message = describe_pydantic_error(exc.errors()[0])
         raise WriteRefused(name, f"{message} (story {story.name})") from None
+    alone = story.model_copy(update={"records": [record]})
+    for derived in [k for k in alone.__dict__ if k.startswith("_")]:   # kept on the whole story, not this one
+        del alone.__dict__[derived]
+    errors = semantic_errors(alone, path)
+    if errors:
+        found = re.search(r": field (\w+): (.*)", errors[0])
+        raise WriteRefused(found.group(1), found.group(2)) if found else WriteRefused("story", errors[0])
+    return record
 
 
 def remember(path: Path, load: Callable[[], Story], memory: Memory, max_bytes: int | None = None) -> str:
@@ -248,9 +252,6 @@ def remember(path: Path, load: Callable[[], Story], memory: Memory, max_bytes: i
         size = seal_tail(fd, path)
         story = load()
         old = _predecessor(story, memory)
-        _check_labels(story, memory)
-        if not memory.text.strip():
-            raise WriteRefused("text", "empty; a record says something")
         rid = next_id(story, memory.kind)
         raw: dict = {"id": rid, "kind": memory.kind, "text": memory.text, "at": memory.at.isoformat()}
         raw.update({k: v for k, v in (("topics", memory.topics), ("entities", memory.entities),
@@ -259,7 +260,7 @@ def remember(path: Path, load: Callable[[], Story], memory: Memory, max_bytes: i
             raw.update(status="active", observed_at=raw["at"], valid_from=raw["at"])
         elif memory.kind == "decision":
             raw.update(status="active", decided_at=raw["at"])
-        line = _line(_made(raw, story).model_dump(mode="json", exclude_defaults=True))
+        line = _line(_made(raw, story, path).model_dump(mode="json", exclude_defaults=True))
         if max_bytes is not None and size + len(line) + (64 if old else 0) > max_bytes:
             raise WriteRefused("story", f"{story.name} is {size:,} bytes on disk; this record would take it past "
                                f"{max_bytes:,}, the most the server's operator lets it hold", 507)
@@ -294,5 +295,5 @@ def forget(path: Path, load: Callable[[], Story], rid: str, today: dt.date) -> s
                "text": f"Record {rid} ({gone.kind}, {when}) was forgotten on {today.isoformat()} at a request to "
                        "the server; its text is no longer held."}
         _replace(path, fd, rid, lambda record: None,
-                 _line(_made(raw, story).model_dump(mode="json", exclude_defaults=True)))
+                 _line(_made(raw, story, path).model_dump(mode="json", exclude_defaults=True)))
         return control
