@@ -394,7 +394,8 @@ def cmd_serve(args) -> int:
     pipelines = [p.strip() for p in args.pipelines.split(",") if p.strip()] if args.pipelines else None
     return serve(args.stories, host=args.host, port=args.port, allow_remote=args.allow_remote, mcp=args.mcp,
                  workers=args.workers, pipelines=pipelines, allow_hosts=args.allow_host, token_file=args.token_file,
-                 deadline=args.deadline, read_timeout=args.read_timeout, max_connections=args.max_connections)
+                 deadline=args.deadline, read_timeout=args.read_timeout, max_connections=args.max_connections,
+                 writable=args.writable)
 
 
 def _trace_window(p: argparse.ArgumentParser) -> None:
@@ -631,7 +632,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--allow-host", action="append", default=[], metavar="NAME", help="a name requests may give "
                    "in Host besides loopback ones and the address bound (repeatable)")
     p.add_argument("--mcp", action="store_true", help="serve MCP over stdin/stdout instead of HTTP (tools: recall, "
-                   "list_stories)")
+                   "list_stories; remember and forget with --writable)")
     p.add_argument("--workers", type=_whole_number, default=1, metavar="N", help="processes answering on the one "
                    "port, each with its own stories, indexes and model (default 1; on two cores, 2 answers two "
                    "queries at once)")
@@ -641,6 +642,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "and then its body, may take to arrive (default 10)")
     p.add_argument("--max-connections", type=_whole_number, default=64, metavar="N", help="open connections a "
                    "worker holds; past them a request gets 503 (default 64)")
+    p.add_argument("--writable", action="append", default=[], metavar="NAME", help="a story served (JSON Lines) "
+                   "that agents may write to with remember and forget (repeatable; default: none, every story "
+                   "read-only)")
     return parser
 
 

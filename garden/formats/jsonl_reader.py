@@ -8,7 +8,11 @@ validation is the same; only the reading differs:
   reader the hand-written stories need for their located errors and hostile-input bounds;
 - a writer can stream a story of any size record by record (`garden generate`);
 - a line is bounded (`MAX_LINE_BYTES`), not the file: one record cannot be a gigabyte, and
-  a hundred thousand records read in seconds.
+  a hundred thousand records read in seconds;
+- a last line without its newline that is not JSON is a write torn by a killed writer (a
+  story served writable, garden/formats/story_writer.py), never answered: it is set aside
+  with one warning, as the trace's reader sets aside a torn line, and the story reads as it
+  was before that write.
 
 Bad input is one located line: file, line number and, where it has one, the record's id.
 """
@@ -20,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from garden._files import open_regular
+from garden._notice import warn
 from garden.errors import GardenError
 from garden.text import shown
 
@@ -74,17 +79,24 @@ def read_story_lines(path: Path) -> tuple[dict, str]:
     validated story again costs as much as reading it, at a hundred thousand records)."""
     fh = open_regular(path)   # a FIFO or a device is refused, never waited on or read
     lines: list[tuple[int, bytes]] = []
-    digest = hashlib.sha256(b"garden story, json lines\n")
+    digest = content_digest()
     with fh:
         n = 0
         while line := fh.readline(MAX_LINE_BYTES + 1):  # never more than the bound in memory
             n += 1
+            before = digest.copy() if not line.endswith(b"\n") else digest
             digest.update(line)
             if len(line) > MAX_LINE_BYTES:
                 raise GardenError(f"{path}:{n}: line is longer than {MAX_LINE_BYTES:,} bytes, the bound "
                                   "of one story line")
             if line.strip():
                 lines.append((n, line))
+    if len(lines) > 1 and not lines[-1][1].endswith(b"\n") and _torn(lines[-1][1]):
+        # a writer killed mid-line (garden.formats.story_writer): a write never answered
+        warn(f"{path}:{lines[-1][0]}: a torn last line ({len(lines[-1][1]):,} bytes, no newline, not JSON) "
+             "set aside")
+        lines.pop()
+        digest = before
     if not lines:
         raise GardenError(f"{path}: empty; a story's first line is its header")
     values = _parse_all(path, lines)
@@ -93,6 +105,21 @@ def read_story_lines(path: Path) -> tuple[dict, str]:
         raise GardenError(f"{path}:{lines[0][0]}: the first line is the story's header, a JSON object "
                           f"without records (value {shown(header)})")
     return {**header, "records": values[1:]}, digest.hexdigest()
+
+
+def content_digest(data: bytes = b""):
+    """The running sha256 a story's content key is, over the bytes read so far (`data`)."""
+    digest = hashlib.sha256(b"garden story, json lines\n")
+    digest.update(data)
+    return digest
+
+
+def _torn(line: bytes) -> bool:
+    try:
+        json.loads(line)
+    except ValueError:
+        return True
+    return False
 
 
 def _parse_all(path: Path, lines: list[tuple[int, bytes]]) -> list:

@@ -179,3 +179,20 @@ def warm_up(pipeline: Pipeline, spec: QuerySpec, queries: list[str] | None = Non
     name = getattr(pipeline, "retriever_name", None) or getattr(pipeline, "name", None)
     if indexes is not None and isinstance(name, str):
         load_models(indexes.retriever(spec.story, name), queries)
+
+
+def release(story, successor) -> int:
+    """Drop what this process built for `story` and keeps by its content (its indexes, its
+    store reference), now that `successor` has replaced it, unless the two hold the same
+    content: a served story written to is a new version after every write, and a version
+    replaced is never asked again, so what was built for it would only hold memory (tens of
+    megabytes a version at a hundred thousand records) until the caches' bounds pushed it
+    out. How many entries were dropped."""
+    from garden.derived.saves import story_key
+    from garden.pipelines.indexes import PROCESS_INDEXES
+    from garden.pipelines.store_reference import PROCESS_REFERENCES
+
+    key = story_key(story)
+    if story_key(successor) == key:
+        return 0
+    return PROCESS_INDEXES.drop_story(key) + PROCESS_REFERENCES.drop(lambda entry: entry[0] == key)

@@ -140,6 +140,11 @@ class IndexCache:
     def clear(self) -> None:
         self._entries.clear()
 
+    def drop_story(self, key: str) -> int:
+        """Forget what was built for the story whose content key is `key` (a version of a
+        story that has been replaced); how many indexes were dropped."""
+        return self._entries.drop(lambda entry: entry[1] == key)
+
     def __len__(self) -> int:
         return len(self._entries)
 

@@ -132,6 +132,27 @@ def write_trace(event: TraceEvent, day: dt.date | None = None) -> Path:
         # a non-finite number (or those letters in some text): an event the pipeline built
         # unchecked is checked in full now, and refused naming where the number is
         TraceEvent.model_validate(event.model_dump())
+    return append_line(path, line, "trace")
+
+
+def write_log_file(day: dt.date) -> Path:
+    return trace_dir() / f"writes-{day.isoformat()}.jsonl"
+
+
+def log_write(entry: dict[str, Any], day: dt.date) -> Path:
+    """Append one write a server made (tool, story, id, ...) to the day's log of writes,
+    beside the day's trace and written as it is; a file of its own, so that every reader of
+    traces reads queries only."""
+    if not tracing_enabled():
+        return Path(os.devnull)
+    derived_folder("traces")
+    line = (json.dumps({"version": TRACE_VERSION, **entry}, ensure_ascii=False, default=str) + "\n").encode("utf-8")
+    return append_line(write_log_file(day), line, "log of writes")
+
+
+def append_line(path: Path, line: bytes, what: str) -> Path:
+    """One whole line appended to the owner-only file at `path`, one writer at a time; a
+    torn last line sealed first."""
     # O_NOFOLLOW: a link in place of the file is refused, not written through. O_NONBLOCK:
     # a FIFO in its place cannot make the open hang; a regular file ignores it.
     flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
@@ -140,11 +161,11 @@ def write_trace(event: TraceEvent, day: dt.date | None = None) -> Path:
     except OSError as exc:
         if os.path.islink(path):
             raise GardenError(f"{path} {LINK_REFUSAL}") from None
-        raise GardenError(f"{path}: cannot write the trace: {exc.strerror or exc}") from None
+        raise GardenError(f"{path}: cannot write the {what}: {exc.strerror or exc}") from None
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise GardenError(f"{path}: exists and is not a regular file; the garden writes its trace there "
+            raise GardenError(f"{path}: exists and is not a regular file; the garden writes its {what} there "
                               "(move it away)")
         if fcntl is not None:
             # one writer at a time: without it, a second process (a server's other worker)
@@ -157,7 +178,7 @@ def write_trace(event: TraceEvent, day: dt.date | None = None) -> Path:
         while view:  # one write for the whole line; the loop only finishes a short write
             view = view[os.write(fd, view):]
     except OSError as exc:
-        raise GardenError(f"{path}: cannot write the trace: {exc.strerror or exc}") from None
+        raise GardenError(f"{path}: cannot write the {what}: {exc.strerror or exc}") from None
     finally:
         os.close(fd)
     return path

@@ -31,6 +31,13 @@ class ProcessCache(Generic[Value]):
             self._entries.popitem(last=False)
         return value
 
+    def drop(self, test: Callable[[Hashable], bool]) -> int:
+        """Remove every entry whose key passes `test`; how many were removed."""
+        gone = [key for key in self._entries if test(key)]
+        for key in gone:
+            del self._entries[key]
+        return len(gone)
+
     def __contains__(self, key: Hashable) -> bool:
         return key in self._entries
 

@@ -151,7 +151,8 @@ def serve(stories: list[str] | None = None, host: str = DEFAULT_HOST, port: int 
           allow_remote: bool = False, mcp: bool = False, root: str | Path | None = None, workers: int = 1,
           pipelines: list[str] | None = None, allow_hosts: list[str] | tuple[str, ...] = (),
           token_file: str | Path | None = None, deadline: float = DEFAULT_DEADLINE,
-          read_timeout: float = DEFAULT_READ_TIMEOUT, max_connections: int = DEFAULT_MAX_CONNECTIONS) -> int:
+          read_timeout: float = DEFAULT_READ_TIMEOUT, max_connections: int = DEFAULT_MAX_CONNECTIONS,
+          writable: list[str] | tuple[str, ...] = ()) -> int:
     """Serve the named stories (names in fixtures/ or paths to story files; default: every
     story in fixtures/ of `root`, the working folder) under the named `pipelines` (default:
     `default` and the bare baselines) until stopped. Returns the exit code.
@@ -162,12 +163,15 @@ def serve(stories: list[str] | None = None, host: str = DEFAULT_HOST, port: int 
     loopback). `workers` processes answer on the one port (see garden/serve/_workers.py),
     each with its own copy of the stories, indexes and model. A request's head and body must
     each arrive within `read_timeout` seconds, its query finish within `deadline` seconds;
-    a worker holds at most `max_connections` connections. With ``mcp=True``: MCP over stdio,
-    one process; nothing but the protocol is written to stdout."""
+    a worker holds at most `max_connections` connections. `writable`: the stories (each
+    served, JSON Lines) that `remember` and `forget` may write (garden/serve/_writes.py).
+    With ``mcp=True``: MCP over stdio, one process; nothing but the protocol is written to
+    stdout."""
     from garden.derived.home import check_environment
     from garden.serve._access import Access, read_token
     from garden.serve._core import Counts, Garden, Shelf, served_pipelines
     from garden.serve._workers import can_fork, run_workers
+    from garden.serve._writes import Writing
 
     def check_request_limits() -> None:
         check_environment()
@@ -184,8 +188,9 @@ def serve(stories: list[str] | None = None, host: str = DEFAULT_HOST, port: int 
         try:
             with _stdout_to_stderr():
                 check_request_limits()
-                garden = Garden(Shelf.open(stories, Path(root) if root else None),
-                                pipelines=served_pipelines(pipelines), deadline=deadline)
+                shelf = Shelf.open(stories, Path(root) if root else None)
+                garden = Garden(shelf, pipelines=served_pipelines(pipelines), deadline=deadline,
+                                writing=Writing.check(writable, shelf.paths) if writable else None)
                 garden.warm(warn)
         except GardenError as exc:
             refuse_first_request(exc.messages[0] if exc.messages else str(exc))
@@ -200,6 +205,7 @@ def serve(stories: list[str] | None = None, host: str = DEFAULT_HOST, port: int 
     token = read_token(token_file) if token_file is not None else None
     shelf = Shelf.open(stories, Path(root) if root else None)   # a name that finds nothing: refused before binding
     served_pipelines(pipelines)   # every name checked (and made once) before binding; each worker makes its own
+    writing = Writing.check(writable, shelf.paths) if writable else None   # its window shared by the workers
     counts = Counts()
     sock = _bind(host, port)
     access = Access.make(host, sock.getsockname()[1], list(allow_hosts), token)
@@ -207,14 +213,14 @@ def serve(stories: list[str] | None = None, host: str = DEFAULT_HOST, port: int 
     def banner() -> None:
         names = shelf.names()
         print(f"garden: serving {len(names)} stor{'y' if len(names) == 1 else 'ies'} ({', '.join(names)}) "
-              f"on {_url(sock)}" + (f" with {workers} workers" if workers > 1 else "") + "; ctrl-c stops",
-              flush=True)
+              f"on {_url(sock)}" + (f" with {workers} workers" if workers > 1 else "")
+              + (f"; writing to {', '.join(writing.stories)}" if writing else "") + "; ctrl-c stops", flush=True)
         if not is_loopback(host):
             warn(f"serving on {host}, beyond this machine: anyone who can reach {_url(sock)} and holds the token "
                  "can query every story served, private records included when asked")
 
     def answer(worker: int, ready) -> None:
-        garden = Garden(shelf, counts, pipelines=served_pipelines(pipelines), deadline=deadline)
+        garden = Garden(shelf, counts, pipelines=served_pipelines(pipelines), deadline=deadline, writing=writing)
         garden.warm(warn if worker == 0 else None)   # one worker says what does not answer yet, not each
         import uvicorn
 

@@ -11,8 +11,9 @@ with `text/plain` (no preflight), or, after DNS rebinding (its own name made to 
   (`--allow-host`); a rebinding page's requests carry its own name and are refused (403);
 - a request carrying an `Origin` other than the server's own (its scheme, an allowed host,
   its port) is refused (403): the server serves no pages, so no page has reason to ask;
-- `POST /query` takes `application/json` only (415 otherwise), which a page on another
-  origin can send only after a CORS preflight that the server never grants;
+- `POST /query`, `/remember` and `/forget` take `application/json` only (415 otherwise),
+  which a page on another origin can send only after a CORS preflight that the server
+  never grants;
 - with a token (required beyond loopback, `--token-file`), every request carries
   `Authorization: Bearer TOKEN`, compared in constant time (`hmac.compare_digest`), or is
   refused (401).
@@ -35,6 +36,7 @@ from garden.text import one_line, shown
 
 MIN_TOKEN_CHARS = 16
 MAX_TOKEN_BYTES = 4096
+JSON_PATHS = {"/query": "query", "/remember": "write", "/forget": "write"}   # POSTs a page cannot send unasked
 TOKEN_HINT = "python3 -c 'import secrets; print(secrets.token_urlsafe(32))' > FILE && chmod 600 FILE"
 
 
@@ -136,11 +138,11 @@ class Access:
                                                                      self.token):
                 return (401, "this server asks for its token: Authorization: Bearer TOKEN", "Authorization",
                         {"www-authenticate": "Bearer"})
-        if method == "POST" and path == "/query":
+        if method == "POST" and path in JSON_PATHS:
             media = headers.get("content-type", "").split(";")[0].strip().lower()
             if media != "application/json":
-                return (415, f"Content-Type {shown(one_line(media or 'none', 80), 80)}: a query is "
-                        "application/json", "Content-Type", {})
+                return (415, f"Content-Type {shown(one_line(media or 'none', 80), 80)}: a "
+                        f"{JSON_PATHS[path]} is application/json", "Content-Type", {})
         return None
 
     def _own_origin(self, origin: str) -> bool:

@@ -3,7 +3,8 @@ Streamable HTTP).
 
 `Shelf` is the set of stories a server answers for, each kept loaded until its file changes
 on disk (one `stat` a query tells; an edited file is read again, a broken edit refused with
-its located error until it is fixed). `Garden` checks a request field by field, so every
+its located error until it is fixed, and a story written through the server, by any of its
+workers, is read again by the next query the same way). `Garden` checks a request field by field, so every
 refusal names the field it is about, and runs the query as `garden query` runs it: the same
 packet, the same trace line. `request_schema` describes what `parse_request` takes, once,
 for `POST /query` and for MCP's `recall` alike. One lock serializes the queries: the
@@ -76,6 +77,7 @@ class _Loaded:
     racy: bool            # read within RACY_NS of its last change: read again next time
     story: Any = None     # the Story, or None when the file does not build
     error: GardenError | None = None
+    held: int | None = None   # the bytes the story was read from, when known to be the file's first ones
 
 
 @dataclass
@@ -135,15 +137,23 @@ class Shelf:
         if entry is None or entry.key != key or entry.racy:
             started = time.time_ns()
             try:
-                entry = _Loaded(key, False, story=load_story(path))
+                story = _again(path, entry, key)
+                entry = _Loaded(key, False, story=load_story(path) if story is None else story)
             except GardenError as exc:
                 entry = _Loaded(key, False, error=exc)
             after = os.stat(path)
             # changed while it was read, or so recently that a second change could keep the
             # same size and times: not trusted beyond this query
-            entry.racy = ((after.st_size, after.st_mtime_ns, after.st_ctime_ns) != key[2:]
-                          or started - max(st.st_mtime_ns, st.st_ctime_ns) < RACY_NS)
+            changed = (after.st_size, after.st_mtime_ns, after.st_ctime_ns) != key[2:]
+            entry.racy = changed or started - max(st.st_mtime_ns, st.st_ctime_ns) < RACY_NS
+            entry.held = None if changed or entry.story is None else key[2]
+            replaced = self.loaded.get(name)
             self.loaded[name] = entry
+            if replaced is not None and replaced.story is not None and entry.story is not None \
+                    and replaced.story is not entry.story:
+                from garden.pipelines import release
+
+                release(replaced.story, entry.story)   # a version no query will ask again
         if entry.error is not None:
             status = 422 if isinstance(entry.error, StoryError) or path.exists() else 404
             raise RequestError(status, f"story {name}: {_first_line(entry.error)}", "story")
@@ -162,6 +172,28 @@ class Shelf:
                 row.update(ok=True, story=story.name, records=len(story.records))
             out.append(row)
         return out
+
+
+def _again(path: Path, entry: _Loaded | None, key: tuple):
+    """The story `entry` holds, when its JSON Lines file (the same file, `key`'s device and
+    inode) holds the same bytes, or those and whole records appended (a writable story:
+    garden.formats.stories.grown_story checks them, and the whole story, as `load_story`
+    does); None when the file must be read again whole. So the writes of a server's other
+    worker cost the next query the lines they added, not the story."""
+    from garden._files import open_regular
+    from garden.formats.stories import grown_story
+
+    if entry is None or entry.story is None or entry.held is None or entry.key[:2] != key[:2] \
+            or path.suffix != ".jsonl":
+        return None
+    try:
+        with open_regular(path) as fh:
+            data = fh.read(key[2] + 1)
+    except (OSError, GardenError):
+        return None
+    if len(data) != key[2]:   # changed since its `stat`: read whole, as ever
+        return None
+    return grown_story(entry.story, path, data, entry.held)
 
 
 # --- one query ------------------------------------------------------------------------------
@@ -403,8 +435,9 @@ class Garden:
     workers, if it has any)."""
 
     def __init__(self, shelf: Shelf, counts: Counts | None = None, pipelines: dict | None = None,
-                 deadline: float | None = DEFAULT_DEADLINE):
+                 deadline: float | None = DEFAULT_DEADLINE, writing: Any = None):
         self.shelf = shelf
+        self.writing = writing   # what it may write (garden.serve._writes.Writing); None: nothing
         self.served = served_pipelines() if pipelines is None else pipelines
         self.deadline = deadline
         self.lock = threading.Lock()
@@ -428,8 +461,9 @@ class Garden:
         return {name: describe_pipeline(name) for name in self.served}
 
     def stories(self) -> list[dict]:
+        writable = self.writing.stories if self.writing is not None else ()
         with self.lock:
-            return self.shelf.describe()
+            return [{**row, "writable": row["name"] in writable} for row in self.shelf.describe()]
 
     def health(self) -> dict:
         return {"ok": True, "stories": self.shelf.names(), "pipelines": list(self.served),

@@ -4,16 +4,20 @@
     GET  /stories       each story served: name, file, story id, records, whether it builds
     GET  /pipelines     every pipeline name with one line saying what it does (`garden pipelines --json`)
     POST /query         one query: the packet `garden query --json` prints, written to the trace
+    POST /remember      one record written to a story the operator made writable: its id, once on disk
+    POST /forget        one record taken out of a writable story, a control record saying so: its id
     GET  /openapi.json  this interface as OpenAPI 3.1
     POST /mcp           MCP over Streamable HTTP: the tools `garden serve --mcp` serves (garden.serve.mcp)
 
 Every request first passes the access rule (`garden.serve._access`: its `Host`, its
 `Origin`, its token, a query's `Content-Type`). Every refusal is one JSON object,
 ``{"error": "one line", "field": "the field or null"}``, with a 4xx status (400 a body that
-is not a JSON object, 401 no token or the wrong one, 403 a foreign `Host` or `Origin`, 404 an
-unknown story, pipeline or path, 408 a body that did not arrive in time, 413 a body past
-`MAX_BODY`, 415 a query that is not JSON, 422 a field the query refuses); a request past the
-server's time limit is a 503, a fault of the server a 500, of the same shape. No traceback
+is not a JSON object, 401 no token or the wrong one, 403 a foreign `Host` or `Origin`, or a write
+to a story not writable, 404 an unknown story, pipeline or path, 408 a body that did not
+arrive in time, 413 a body past `MAX_BODY`, 415 a query or write that is not JSON, 422 a
+field the query or the story refuses, 429 past the writes a minute); a request past the
+server's time limit is a 503, a story past its size on disk a 507, a fault of the server a
+500, of the same shape. No traceback
 is ever sent, and no request stops the server.
 """
 from __future__ import annotations
@@ -22,6 +26,7 @@ import asyncio
 import json
 import sys
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import Any
 
 from starlette.applications import Starlette
@@ -33,6 +38,8 @@ from starlette.routing import Route
 
 from garden.serve._access import Access
 from garden.serve._core import DEFAULT_READ_TIMEOUT, FIELDS, Garden, RequestError, packet_schema, request_schema
+from garden.serve._writes import (FORGET_FIELDS, FORGOTTEN_SCHEMA, REMEMBER_FIELDS, REMEMBERED_SCHEMA, forget,
+                                  remember, write_schema)
 from garden.text import one_line
 
 MAX_BODY = 64 * 1024   # bytes of a request body: a query, its hints, settings and session fit many times over
@@ -138,22 +145,27 @@ def build_app(garden: Garden, shared: bool = False, access: Access | None = None
     async def pipelines(request: Request) -> JSONResponse:
         return JSONResponse(await run_in_threadpool(garden.pipelines))
 
-    async def query(request: Request) -> JSONResponse:
-        try:
-            body = await read_json(request, read_timeout)
-            # the query blocks (the pipeline, the trace write): alone in its process, a worker
-            # thread runs it, and the garden's lock lets one query run at a time
-            packet = garden.query(body) if shared else await run_in_threadpool(garden.query, body)
-        except RequestError as exc:
-            if exc.status >= 500:
-                print(f"garden: warning: POST /query: {exc.message}", file=sys.stderr, flush=True)
-            # a body that never came leaves the connection mid-request: it cannot carry another
-            return JSONResponse(exc.to_json(), status_code=exc.status,
-                                headers={"connection": "close"} if exc.status == 408 else close)
-        return JSONResponse(packet, headers=close)
+    def answering(call):
+        """The endpoint of a POST whose JSON body `call(body)` answers: a query, a write."""
+        async def endpoint(request: Request) -> JSONResponse:
+            try:
+                body = await read_json(request, read_timeout)
+                # the call blocks (the pipeline, the trace, the story written): alone in its
+                # process, a worker thread runs it, and the garden's lock lets one run at a time
+                answer = call(body) if shared else await run_in_threadpool(call, body)
+            except RequestError as exc:
+                if exc.status >= 500:
+                    print(f"garden: warning: POST {request.url.path}: {exc.message}", file=sys.stderr, flush=True)
+                # a body that never came leaves the connection mid-request: it cannot carry another
+                return JSONResponse(exc.to_json(), status_code=exc.status,
+                                    headers={"connection": "close"} if exc.status == 408 else close)
+            return JSONResponse(answer, headers=close)
+
+        return endpoint
 
     async def openapi(request: Request) -> JSONResponse:
-        return JSONResponse(openapi_document(list(garden.served), garden.shelf.names()))
+        return JSONResponse(openapi_document(list(garden.served), garden.shelf.names(),
+                                             garden.writing.stories if garden.writing else ()))
 
     async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
         if exc.status_code == 404:
@@ -179,7 +191,10 @@ def build_app(garden: Garden, shared: bool = False, access: Access | None = None
             yield
 
     routes = [Route("/health", health, methods=["GET"]), Route("/stories", stories, methods=["GET"]),
-              Route("/pipelines", pipelines, methods=["GET"]), Route("/query", query, methods=["POST"]),
+              Route("/pipelines", pipelines, methods=["GET"]),
+              Route("/query", answering(garden.query), methods=["POST"]),
+              Route("/remember", answering(partial(remember, garden)), methods=["POST"]),
+              Route("/forget", answering(partial(forget, garden)), methods=["POST"]),
               Route("/openapi.json", openapi, methods=["GET"]), Route("/mcp", mcp, methods=["GET", "POST", "DELETE"])]
     app = Starlette(routes=routes, exception_handlers={HTTPException: http_error, Exception: fault}, lifespan=lifespan)
     return app if access is None else Guarded(app, access)
@@ -255,7 +270,24 @@ def _get(operation: str, summary: str, description: str, schema: dict) -> dict:
         "description": description, "content": {"application/json": {"schema": schema}}}}}}
 
 
-def openapi_document(pipelines: list[str] | None = None, stories: list[str] | None = None) -> dict:
+def _write_operation(operation: str, summary: str, request: str, answer: str, error: dict) -> dict:
+    codes = {"400": "the body is not a JSON object", "401": "the server asks for its token, and the request did "
+             "not carry it", "403": "a Host or Origin other than the server's own, or a story not writable",
+             "404": "no such story", "413": f"the body is past {MAX_BODY:,} bytes",
+             "415": "the body is not declared application/json",
+             "422": "a field is refused (named in `field`): its type, its bound, or what the story refuses",
+             "429": "the server has taken as many writes this minute as its operator lets it",
+             "500": "the server failed (the disk, a bug): nothing answered as written",
+             "507": "the story is as large on disk as its operator lets it be"}
+    return {"post": {"operationId": operation, "summary": summary,
+                     "requestBody": {"required": True, "content": {"application/json": {"schema": _ref(request)}}},
+                     "responses": {"200": {"description": "written and synced to disk",
+                                           "content": {"application/json": {"schema": _ref(answer)}}},
+                                   **{code: {**error, "description": text} for code, text in codes.items()}}}}
+
+
+def openapi_document(pipelines: list[str] | None = None, stories: list[str] | None = None,
+                     writable: list[str] | tuple[str, ...] = ()) -> dict:
     """This interface as OpenAPI 3.1; `pipelines`, `stories`: the names a server serves (the
     only values its `pipeline` and `story` fields take). The request body's schema is the one
     MCP's `recall` takes its arguments by (`garden.serve._core.request_schema`)."""
@@ -294,10 +326,18 @@ def openapi_document(pipelines: list[str] | None = None, stories: list[str] | No
                               "500": {**error, "description": "the server failed (its garden home, a bug)"},
                               "503": {**error, "description": "the query ran past the server's time limit, or "
                                                               "the server holds as many connections as it takes"}}}},
+            "/remember": _write_operation("remember", "write one record to a story the operator made writable",
+                                          "RememberRequest", "Remembered", error),
+            "/forget": _write_operation("forget", "take one record out of a writable story, a control record "
+                                        "saying what and when", "ForgetRequest", "Forgotten", error),
             "/openapi.json": _get("openapi", "this document", "OpenAPI 3.1", {"type": "object"}),
         },
         "components": {"schemas": {
             "QueryRequest": query_request,
+            "RememberRequest": write_schema(REMEMBER_FIELDS, writable),
+            "ForgetRequest": write_schema(FORGET_FIELDS, writable),
+            "Remembered": REMEMBERED_SCHEMA,
+            "Forgotten": FORGOTTEN_SCHEMA,
             "Error": {"type": "object", "required": ["error", "field"],
                       "properties": {"error": {"type": "string", "description": "one line"},
                                      "field": {"type": ["string", "null"],
@@ -310,7 +350,8 @@ def openapi_document(pipelines: list[str] | None = None, stories: list[str] | No
             "Stories": {"type": "object", "properties": {"stories": {"type": "array", "items": {
                 "type": "object", "properties": {"name": {"type": "string"}, "path": {"type": "string"},
                                                  "ok": {"type": "boolean"}, "story": {"type": "string"},
-                                                 "records": {"type": "integer"}, "error": {"type": "string"}}}}}},
+                                                 "records": {"type": "integer"}, "error": {"type": "string"},
+                                                 "writable": {"type": "boolean"}}}}}},
             **_packet_schemas(),
         }},
     }

@@ -1,13 +1,18 @@
 """The garden as an MCP server, with the official SDK's low-level server (`mcp`): over
 stdio (`garden serve --mcp`), and over Streamable HTTP at `/mcp` beside the HTTP API.
 
-Two tools:
+The tools:
 
 - ``recall(text, story=None, budget=1200, as_of=None, pipeline="default")``: one query; the
   packet (exactly what `garden query --json` prints, `outputSchema` its schema) as structured
   content, and a short rendering of it as text for a model to read. Written to the trace
   like any query.
 - ``list_stories()``: the stories served, as `GET /stories` lists them.
+- ``remember(story, text, kind, at, topics, entities, private, supersedes)`` and
+  ``forget(story, id)``, listed only on a server whose operator made a story writable
+  (`garden.serve._writes`): the answers of `POST /remember` and `POST /forget`, by one
+  schema for both doors. Their annotations say what they do: `recall` and `list_stories`
+  read only, `remember` writes, `forget` destroys.
 
 One argument contract for both doors: `recall`'s input schema is `request_schema` of its
 fields, the schema `POST /query` is described by, and its arguments are checked by the
@@ -29,6 +34,8 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 
 from garden.serve._core import Garden, RequestError, packet_schema, request_schema
+from garden.serve._writes import (FORGET_FIELDS, FORGOTTEN_SCHEMA, REMEMBER_FIELDS, REMEMBERED_SCHEMA, forget,
+                                  remember, write_schema)
 from garden.text import one_line
 
 INSTRUCTIONS = ("Recall what a person's stored memories say about a question. Call recall with the question as "
@@ -37,6 +44,8 @@ INSTRUCTIONS = ("Recall what a person's stored memories say about a question. Ca
                 "more than one thing; ask the user which, as the reason says) or silent (no items: nothing stored "
                 "answers it, or the question needs no memory; silent says why). Do not answer from memory when "
                 "the outcome is silent.")
+WRITING = (" Call remember to keep what you learn in a writable story (list_stories says which), with supersedes "
+           "naming the state or decision it replaces, and forget to take out what should not be kept.")
 TEXT_ITEM_LIMIT = 240   # characters of one item's text in the readable rendering (the packet holds it whole)
 SITTINGS_RENDERED = 3   # sittings named in the readable rendering (the packet lists up to ten)
 RECALL_FIELDS = ("text", "story", "budget", "as_of", "pipeline")   # of a query's fields, those an agent sets
@@ -49,11 +58,22 @@ latest the story mentions). An argument the tool does not take, or out of its bo
 whose text is `refused: FIELD: ...` and whose structured content is {"error", "field"}."""
 LIST_STORIES = ("The stories this server answers for: name, file, story id, number of records, and whether the "
                 "story builds (a broken edit says why).")
+REMEMBER = """Write one record to a story the server's operator made writable; answers its id once it is on \
+disk, and the next recall sees it. `text` is what to remember; `kind` is source (what was said or seen, the \
+default), note, state (how something is now) or decision; `at` is when (YYYY-MM-DD; default: the server's \
+today); `topics` and `entities` are canonical ids of the story; `private` keeps it out of packets that do not \
+allow private records. `supersedes` names an earlier state or decision of the same kind that this one replaces: \
+it is marked superseded by the new record in the same write, and recall then serves the new one first. A field \
+the story refuses (an unknown topic, say) is refused as recall refuses one, and nothing is written."""
+FORGET = """Take one record (`id`) out of a writable story: it leaves every packet from then on, and a control \
+record in the story says what was forgotten and when. A record another one names (its successor's predecessor, \
+a source) is refused until that one is forgotten."""
 NO_ARGUMENTS = {"type": "object", "additionalProperties": False, "properties": {}}
 STORIES_SCHEMA = {"type": "object", "required": ["stories"], "properties": {"stories": {"type": "array", "items": {
     "type": "object", "required": ["name", "path", "ok"],
     "properties": {"name": {"type": "string"}, "path": {"type": "string"}, "ok": {"type": "boolean"},
-                   "story": {"type": "string"}, "records": {"type": "integer"}, "error": {"type": "string"}}}}}}
+                   "story": {"type": "string"}, "records": {"type": "integer"}, "error": {"type": "string"},
+                   "writable": {"type": "boolean"}}}}}}
 
 
 def version() -> str:
@@ -96,13 +116,25 @@ def refused(exc: RequestError) -> types.CallToolResult:
 
 
 def tools(garden: Garden) -> list[types.Tool]:
-    """The tools, their arguments described by the schema the HTTP API's are."""
+    """The tools, their arguments described by the schema the HTTP API's are; `remember` and
+    `forget` only when the operator made a story writable."""
     read_only = types.ToolAnnotations(read_only_hint=True, open_world_hint=False)
-    return [types.Tool(name="recall", title="Recall from the garden", description=RECALL,
-                       input_schema=request_schema(RECALL_FIELDS, garden.shelf.names(), list(garden.served)),
-                       output_schema=packet_schema(), annotations=read_only),
-            types.Tool(name="list_stories", title="List the stories served", description=LIST_STORIES,
-                       input_schema=NO_ARGUMENTS, output_schema=STORIES_SCHEMA, annotations=read_only)]
+    listed = [types.Tool(name="recall", title="Recall from the garden", description=RECALL,
+                         input_schema=request_schema(RECALL_FIELDS, garden.shelf.names(), list(garden.served)),
+                         output_schema=packet_schema(), annotations=read_only),
+              types.Tool(name="list_stories", title="List the stories served", description=LIST_STORIES,
+                         input_schema=NO_ARGUMENTS, output_schema=STORIES_SCHEMA, annotations=read_only)]
+    if garden.writing is not None and garden.writing.stories:
+        writable = garden.writing.stories
+        listed += [types.Tool(name="remember", title="Remember in the garden", description=REMEMBER,
+                              input_schema=write_schema(REMEMBER_FIELDS, writable), output_schema=REMEMBERED_SCHEMA,
+                              annotations=types.ToolAnnotations(read_only_hint=False, destructive_hint=False,
+                                                                idempotent_hint=False, open_world_hint=False)),
+                   types.Tool(name="forget", title="Forget a record", description=FORGET,
+                              input_schema=write_schema(FORGET_FIELDS, writable), output_schema=FORGOTTEN_SCHEMA,
+                              annotations=types.ToolAnnotations(read_only_hint=False, destructive_hint=True,
+                                                                idempotent_hint=False, open_world_hint=False))]
+    return listed
 
 
 def _recall(garden: Garden, arguments: dict[str, Any]) -> types.CallToolResult:
@@ -123,7 +155,21 @@ def _list_stories(garden: Garden, arguments: dict[str, Any]) -> types.CallToolRe
                                 structured_content={"stories": rows})
 
 
-CALLS = {"recall": _recall, "list_stories": _list_stories}
+def _remember(garden: Garden, arguments: dict[str, Any]) -> types.CallToolResult:
+    answer = remember(garden, arguments)
+    text = f"remembered {answer['id']} in {answer['story']} ({answer['kind']}, {answer['at']})" + (
+        f"; {answer['supersedes']} is now superseded by it" if answer["supersedes"] else "")
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], structured_content=answer)
+
+
+def _forget(garden: Garden, arguments: dict[str, Any]) -> types.CallToolResult:
+    answer = forget(garden, arguments)
+    text = (f"forgot {answer['id']} in {answer['story']} on {answer['forgotten_on']}; control record "
+            f"{answer['control']} says so")
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], structured_content=answer)
+
+
+CALLS = {"recall": _recall, "list_stories": _list_stories, "remember": _remember, "forget": _forget}
 
 
 def build_server(garden: Garden) -> Server:
@@ -135,17 +181,18 @@ def build_server(garden: Garden) -> Server:
         return types.ListToolsResult(tools=listed)
 
     async def call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
-        call = CALLS.get(params.name)
+        call = CALLS.get(params.name) if any(t.name == params.name for t in listed) else None
         if call is None:   # not a call the server can make: a protocol error, not a tool's
             raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool: {one_line(params.name, 80)}; this "
-                           f"server has {', '.join(CALLS)}")
+                           f"server has {', '.join(t.name for t in listed)}")
         try:
             # the query blocks (the pipeline, the trace write): a worker thread runs it
             return await anyio.to_thread.run_sync(call, garden, params.arguments or {})
         except RequestError as exc:
             return refused(exc)
 
-    return Server("garden", version=version(), title="garden", instructions=INSTRUCTIONS,
+    writes = any(tool.name == "remember" for tool in listed)
+    return Server("garden", version=version(), title="garden", instructions=INSTRUCTIONS + (WRITING if writes else ""),
                   on_list_tools=list_tools, on_call_tool=call_tool)
 
 

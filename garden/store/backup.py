@@ -14,6 +14,7 @@ import os
 import stat
 import tarfile
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -24,6 +25,11 @@ from garden.store.doctor import attachment_facts, walk
 from garden.formats.layout import DURABLE_FOLDERS, StoreLayout
 from garden.store.manifest import MANIFEST, MANIFEST_HASH, Manifest, ManifestFile, manifest_bytes
 from garden.text import shown
+
+try:
+    import fcntl
+except ImportError:   # no advisory locks: nothing takes one to write either
+    fcntl = None
 
 
 @dataclass(frozen=True)
@@ -83,6 +89,29 @@ def stable_read(path: Path, shown: str) -> tuple[bytes, int]:
     read, and, for a file changed within the last RACY_NS (whose times a write in the same
     clock tick would leave as they were), when a second read once that window has passed
     gives the same bytes and the same status."""
+    with _no_writer(path):
+        return _stable_read(path, shown)
+
+
+@contextmanager
+def _no_writer(path: Path):
+    """A shared lock on the file for as long as it is read: a story a server writes to
+    (garden/formats/story_writer.py takes the exclusive one for each write) waits, so the
+    read sees it between two writes, never in the middle of one."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError:   # unreadable: the read says why
+        yield
+        return
+    try:
+        if fcntl is not None and stat.S_ISREG(os.fstat(fd).st_mode):
+            fcntl.flock(fd, fcntl.LOCK_SH)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _stable_read(path: Path, shown: str) -> tuple[bytes, int]:
     from garden._files import RACY_NS
 
     for _ in range(READ_TRIES):
