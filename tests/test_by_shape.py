@@ -17,7 +17,7 @@ from rich.cells import cell_len
 from garden.cli import main
 from garden.evaluation.compare import compare_runs
 from garden.evaluation.locomo import compare_locomo
-from garden.evaluation.shapes import GOLD, agreement, by_shape, gold_gathering, shape_groups
+from garden.evaluation.shapes import GOLD, agreement, agreement_line, by_shape, gold_gathering, shape_groups
 from garden.rerank.shape import GATHERING, PINPOINT, shape_of
 
 PIPELINES = ["bm25s", "bm25"]   # bare retrievers: no model to load, seconds a comparison
@@ -43,33 +43,35 @@ EXPECTED_SHAPES = {
 }
 
 
+# each sitting: its date, and its turns as (speaker, text)
+SITTINGS = [
+    ("9:10 am on 3 March, 2024", [
+        ("Ilse", "The lamp on the north tower cracked last night."),
+        ("Tomas", "Did you climb up to fix it?"),
+        ("Ilse", "Yes, I climbed up and replaced the lamp glass before dawn."),
+        ("Tomas", "I baked rye loaves for the harbour market.")]),
+    ("4:00 pm on 20 April, 2024", [
+        ("Tomas", "The market sold out by noon."),
+        ("Ilse", "A storm knocked the weather vane off the tower."),
+        ("Tomas", "The harbour ferry is painted green this year.")]),
+    ("8:00 am on 2 May, 2024", [
+        ("Tomas", "This week I baked seed loaves and oat loaves for the market."),
+        ("Ilse", "The vane was found in the dunes behind the storm wall.")]),
+]
+
+
 def conversation(categories: dict[str, int] | None = None) -> dict:
-    """The fictional conversation, its questions' categories as given (LoCoMo's by default)."""
+    """The fictional conversation in LoCoMo's layout, its questions' categories as given
+    (those of QUESTIONS by default)."""
     categories = categories or {q: cat for q, (_, cat) in QUESTIONS.items()}
-    return {
-        "speaker_a": "Ilse", "speaker_b": "Tomas",
-        "session_1_date_time": "9:10 am on 3 March, 2024",
-        "session_1": [
-            {"speaker": "Ilse", "dia_id": "D1:1", "text": "The lamp on the north tower cracked last night."},
-            {"speaker": "Tomas", "dia_id": "D1:2", "text": "Did you climb up to fix it?"},
-            {"speaker": "Ilse", "dia_id": "D1:3", "text": "Yes, I climbed up and replaced the lamp glass before dawn."},
-            {"speaker": "Tomas", "dia_id": "D1:4", "text": "I baked rye loaves for the harbour market."},
-        ],
-        "session_2_date_time": "4:00 pm on 20 April, 2024",
-        "session_2": [
-            {"speaker": "Tomas", "dia_id": "D2:1", "text": "The market sold out by noon."},
-            {"speaker": "Ilse", "dia_id": "D2:2", "text": "A storm knocked the weather vane off the tower."},
-            {"speaker": "Tomas", "dia_id": "D2:3", "text": "The harbour ferry is painted green this year."},
-        ],
-        "session_3_date_time": "8:00 am on 2 May, 2024",
-        "session_3": [
-            {"speaker": "Tomas", "dia_id": "D3:1",
-             "text": "This week I baked seed loaves and oat loaves for the market."},
-            {"speaker": "Ilse", "dia_id": "D3:2", "text": "The vane was found in the dunes behind the storm wall."},
-        ],
-        "qa": [{"question": q, "answer": "x", "evidence": evidence, "category": categories[q]}
-               for q, (evidence, _) in QUESTIONS.items()],
-    }
+    data = {"speaker_a": "Ilse", "speaker_b": "Tomas",
+            "qa": [{"question": q, "answer": "x", "evidence": evidence, "category": categories[q]}
+                   for q, (evidence, _) in QUESTIONS.items()]}
+    for n, (when, turns) in enumerate(SITTINGS, 1):
+        data[f"session_{n}_date_time"] = when
+        data[f"session_{n}"] = [{"speaker": who, "dia_id": f"D{n}:{i}", "text": text}
+                                for i, (who, text) in enumerate(turns, 1)]
+    return data
 
 
 def write(path: Path, data) -> Path:
@@ -181,6 +183,8 @@ def test_shape_groups_and_agreement_by_hand():
     assert agreement(groups[GATHERING], groups[GOLD]) == {
         "gold_gathering": 1, "rule_gathering": 2, "both": 0, "gold_read_as_gathering": 0.0, "rule_gathering_gold": 0.0}
     assert agreement([], [])["gold_read_as_gathering"] is None
+    assert agreement_line(agreement([], [])) == \
+        "no question gathers by the gold; the rule reads no question as gathering"
     assert gold_gathering(["s1", "s1"]) is False and gold_gathering(["s1", "s2", "s1"]) is True
 
 
@@ -208,15 +212,16 @@ def test_cases_and_a_collection_are_given_by_shape_though_they_have_no_category(
         assert block["queries"] == expected[row]
     # a collection's queries are questions too
     root = project / "tiny"
-    (root / "corpus").mkdir(parents=True)
-    docs = {"d1": "Ida read the sea atlas and the tide tables", "d2": "the boat is called Heron",
-            "d3": "Ida read a book of knots"}
-    (root / "corpus" / "docs.trec").write_text(
-        "".join(f"<DOC>\n<DOCNO>{k}</DOCNO>\n{v}\n</DOC>\n" for k, v in docs.items()))
-    (root / "query-text.trec").write_text(
-        "<top>\n<num>1</num><title>\nWhat books has Ida read?\n</title>\n</top>\n"
-        "<top>\n<num>2</num><title>\nWhat is the boat called?\n</title>\n</top>\n")
-    (root / "qrels").write_text("1 0 d1 1\n1 0 d3 1\n2 0 d2 1\n")
+    root.mkdir()
+    lines = {"corpus.jsonl": [{"_id": "d1", "text": "Ida read the sea atlas and the tide tables"},
+                              {"_id": "d2", "text": "the boat is called Heron"},
+                              {"_id": "d3", "text": "Ida read a book of knots"}],
+             "queries.jsonl": [{"_id": "1", "text": "What books has Ida read?"},
+                               {"_id": "2", "text": "What is the boat called?"}]}
+    for name, records in lines.items():
+        (root / name).write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    (root / "qrels").mkdir()
+    (root / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n1\td1\t1\n1\td3\t1\n2\td2\t1\n")
     data = _json(capsys, "compare", str(root), "--pipelines", "bm25,tfidf", "--metrics", "AP,RR")
     assert data["by_shape"]["questions"] == {GATHERING: 1, PINPOINT: 1}
     per_query = {row["qid"]: row["AP"]["bm25"] for row in data["per_query"]}
@@ -247,3 +252,40 @@ def _json(capsys, *args) -> dict:
     capsys.readouterr()
     assert main([*args, "--json"]) == 0
     return json.loads(capsys.readouterr().out)
+
+
+def test_longmemeval_gives_its_own_measures_by_shape_and_the_gold(tmp_path, monkeypatch):
+    from garden.evaluation.longmemeval import compare_longmemeval
+    from longmemeval_files import fictional, stamp, turn
+    from longmemeval_files import write as write_file
+
+    monkeypatch.setenv("GARDEN_HOME", str(tmp_path / ".garden"))
+    monkeypatch.setenv("GARDEN_TRACE", "0")
+    # a list told in two sittings, beside the fictional file's pinpoint questions and its abstention
+    glazes = {
+        "question_id": "glaze_list_05", "question_type": "multi-session",
+        "question": "Which glazes have I tried on my mugs?", "answer": "tenmoku and shino",
+        "question_date": stamp(2023, 9, 1),
+        "haystack_session_ids": ["answer_glaze_1", "answer_glaze_2"],
+        "haystack_dates": [stamp(2023, 8, 2), stamp(2023, 8, 20)],
+        "haystack_sessions": [[turn("user", "I dipped my mugs in a tenmoku glaze today.", True)],
+                              [turn("user", "This time the mugs got a shino glaze.", True)]],
+        "answer_session_ids": ["answer_glaze_1", "answer_glaze_2"],
+    }
+    source = write_file(tmp_path / "longmemeval_s.json", [*fictional(), glazes])
+    report = compare_longmemeval(source, PIPELINES, "bm25s", scoring="longmemeval", packets=False,
+                                 permutations=200).to_json()
+    # the garden judges two questions that point, and the list, which gathers by the rule and the gold
+    assert report["by_shape"]["questions"] == {GATHERING: 1, PINPOINT: 2, GOLD: 1}
+    assert report["by_shape"]["agreement"]["gold_read_as_gathering"] == 1.0
+    # the authors' judge two of them (their gold is user-side): the teapot's glaze, and the list
+    for level in ("turn", "session"):
+        authors = report["longmemeval_scoring"][level]
+        assert authors["all"]["queries"] == 2
+        shapes = authors["by_shape"]
+        assert shapes["questions"] == {GATHERING: 1, PINPOINT: 1, GOLD: 1}
+        assert set(shapes["figures"]) == {GATHERING, PINPOINT, GOLD}
+        # the two rows of the rule partition the questions: their mean is the mean over all
+        for m in ("recall_all@5", "ndcg_any@10"):
+            rows = [shapes["figures"][row]["pipelines"]["bm25"][m] for row in (GATHERING, PINPOINT)]
+            assert sum(rows) / 2 == pytest.approx(authors["all"]["pipelines"]["bm25"][m])

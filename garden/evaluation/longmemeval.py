@@ -120,7 +120,7 @@ class AuthorsScoring:
         self.values: dict[str, dict[str, dict[str, dict[str, float]]]] = {"turn": {}, "session": {}}
         self.category: dict[str, str] = {}
         self.texts: dict[str, str] = {}     # qid -> question, for the breakdown by shape
-        self.gold: set[str] = set()         # qids whose evidence lies in two or more sittings
+        self.gold_gathering: set[str] = set()   # qids whose evidence lies in two or more sittings
 
     @staticmethod
     def gold(story: Story, question: Question) -> list[str]:
@@ -146,7 +146,7 @@ class AuthorsScoring:
         self.category[question.qid] = question.category
         self.texts[question.qid] = question.text
         if gold_gathering(conv.sessions()[t] for t in question.evidence):
-            self.gold.add(question.qid)
+            self.gold_gathering.add(question.qid)
         for level in ("turn", "session"):
             table = self.values[level].setdefault(pipeline, {})
             for k in KS:
@@ -174,7 +174,7 @@ class AuthorsScoring:
 
     def shapes(self, reports: dict) -> dict[str, ShapeBreakdown]:
         """level -> the authors' measures by shape, the gold gathering row beside the rule's."""
-        return {level: by_shape(by["all"], self.texts, self.gold) for level, by in reports.items()}
+        return {level: by_shape(by["all"], self.texts, self.gold_gathering) for level, by in reports.items()}
 
 
 def _session(turn_id: str) -> str:

@@ -78,9 +78,13 @@ def agreement_line(agreed: Mapping) -> str:
     def share(n: int, of: int, value) -> str:
         return f"{n} of {of}" + (f" ({value:.3f})" if value is not None else "")
 
-    return (f"the rule reads {share(agreed['both'], agreed['gold_gathering'], agreed['gold_read_as_gathering'])} "
-            f"gold gathering questions as gathering; of the {agreed['rule_gathering']} it reads as gathering, "
-            f"{share(agreed['both'], agreed['rule_gathering'], agreed['rule_gathering_gold'])} gather by the gold")
+    recall = (f"the rule reads {share(agreed['both'], agreed['gold_gathering'], agreed['gold_read_as_gathering'])} "
+              "gold gathering questions as gathering"
+              if agreed["gold_gathering"] else "no question gathers by the gold")
+    precision = (f"of the {agreed['rule_gathering']} it reads as gathering, "
+                 f"{share(agreed['both'], agreed['rule_gathering'], agreed['rule_gathering_gold'])} gather by the gold"
+                 if agreed["rule_gathering"] else "the rule reads no question as gathering")
+    return f"{recall}; {precision}"
 
 
 def subset(report: CompareReport, qids: Sequence[str], name: str) -> CompareReport | None:
