@@ -37,6 +37,7 @@ import numpy as np
 
 from garden.evaluation.abstention import PREDICTORS, auroc, operating_point, risk_coverage
 from garden.evaluation.shapes import CAPTION as SHAPE_CAPTION, GOLD, ROWS as SHAPE_ROWS, row_labels
+from garden.rerank.shape import shape_of
 
 DECISIONS = ("answered", "asked", "silent")
 ANSWERABLE, NEGATIVE = "answerable", "negatives"
@@ -87,7 +88,7 @@ def packet_row(question, packet, story, gate: float | None = None, ranking: Sequ
                      packet.budget.used, len(packet.items), flagged, gate,
                      {name: f(ranking, query_terms) for name, f in PREDICTORS.items()}, _share(evidence, shown),
                      story.name, packet.gate.threshold if packet.gate is not None else None,
-                     question.shape, gold)
+                     shape_of(question.text).kind, gold)
 
 
 def _share(evidence: set[str], found: set[str]) -> float | None:

@@ -42,7 +42,6 @@ from garden.evaluation.shapes import ShapeBreakdown, by_shape, gold_gathering
 from garden.models import DEFAULT_BUDGET, Sitting, Story
 from garden.rerank.stages import Settings
 from garden.rerank.premise import WARNING as PREMISE_WARNING
-from garden.rerank.shape import shape_of
 
 TURN_MEASURES = ("Success@1", "Success@5", "Success@10", "R@5", "R@10", "nDCG@10")
 SHAPE_MEASURES = ("Success@5", "R@10", "nDCG@10")   # printed by shape; the JSON carries every measure
@@ -60,11 +59,6 @@ class Question:
     as_of: object
     negative: str | None = None   # how a negative was built (see negatives.py); None: the store's own
     source: str | None = None     # a negative's original question, <story>/<case id>
-
-    @property
-    def shape(self) -> str:
-        """`gathering` or `pinpoint`, read from the question's text alone (garden/rerank/shape.py)."""
-        return shape_of(self.text).kind
 
 
 @dataclass
