@@ -288,8 +288,9 @@ def print_table(table) -> None:
         words = [word for cell in [column.header, *column.cells] for word in _plain(cell).split()]
         column.min_width = max([column.min_width or 0, *(cells(word) for word in words)])
     # rich measures a table it may crop as narrow as one cell a column: the narrowest it can be
-    # drawn without cutting a word is each column's longest word and its padding
-    narrowest = sum(column.min_width + 2 for column in table.columns)
+    # drawn without cutting a word is each column's longest word and its padding, and the box's
+    # edge on either side and its divider between two columns (a space each, but a cell all the same)
+    narrowest = sum(column.min_width + 2 for column in table.columns) + len(table.columns) + 1
     if narrowest <= out.width and Measurement.get(out, out.options, table).minimum <= out.width:
         out.print(table)
     else:

@@ -485,7 +485,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--runs", type=int, default=PROMOTION_RUNS,
                    help=f"consecutive passing runs required (default {PROMOTION_RUNS})")
 
-    p = _command(sub, "compare", cmd_compare, "replay the same queries under several pipelines, side by side",
+    p = _command(sub, "compare", cmd_compare, "replay the same queries under several pipelines, side by side, "
+                 "every figure by the question's shape too (gathering or pinpoint)",
                  json="print JSON")
     p.add_argument("source", help="a collection folder (TREC or BEIR), a case file or folder, a trace file, "
                                   "LoCoMo (a file, a folder of them, or `garden import locomo` output), or "
@@ -537,7 +538,8 @@ def build_parser() -> argparse.ArgumentParser:
     _trace_window(p)
 
     p = _command(sub, "ablate", cmd_ablate,
-                 "the full pipeline and each one-stage-removed variant: what each stage decides", json="print JSON")
+                 "the full pipeline and each one-stage-removed variant: what each stage decides, over every "
+                 "question and by the question's shape", json="print JSON")
     p.add_argument("source", help="case files or a folder of them, a trace file, a collection folder, LoCoMo or "
                    "LongMemEval")
     p.add_argument("--pipeline", default="default", help="the full pipeline: default, default with stage settings "

@@ -156,8 +156,8 @@ def test_compare_cli_prints_every_block_as_json(home, capsys):
     assert main(["compare", str(source), "--pipelines", "bm25s,default", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["baseline"] == "bm25s" and "LoCoMo evidence turns" in report["judgments"]
-    assert set(report["packet"]) == {"groups", "by_category", "auroc", "operating_point", "premise_flagged",
-                                     "thresholds"}
+    assert set(report["packet"]) == {"groups", "by_category", "by_shape", "auroc", "operating_point",
+                                     "premise_flagged", "thresholds"}
     answerable = report["packet"]["groups"]["default"]["answerable"]
     assert {"answered", "asked", "silent", "evidence_covered", "evidence_covered_answered", "evidence_shown",
             "precision", "chars", "items", "questions"} <= set(answerable)

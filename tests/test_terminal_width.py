@@ -153,6 +153,24 @@ def test_a_table_too_wide_for_the_terminal_is_shown_a_row_a_line(project, capsys
     assert "measure-number-0 value-0: measure-number-1 value-1" in out
 
 
+def test_a_table_whose_words_fit_but_not_with_its_dividers_is_shown_a_row_a_line(capsys, monkeypatch):
+    """Seven columns whose longest words and padding take 76 cells: with the box's edges and
+    its divider between columns they take 84, past 80, and rich would crop the last column."""
+    from rich.table import Table
+
+    from garden._terminal import print_table
+
+    table = Table(title="what each stage is worth by shape")
+    table.add_column("stage removed: shape")
+    measures = ["Success@1", "Success@5", "Success@10", "R@5", "R@10", "nDCG@10"]
+    for m in measures:
+        table.add_column(f"Δ{m}", justify="right")
+    table.add_row("decide: gold gathering (2)", *["+0.0125"] * len(measures))
+    monkeypatch.setenv("COLUMNS", "80")
+    print_table(table)
+    assert_fits(capsys.readouterr().out, 80, [f"Δ{m}" for m in measures] + ["+0.0125"])
+
+
 @given(st.lists(st.text(st.characters(codec="utf-8", categories=["L", "N", "P", "Zs"]), min_size=1,
                         max_size=30), min_size=1, max_size=40),
        st.integers(40, 120))

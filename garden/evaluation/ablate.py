@@ -15,7 +15,9 @@ from pathlib import Path
 from garden._terminal import Progress, counted
 from garden.errors import GardenError
 from garden.evaluation.negatives import NEGATIVES_NEED_STORES
+from garden.evaluation.packets import grouped_table
 from garden.evaluation.replay import compare_source
+from garden.evaluation.shapes import ROWS as SHAPE_ROWS, ShapeBreakdown
 from garden.evaluation.runner import load_cases, run_case
 from garden.pipelines import STRUCTURED, check_pipeline, split_structured
 from garden.pipelines.variants import without_stage
@@ -31,23 +33,27 @@ class Ablation:
     cases: int = 0
     judged_by: str | None = None                   # when neither cases nor a collection's qrels judge
     packets: dict[str, dict] = field(default_factory=dict)        # pipeline -> what the user gets (LoCoMo)
+    shapes: ShapeBreakdown | None = None           # the comparison by the question's shape
+    packets_by_shape: dict[str, dict] = field(default_factory=dict)  # pipeline -> group -> shape row -> figures
 
     def to_json(self) -> dict:
         report = self.comparison
-        tests = report.tests
         rows = {}
         for stage, name in self.variants.items():
-            by_metric = tests.get(name, {})
             rows[stage] = {"pipeline": name, "decides": self.decides.get(stage, []), "hurts": self.hurts.get(stage, []),
-                           "metrics": {m: {"without": t.mean, "with": t.baseline_mean,
-                                           "delta": t.baseline_mean - t.mean, "p_adjusted": t.p_adjusted,
-                                           "significant": t.significant}
-                                       for m, t in by_metric.items()}}
-        return {"full": self.full, "source": report.collection, "queries": len(report.evaluation.qids),
+                           "metrics": _deltas(report, name)}
+            if self.shapes is not None:
+                rows[stage]["by_shape"] = {row: _deltas(rep, name) for row, rep in self.shapes.reports.items()}
+        data = {"full": self.full, "source": report.collection, "queries": len(report.evaluation.qids),
                 "cases": self.cases, "measures": report.measures,
                 "judgments": self.judged_by or ("each case's expectations" if self.cases else "the collection's qrels"),
                 "test": "paired randomization, Holm-adjusted, full pipeline as the baseline",
                 "stages": rows, "packet": self.packets or None}
+        if self.shapes is not None:
+            # the rows' questions and the rule's agreement with the gold; each stage's Δ under it, above
+            data["by_shape"] = {k: v for k, v in self.shapes.to_json().items() if k != "figures"}
+            data["packet_by_shape"] = self.packets_by_shape or None
+        return data
 
     def show(self) -> None:
         from rich.table import Table
@@ -62,14 +68,11 @@ class Ablation:
         for m in measures:
             table.add_column(f"Δ{m}", justify="right")
         for stage, row in data["stages"].items():
-            cells = []
-            for m in measures:
-                metric = row["metrics"].get(m)
-                mark = "*" if metric and metric["significant"] else ""
-                cells.append(f"{metric['delta']:+.4f}{mark}" if metric else "-")
-            table.add_row(stage, *cells)
+            table.add_row(stage, *(_delta_cell(row["metrics"].get(m)) for m in measures))
         table.caption = "Δ = full pipeline minus the pipeline without the stage; * p < 0.05 after Holm"
         print_table(table)
+        if self.shapes is not None:
+            print_table(self._shape_table(data))
         if self.cases:
             # the cases each stage decides, a line per stage: ids are too long for a column
             echo([f"{stage} decides: {', '.join(row['decides']) or 'no case'}"
@@ -83,6 +86,35 @@ class Ablation:
                 row = _packet_figures(groups)
                 table.add_row(name, *("" if row[k] is None else f"{row[k]:.3f}" for k in PACKET_FIGURES))
             print_table(table)
+        if self.packets_by_shape:
+            print_table(grouped_table(self.packets_by_shape, "shape", SHAPE_ROWS))
+
+    def _shape_table(self, data: dict):
+        """Each stage's Δ within each shape's questions (the gold gathering row beside the rule's)."""
+        from rich.table import Table
+
+        measures = data["measures"]
+        table = Table(title=f"what each stage of {self.full} is worth by shape", caption_justify="left")
+        table.add_column("stage removed: shape")
+        for m in measures:
+            table.add_column(f"Δ{m}", justify="right")
+        for stage, row in data["stages"].items():
+            for shape, metrics in row["by_shape"].items():
+                table.add_row(f"{stage}: {self.shapes.label(shape)}", *(_delta_cell(metrics.get(m)) for m in measures))
+        table.caption = f"Δ and * as above, within each row's questions; {self.shapes.caption()}"
+        return table
+
+
+def _deltas(report, variant: str) -> dict[str, dict]:
+    """measure -> what the stage is worth in `report` (the full pipeline its baseline): the
+    mean without it and with it, their difference and its Holm-adjusted test."""
+    return {m: {"without": t.mean, "with": t.baseline_mean, "delta": t.baseline_mean - t.mean,
+                "p_adjusted": t.p_adjusted, "significant": t.significant}
+            for m, t in report.tests.get(variant, {}).items()}
+
+
+def _delta_cell(metric: dict | None) -> str:
+    return f"{metric['delta']:+.4f}{'*' if metric['significant'] else ''}" if metric else "-"
 
 
 PACKET_FIGURES = ("answered", "answered (negatives)", "evidence covered", "covered when answered",
@@ -133,9 +165,10 @@ def ablate(source: str, full: str = "default", stages: list[str] | None = None,
                               "--negatives is for LoCoMo")
         report = (compare_locomo(path, [full, *variants.values()], baseline=full, negatives=negatives)
                   if kind == "locomo" else compare_longmemeval(path, [full, *variants.values()], baseline=full))
-        ablation.comparison = report.turn
+        ablation.comparison, ablation.shapes = report.turn, report.by_shape
         ablation.judged_by = report.to_json()["judgments"]
         ablation.packets = report.packets.groups if report.packets else {}
+        ablation.packets_by_shape = report.packets.by_shape if report.packets else {}
         return ablation
     if negatives is not None:
         raise GardenError(f"{source}: {NEGATIVES_NEED_STORES}")
@@ -153,8 +186,9 @@ def ablate(source: str, full: str = "default", stages: list[str] | None = None,
                     ablation.decides.setdefault(stage, []).append(case.id)
                 elif without and not with_stage:
                     ablation.hurts.setdefault(stage, []).append(case.id)
-    ablation.comparison = compare_source(source, [full, *variants.values()], baseline=full, metrics=metrics,
-                                         trace_source=trace_source).report
+    compared = compare_source(source, [full, *variants.values()], baseline=full, metrics=metrics,
+                              trace_source=trace_source)
+    ablation.comparison, ablation.shapes = compared.report, compared.shapes
     if ablation.comparison is None:
         raise GardenError(f"{source}: no question has judgments (a case's expectations or a collection's "
                           "qrels), so no stage's worth can be measured")

@@ -77,6 +77,13 @@ class CompareReport:
         return compare_table(self)
 
 
+def summary_block(report: CompareReport) -> dict:
+    """What a report that holds several comparisons keeps of each: its questions, means and
+    tests."""
+    j = report.to_json()
+    return {"queries": j["queries"], "pipelines": j["pipelines"], "tests": j["tests"]}
+
+
 def compare_runs(qrels: Qrels, runs: Mapping[str, Run], baseline: str | None = None,
                  measures: Sequence[str] = DEFAULT_MEASURES, queries_per_s: Mapping[str, float] | None = None,
                  name: str = "runs", permutations: int = PERMUTATIONS, alpha: float = ALPHA) -> CompareReport:

@@ -39,13 +39,14 @@ from typing import Iterator, Sequence
 from garden.formats.layout import STORY_FOLDER
 from garden.derived.home import derived_folder
 from garden.errors import GardenError
-from garden.evaluation.compare import ALPHA, PERMUTATIONS, CompareReport, compare_values
+from garden.evaluation.compare import ALPHA, PERMUTATIONS, CompareReport, compare_values, summary_block
 from garden.evaluation.locomo import check_comparison, made_pipelines
 from garden.evaluation.longmemeval_scoring import EVIDENCE_PREFIX, KS, measures
 from garden.evaluation.packets import plot_decisions
 from garden.evaluation.published import AGAINST, MEASURES, beside_published, published_table
+from garden.evaluation.shapes import ShapeBreakdown, by_shape, gold_gathering, marked
 from garden.evaluation.stores import (TURN_KIND, Conversation, Question, StoresReport, iter_imported,
-                                      judge_runs, run_stores, sittings_run, stores_report, summary_block)
+                                      judge_runs, run_stores, sittings_run, stores_report)
 from garden.models import DEFAULT_BUDGET, Story
 
 SCORINGS = ("garden", "longmemeval")
@@ -118,6 +119,8 @@ class AuthorsScoring:
     def __init__(self):
         self.values: dict[str, dict[str, dict[str, dict[str, float]]]] = {"turn": {}, "session": {}}
         self.category: dict[str, str] = {}
+        self.texts: dict[str, str] = {}     # qid -> question, for the breakdown by shape
+        self.gold_gathering: set[str] = set()   # qids whose evidence lies in two or more sittings
 
     @staticmethod
     def gold(story: Story, question: Question) -> list[str]:
@@ -141,6 +144,9 @@ class AuthorsScoring:
         gold_sessions = {_session(t) for t in gold}
         ranking = [t for t in turns if t in session_of]
         self.category[question.qid] = question.category
+        self.texts[question.qid] = question.text
+        if gold_gathering(conv.sessions()[t] for t in question.evidence):
+            self.gold_gathering.add(question.qid)
         for level in ("turn", "session"):
             table = self.values[level].setdefault(pipeline, {})
             for k in KS:
@@ -151,7 +157,7 @@ class AuthorsScoring:
 
     def reports(self, baseline: str, source: str, permutations: int, alpha: float) -> dict:
         """level -> ("all" | question type) -> CompareReport; {} when no question has the
-        authors' gold."""
+        authors' gold. The breakdown by shape of each level's "all" is `shapes`."""
         if not self.category:
             return {}
         names = [f"{m}@{k}" for k in KS for m in ("recall_any", "recall_all", "ndcg_any")]
@@ -166,20 +172,25 @@ class AuthorsScoring:
                 out[level][cat] = compare_values(subset, names, baseline, f"{source} {cat}", permutations, alpha)
         return out
 
+    def shapes(self, reports: dict) -> dict[str, ShapeBreakdown]:
+        """level -> the authors' measures by shape, the gold gathering row beside the rule's."""
+        return {level: by_shape(by["all"], self.texts, self.gold_gathering) for level, by in reports.items()}
+
 
 def _session(turn_id: str) -> str:
     """A turn's session: its id up to the last dot (the import names a turn <session>.<n>)."""
     return turn_id.rsplit(".", 1)[0]
 
 
-def _authors_json(reports: dict) -> dict:
+def _authors_json(reports: dict, shapes: dict[str, ShapeBreakdown]) -> dict:
     return {"judgments": AUTHORS_JUDGMENTS, "ks": list(KS),
             **{level: {"all": summary_block(by["all"]),
-                       "by_type": {c: summary_block(r) for c, r in by.items() if c != "all"}}
+                       "by_type": {c: summary_block(r) for c, r in by.items() if c != "all"},
+                       "by_shape": shapes[level].to_json()}
                for level, by in reports.items()}}
 
 
-def _authors_tables(reports: dict) -> list:
+def _authors_tables(reports: dict, shapes: dict[str, ShapeBreakdown]) -> list:
     from rich.table import Table
 
     out = []
@@ -189,19 +200,15 @@ def _authors_tables(reports: dict) -> list:
         table = Table(title=f"{report.collection}: {len(report.evaluation.qids)} questions, "
                             f"baseline {report.baseline}",
                       caption=f"▲/▼ p < {report.alpha} vs {report.baseline} (paired randomization"
-                              + (", Holm-adjusted)" if report.correction == "holm" else ")"))
+                              + (", Holm-adjusted)" if report.correction == "holm" else ")")
+                              + f"; then by type and by {shapes[level].caption()}")
         table.add_column("pipeline / type")
         for m in AUTHORS_SHOWN:
             table.add_column(m, justify="right")
-        for cat, rep in by.items():
+        for cat, rep in [*by.items(), *shapes[level].reports.items()]:
             for name, values in rep.evaluation.aggregates.items():
-                cells = []
-                for m in AUTHORS_SHOWN:
-                    test = rep.tests.get(name, {}).get(m)
-                    mark = ("▲" if test.delta > 0 else "▼") if test is not None and test.significant else ""
-                    cells.append(f"{values[m]:.3f}{mark}")
                 label = name if cat == "all" else f"  {name}, {cat} ({len(rep.evaluation.qids)})"
-                table.add_row(label, *cells)
+                table.add_row(label, *(marked(rep, name, m, values[m]) for m in AUTHORS_SHOWN))
         out.append(table)
     return out
 
@@ -241,8 +248,9 @@ def compare_longmemeval(path: str | Path, pipelines: Sequence[str], baseline: st
     tables = []
     if authors is not None:
         reports = authors.reports(baseline, name, permutations, alpha)
-        extra["longmemeval_scoring"] = _authors_json(reports) if reports else None
-        tables = _authors_tables(reports) if reports else []
+        shapes = authors.shapes(reports)
+        extra["longmemeval_scoring"] = _authors_json(reports, shapes) if reports else None
+        tables = _authors_tables(reports, shapes) if reports else []
         if against is not None and reports:
             session = reports["session"]["all"].evaluation
             rows = beside_published({p: {m: values[m] for m in MEASURES} for p, values in session.aggregates.items()},

@@ -36,6 +36,8 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from garden.evaluation.abstention import PREDICTORS, auroc, operating_point, risk_coverage
+from garden.evaluation.shapes import CAPTION as SHAPE_CAPTION, GOLD, ROWS as SHAPE_ROWS, row_labels
+from garden.rerank.shape import shape_of
 
 DECISIONS = ("answered", "asked", "silent")
 ANSWERABLE, NEGATIVE = "answerable", "negatives"
@@ -57,11 +59,19 @@ class PacketRow:
     shown: float | None = None   # share of evidence turns shown, not only pointed at by a view
     store: str = ""              # the store asked
     threshold: float | None = None   # the least support the store answers at (its level + answer_at); None: no gate
+    shape: str = ""              # gathering or pinpoint, read from the question's text (garden/rerank/shape.py)
+    gold_gathering: bool = False  # its evidence lies in two or more sittings, by the judgments
+
+    @property
+    def shape_rows(self) -> tuple[str, ...]:
+        """The by-shape rows it counts in (garden/evaluation/shapes.py)."""
+        return row_labels(self.shape, self.gold_gathering)
 
 
 def packet_row(question, packet, story, gate: float | None = None, ranking: Sequence[float] = (),
-               query_terms: int = 1, flagged: bool = False) -> PacketRow:
-    """One question's row from the packet a pipeline served and the ranking it was judged on."""
+               query_terms: int = 1, flagged: bool = False, gold: bool = False) -> PacketRow:
+    """One question's row from the packet a pipeline served and the ranking it was judged on;
+    `gold`: the judgments say its evidence gathers (lies in two or more sittings)."""
     evidence = set(question.evidence)
     covered: set[str] = set()
     shown: set[str] = set()
@@ -77,7 +87,8 @@ def packet_row(question, packet, story, gate: float | None = None, ranking: Sequ
     return PacketRow(question.qid, question.category, not evidence, outcome, _share(evidence, covered), precision,
                      packet.budget.used, len(packet.items), flagged, gate,
                      {name: f(ranking, query_terms) for name, f in PREDICTORS.items()}, _share(evidence, shown),
-                     story.name, packet.gate.threshold if packet.gate is not None else None)
+                     story.name, packet.gate.threshold if packet.gate is not None else None,
+                     shape_of(question.text).kind, gold)
 
 
 def _share(evidence: set[str], found: set[str]) -> float | None:
@@ -115,8 +126,9 @@ def losses(rows: Sequence[PacketRow]) -> list[float]:
 
 @dataclass
 class DecisionReport:
-    """Per pipeline: the packet and decision figures, overall and by category, and the
-    AUROC of its gate beside the predictors'."""
+    """Per pipeline: the packet and decision figures, overall, by category and by shape
+    (the gold gathering row beside the shape rule's), and the AUROC of its gate beside the
+    predictors'."""
     groups: dict[str, dict[str, dict]]                 # pipeline -> group -> figures
     by_category: dict[str, dict[str, dict[str, dict]]]  # pipeline -> group -> category -> figures
     auroc: dict[str, dict[str, float | None]]          # pipeline -> "gate" | predictor -> AUROC
@@ -124,15 +136,25 @@ class DecisionReport:
     curves: dict[str, list]                            # "pipeline gate" -> risk-coverage points
     premise_flagged: dict[str, dict[str, float]]       # pipeline -> category -> share flagged
     thresholds: dict[str, dict[str, float]] = field(default_factory=dict)   # pipeline -> store -> its threshold
+    by_shape: dict[str, dict[str, dict[str, dict]]] = field(default_factory=dict)  # pipeline -> group -> row -> figures
 
     def to_json(self) -> dict:
-        return {"groups": self.groups, "by_category": self.by_category, "auroc": self.auroc,
+        return {"groups": self.groups, "by_category": self.by_category, "by_shape": self.by_shape,
+                "auroc": self.auroc,
                 "operating_point": {p: {"coverage": c, "risk": r} for p, (c, r) in self.operating.items()},
                 "premise_flagged": self.premise_flagged, "thresholds": self.thresholds}
 
 
+def _grouped(rows: Sequence[PacketRow], labels_of, order: Sequence[str]) -> dict[str, dict]:
+    """Label -> the figures of the rows carrying it (`labels_of(row)` names a row's labels),
+    in `order`; a label no row carries is left out."""
+    return {label: summarize(chosen) for label in order
+            if (chosen := [r for r in rows if label in labels_of(r)])}
+
+
 def decision_report(rows: Mapping[str, Sequence[PacketRow]]) -> DecisionReport:
     groups, by_category, aurocs, operating, curves, flagged, thresholds = {}, {}, {}, {}, {}, {}, {}
+    by_shape = {}
     for name, pipeline_rows in rows.items():
         # a store answers at one threshold (a question's own settings aside): the first seen stands for it
         stores = {}
@@ -144,9 +166,9 @@ def decision_report(rows: Mapping[str, Sequence[PacketRow]]) -> DecisionReport:
         split = {ANSWERABLE: [r for r in pipeline_rows if not r.negative],
                  NEGATIVE: [r for r in pipeline_rows if r.negative]}
         groups[name] = {g: summarize(rs) for g, rs in split.items() if rs}
-        by_category[name] = {g: {cat: summarize([r for r in rs if r.category == cat])
-                                 for cat in sorted({r.category for r in rs})}
+        by_category[name] = {g: _grouped(rs, lambda r: (r.category,), sorted({r.category for r in rs}))
                              for g, rs in split.items() if rs}
+        by_shape[name] = {g: _grouped(rs, lambda r: r.shape_rows, SHAPE_ROWS) for g, rs in split.items() if rs}
         pos, neg = split[ANSWERABLE], split[NEGATIVE]
         gated = all(r.gate is not None for r in pipeline_rows)
         aurocs[name] = {"gate": auroc([r.gate for r in pos], [r.gate for r in neg]) if gated else None,
@@ -159,7 +181,7 @@ def decision_report(rows: Mapping[str, Sequence[PacketRow]]) -> DecisionReport:
             curves[f"{name} top score"] = risk_coverage([r.predictors["top"] for r in pipeline_rows], loss)
         flagged[name] = {cat: float(np.mean([r.flagged for r in pos if r.category == cat]))
                          for cat in sorted({r.category for r in pos})}
-    return DecisionReport(groups, by_category, aurocs, operating, curves, flagged, thresholds)
+    return DecisionReport(groups, by_category, aurocs, operating, curves, flagged, thresholds, by_shape)
 
 
 def _cell(value, digits: int = 3) -> str:
@@ -190,20 +212,9 @@ def packet_tables(report: DecisionReport, budget: int, ms_per_query: Mapping[str
     out.append(table)
     categories = sorted({c for groups in report.by_category.values() for g in groups.values() for c in g})
     if len(categories) > 1:
-        table = Table(title="By category: answered, evidence covered (when answered) on answerable questions; "
-                            "answered on negatives")
-        table.add_column("category")
-        for name in report.by_category:
-            table.add_column(name, justify="right")
-        for cat in categories:
-            cells = []
-            for groups in report.by_category.values():
-                own, neg = groups.get(ANSWERABLE, {}).get(cat), groups.get(NEGATIVE, {}).get(cat)
-                cell = (f"{own['answered']:.3f}, {own['evidence_covered']:.3f} "
-                        f"({_cell(own['evidence_covered_answered']) or '-'})" if own else "")
-                cells.append(cell + (f"; {neg['answered']:.3f}" if neg else ""))
-            table.add_row(cat, *cells)
-        out.append(table)
+        out.append(grouped_table(report.by_category, "category", categories))
+    if report.by_shape:
+        out.append(grouped_table(report.by_shape, "shape", SHAPE_ROWS))
     if any(v is not None for a in report.auroc.values() for v in a.values()):
         names = list(PREDICTORS)
         table = Table(title="Answer or stay silent: AUROC, answerable against negatives (the gate's score, "
@@ -216,6 +227,41 @@ def packet_tables(report: DecisionReport, budget: int, ms_per_query: Mapping[str
                           f"{coverage:.3f}", f"{risk:.3f}", _thresholds(report.thresholds.get(name)))
         out.append(table)
     return out
+
+
+GROUPED_FIGURES = "answered, evidence covered (when answered) on answerable questions; answered on negatives"
+
+
+def grouped_table(by: Mapping[str, Mapping[str, Mapping[str, dict]]], what: str, labels: Sequence[str]):
+    """The packet by `what` (category or shape): a row per label, a column per pipeline
+    (`by`: pipeline -> group -> label -> figures), each cell the answerable questions'
+    answered share and evidence covered (when answered), then the negatives' answered."""
+    from rich.table import Table
+
+    shown = [label for label in labels if any(label in g for groups in by.values() for g in groups.values())]
+    table = Table(title=f"By {what}: {GROUPED_FIGURES}", caption_justify="left")
+    table.add_column(what)
+    for name in by:
+        table.add_column(name, justify="right")
+    for label in shown:
+        cells = []
+        for groups in by.values():
+            own, neg = groups.get(ANSWERABLE, {}).get(label), groups.get(NEGATIVE, {}).get(label)
+            cell = (f"{own['answered']:.3f}, {own['evidence_covered']:.3f} "
+                    f"({_cell(own['evidence_covered_answered']) or '-'})" if own else "")
+            cells.append(cell + (f"; {neg['answered']:.3f}" if neg else ""))
+        table.add_row(_counted(label, next(iter(by.values()))) if what == "shape" else label, *cells)
+    if what == "shape":
+        table.caption = f"{SHAPE_CAPTION}; {GOLD}: evidence in two or more sittings, read from the judgments"
+    return table
+
+
+def _counted(label: str, groups: Mapping[str, Mapping[str, dict]]) -> str:
+    """A shape's label with its answerable questions and negatives counted (the same for
+    every pipeline: each is asked every question)."""
+    own, neg = groups.get(ANSWERABLE, {}).get(label), groups.get(NEGATIVE, {}).get(label)
+    counts = [f"{own['questions']}" if own else "0"] + ([f"{neg['questions']} negatives"] if neg else [])
+    return f"{label} ({', '.join(counts)})"
 
 
 def _thresholds(stores: Mapping[str, float] | None) -> str:

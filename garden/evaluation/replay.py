@@ -36,6 +36,7 @@ from garden.pipelines import check_pipeline, make_pipeline, warm_up
 from garden.rerank.query import QuerySpec
 from garden.formats.stories import load_story, resolve_story_path
 from garden.pipelines.traces import TRACE_NAME, read_trace_lines
+from garden.evaluation.shapes import ShapeBreakdown, by_shape
 
 STORY_MEASURES = ("AP", "nDCG@10", "R@5", "RR", "P@5")
 SHOWN = 20  # disagreeing queries printed in the human view
@@ -343,6 +344,7 @@ class SourceReport:
     verdicts: dict[str, dict] = field(default_factory=dict)  # per pipeline: outcomes matching a person's verdict
     unanswerable: dict[str, int] = field(default_factory=dict)  # per pipeline: unanswerable questions answered
     negatives: int = 0                                        # questions declared unanswerable
+    shapes: ShapeBreakdown | None = None  # the graded figures by the question's shape; None when none is graded
 
     def to_json(self) -> dict:
         if self.report is not None:
@@ -355,6 +357,8 @@ class SourceReport:
             "graded": f"{graded} questions judged by {self.judged_by}" if graded else "none: no question has judgments",
             "agreement": f"{len(self.side_by_side)} questions, no judgments: packets compared with the baseline's",
         }
+        if self.shapes is not None:
+            data["by_shape"] = self.shapes.to_json()
         for name, hits in self.forbidden_hits.items():
             data["pipelines"].setdefault(name, {})["forbidden_hits"] = hits
         if self.negatives:
@@ -395,7 +399,10 @@ class SourceReport:
         echo(self.lines_before(), prose=True)
         if self.report is not None:
             print_table(self.report.table())
-        else:
+        if self.shapes is not None:
+            print_table(self.shapes.table(title=f"by shape: {len(self.report.evaluation.qids)} graded questions, "
+                                                f"baseline {self.baseline}"))
+        if self.report is None:
             echo(["no question has judgments: no graded metric (a free query is never scored against the packet "
                   "it was served)"], prose=True)
         if self.agreement:
@@ -497,6 +504,7 @@ def compare_replays(replays: list[Replay], pipelines: list[str], baseline: str |
     if qrels:
         judged_runs = {p: {q: run[q] for q in qrels} for p, run in runs.items()}
         report = compare_runs(qrels, judged_runs, baseline, measures, speed, name)
+        report.queries = {r.qid: r.spec.query for r in replays}
     numbers = {r.qid: r.number for r in replays} if trace is not None else None
     side = side_by_side(report, packets, {r.qid: r.label for r in replays}, numbers)
     if trec_dir is not None:
@@ -514,7 +522,7 @@ def compare_replays(replays: list[Replay], pipelines: list[str], baseline: str |
     return SourceReport(report, side, forbidden, agreement(packets, outcomes, baseline), trace,
                         judged_by=trace.judged_by() if trace is not None else "each case's expectations",
                         name=name, baseline=baseline, verdicts=verdicts, unanswerable=unanswerable,
-                        negatives=len(negatives))
+                        negatives=len(negatives), shapes=by_shape(report, report.queries) if report else None)
 
 
 def compare_source(source: str, pipelines: list[str], baseline: str | None = None, trec_dir: str | None = None,
@@ -573,8 +581,10 @@ def compare_source(source: str, pipelines: list[str], baseline: str | None = Non
         report = compare_collection(path, pipelines, baseline, trec_dir=trec_dir, plot=plot, **kwargs)
         tops = {p: {q: [doc for doc, _ in ranking[:SIDE_BY_SIDE]] for q, ranking in run.items()}
                 for p, run in report.rankings.items()}
+        # a collection's queries are questions too: by shape, though no category is given
         return SourceReport(report, side_by_side(report, tops, report.queries), {},
-                            judged_by="the collection's qrels", name=str(path), baseline=report.baseline)
+                            judged_by="the collection's qrels", name=str(path), baseline=report.baseline,
+                            shapes=by_shape(report, report.queries))
     measures = list(metrics) if metrics else list(STORY_MEASURES)
     parse_measures(measures)
     if trace:

@@ -36,13 +36,15 @@ from typing import Callable, Iterable, Iterator, Mapping, Sequence
 import numpy as np
 
 from garden.formats.layout import CASES_FOLDER, STORY_FOLDER
-from garden.evaluation.compare import ALPHA, PERMUTATIONS, CompareReport, compare_runs
+from garden.evaluation.compare import ALPHA, PERMUTATIONS, CompareReport, compare_runs, summary_block
 from garden.evaluation.packets import PacketRow, decision_report, packet_row, packet_tables
+from garden.evaluation.shapes import ShapeBreakdown, by_shape, gold_gathering
 from garden.models import DEFAULT_BUDGET, Sitting, Story
 from garden.rerank.stages import Settings
 from garden.rerank.premise import WARNING as PREMISE_WARNING
 
 TURN_MEASURES = ("Success@1", "Success@5", "Success@10", "R@5", "R@10", "nDCG@10")
+SHAPE_MEASURES = ("Success@5", "R@10", "nDCG@10")   # printed by shape; the JSON carries every measure
 ALL_AT = 5            # the share of questions with every evidence turn in the top 5
 DEPTH = 100           # records a pipeline ranks per question; @10 is the deepest garden measure
 TURN_KIND = "source"
@@ -233,12 +235,14 @@ def packets(pipeline, conv: Conversation, questions: Sequence[Question], budget:
     from garden.rerank.query import QuerySpec
 
     out = []
+    session_of = conv.sessions()
     for q, ranking in zip(questions, rankings):
         outcome = pipeline.run(QuerySpec(conv.story, q.text, q.as_of, budget=budget))
         packet = outcome.packet
         flagged = any(w.startswith(PREMISE_WARNING) for w in packet.warnings)
         out.append(packet_row(q, packet, conv.story, gate_score(outcome.trace), [s for _, s in ranking],
-                              len(analyze(q.text)), flagged))
+                              len(analyze(q.text)), flagged,
+                              gold=gold_gathering(session_of[t] for t in q.evidence)))
     return out
 
 
@@ -323,12 +327,15 @@ class Judged:
     by_category: dict[str, CompareReport]
     all_at: dict[str, float]
     all_at_by_category: dict[str, dict[str, float]]
+    by_shape: ShapeBreakdown
+    session_by_shape: ShapeBreakdown
 
 
 def judge_runs(runs: StoreRuns, baseline: str, name: str, permutations: int = PERMUTATIONS,
                alpha: float = ALPHA) -> Judged:
-    """The garden's measures (ir-measures) at turn and session level, and by category, each
-    pipeline tested against the baseline (paired randomization test, Holm's correction)."""
+    """The garden's measures (ir-measures) at turn and session level, by category, and by
+    shape at both levels (garden/evaluation/shapes.py), each pipeline tested against the
+    baseline (paired randomization test, Holm's correction)."""
     speed = {p: 1e3 / v for p, v in runs.ms.items() if v > 0}
     turn = compare_runs(runs.turn_qrels, runs.turn, baseline, TURN_MEASURES, speed, name=name,
                         permutations=permutations, alpha=alpha)
@@ -340,13 +347,13 @@ def judge_runs(runs: StoreRuns, baseline: str, name: str, permutations: int = PE
         by_category[cat] = compare_runs(qrels, runs.turn, baseline, TURN_MEASURES, name=f"{name} {cat}",
                                         permutations=permutations, alpha=alpha)
         all_by_category[cat] = all_evidence(by_category[cat])
-    return Judged(turn, session, by_category, all_evidence(turn), all_by_category)
-
-
-def summary_block(report: CompareReport) -> dict:
-    """What a store-set report keeps of one comparison: its questions, means and tests."""
-    j = report.to_json()
-    return {"queries": j["queries"], "pipelines": j["pipelines"], "tests": j["tests"]}
+    texts = {q.qid: q.text for q in runs.questions}
+    # the gold class by the same sessions the session-level judgments name
+    gold = [q.qid for q in runs.questions if gold_gathering(runs.session_qrels[q.qid])]
+    shapes = by_shape(turn, texts, gold)
+    shapes.extra = {row: {f"all_evidence@{ALL_AT}": all_evidence(rep)} for row, rep in shapes.reports.items()}
+    return Judged(turn, session, by_category, all_evidence(turn), all_by_category, shapes,
+                  by_shape(session, texts, gold))
 
 
 @dataclass
@@ -374,6 +381,8 @@ class StoresReport:
     # what was judged, for side-by-side views (not in the JSON): pipeline -> qid -> turns, best first
     rankings: dict[str, dict[str, list[str]]] = field(default_factory=dict, repr=False)
     asked: dict[str, Question] = field(default_factory=dict, repr=False)
+    by_shape: ShapeBreakdown | None = None         # turn level by shape, the gold row beside the rule's
+    session_by_shape: ShapeBreakdown | None = None
 
     def to_json(self) -> dict:
         return {
@@ -387,6 +396,7 @@ class StoresReport:
             "session": summary_block(self.session),
             "by_category": {cat: {**summary_block(rep), f"all_evidence@{ALL_AT}": self.all_at_by_category[cat]}
                             for cat, rep in self.by_category.items()},
+            "by_shape": self.shapes_json(),
             **self.extra,
             "negatives": self.negatives,
             "packet": self.packets.to_json() if self.packets else None,
@@ -396,6 +406,14 @@ class StoresReport:
 
     def dumps(self) -> str:
         return json.dumps(self.to_json(), indent=2)
+
+    def shapes_json(self) -> dict | None:
+        if self.by_shape is None:
+            return None
+        data = self.by_shape.to_json("turn")
+        if self.session_by_shape is not None:
+            data["session"] = self.session_by_shape.rows_json()
+        return data
 
     def show(self) -> None:
         from garden._terminal import print_table
@@ -425,6 +443,8 @@ class StoresReport:
                              f"({self.all_at_by_category[cat][name]:.3f})")
             table.add_row(f"{cat} ({len(report.evaluation.qids)})", *cells)
         out.append(table)
+        if self.by_shape is not None:
+            out.append(self.by_shape.table(SHAPE_MEASURES, f"turn level by shape, baseline {self.baseline}"))
         out += self.extra_tables
         if self.packets is not None:
             out += packet_tables(self.packets, DEFAULT_BUDGET, self.ms_per_query, self.negatives)
@@ -438,4 +458,5 @@ def stores_report(runs: StoreRuns, judged: Judged, source: str, baseline: str, j
     decisions = decision_report(runs.rows) if runs.rows else None
     return StoresReport(source, baseline, judgments, judged.turn, judged.session, judged.by_category, judged.all_at,
                         judged.all_at_by_category, decisions, runs.ms, len(runs.asked), len(runs.questions),
-                        rankings=rankings, asked={q.qid: q for q in runs.questions}, **kwargs)
+                        rankings=rankings, asked={q.qid: q for q in runs.questions}, by_shape=judged.by_shape,
+                        session_by_shape=judged.session_by_shape, **kwargs)
