@@ -13,7 +13,8 @@ point with the best objective on the other folds, ties kept by `default`, and th
 scored with it. The objective weighs the two shapes as real chats hold them, about half
 and half, not as LoCoMo does (15% gathering): per kind, half the mean turn nDCG@10 of the
 questions the rule reads as gathering and half that of the pinpoint ones, the kinds
-weighing the same.
+weighing the same; a setting of the packet (`gather_sittings`, `gather_held`) is chosen by
+packet coverage the same way (CHOSEN_BY).
 
 Reported per kind and per class: every question, the two shapes (the rule's), the gold
 gathering class (evidence in two or more sittings: read from the judgments, the class the
@@ -50,6 +51,8 @@ from garden.rerank.shape import shape_of  # noqa: E402
 
 BASE = "default"
 GATHERING_WEIGHT = 0.5   # the gathering shape's weight in the objective: about half of real chats' questions
+# the measure a grid is chosen by: what its setting can move (a ranking's, or a packet's)
+CHOSEN_BY = {"focus": "nDCG@10", "facets": "nDCG@10", "sittings": "coverage", "held": "coverage"}
 GRIDS: dict[str, list[dict]] = {
     "focus": [{"gather_focus": v} for v in (0.5, 1.0, 3.0)],
     "facets": [{"gather_facets": v} for v in (0.5, 1.0)],
@@ -71,14 +74,15 @@ def classes(conv) -> dict[str, dict[str, str]]:
     return out
 
 
-def objective(scores: dict, point: str, train: dict[str, list[str]], of: dict) -> tuple:
-    """The mean over kinds of GATHERING_WEIGHT x the gathering shape's turn nDCG@10 plus the
-    rest x the pinpoint shape's; a tie kept by `default`, then by name."""
+def objective(scores: dict, point: str, train: dict[str, list[str]], of: dict, measure: str = "nDCG@10") -> tuple:
+    """The mean over kinds of GATHERING_WEIGHT x the gathering shape's `measure` (turn
+    nDCG@10, or packet coverage for a setting of the packet) plus the rest x the pinpoint
+    shape's; a tie kept by `default`, then by name."""
     per = []
     for kind, qids in train.items():
         parts = []
         for shape, weight in (("gathering", GATHERING_WEIGHT), ("pinpoint", 1 - GATHERING_WEIGHT)):
-            got = [scores[point][kind]["nDCG@10"][q] for q in qids if of[kind][q]["shape"] == shape]
+            got = [scores[point][kind][measure][q] for q in qids if of[kind][q]["shape"] == shape]
             if got:
                 parts.append(weight * float(np.mean(got)))
         per.append(sum(parts))
@@ -158,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
         names = [BASE] + [label for label, _ in points if label.startswith(f"{variant}@")]
         full = {n: {k: filled(scores, n, k) for k in data} for n in names}
         picked, held = hold_out_questions(
-            rows["folds"], lambda train: max(names, key=lambda n: objective(full, n, train, of)))
+            rows["folds"], lambda train: max(names, key=lambda n: objective(full, n, train, of, CHOSEN_BY[variant])))
         report["chosen"][variant] = dict(picked)
         for kind, per in held.items():
             got = {m: {q: full[per[q]][kind][m][q] for q in per} for m in (*MEASURES, *PACKET)}

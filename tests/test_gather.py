@@ -16,6 +16,7 @@ from garden.rerank.sessions import sessions
 from garden.rerank.stages import Settings
 
 AS_OF = dt.date(2031, 6, 1)
+OFF = Settings(gather_focus=0.0)
 ON = Settings(gather_focus=1.0, gather_sittings=1, gather_held=1)
 LIST = "Which dishes has Odile cooked with fennel?"
 
@@ -31,7 +32,7 @@ def pipeline():
 
 
 def run(pipeline, story, query, settings=None, budget=1200):
-    spec = QuerySpec(story, query, AS_OF, budget=budget, settings=settings or Settings())
+    spec = QuerySpec(story, query, AS_OF, budget=budget, settings=settings or OFF)
     return pipeline.run(spec)
 
 
@@ -47,7 +48,7 @@ def test_a_pinpoint_question_keeps_its_packet_and_ranking_exactly(pipeline, stor
     assert on.packet.model_dump() == off.packet.model_dump()
     assert candidates(on) == candidates(off)
     assert "gather" not in on.trace
-    ranked_off = pipeline.ranking(QuerySpec(story, query, AS_OF), 30).by_relevance(30)
+    ranked_off = pipeline.ranking(QuerySpec(story, query, AS_OF, settings=OFF), 30).by_relevance(30)
     ranked_on = pipeline.ranking(QuerySpec(story, query, AS_OF, settings=ON), 30).by_relevance(30)
     assert ranked_on == ranked_off
 
@@ -87,9 +88,9 @@ def test_no_focus_for_a_question_naming_both_people(pipeline, story):
 def test_the_packet_packs_each_sittings_best_first_and_counts_its_sittings(pipeline, story):
     budget = 200
     plain = run(pipeline, story, "What are all the things Teodor said about fennel?",
-                Settings(standout=1.0), budget)
+                Settings(standout=1.0, gather_focus=0.0), budget)
     spread = run(pipeline, story, "What are all the things Teodor said about fennel?",
-                 Settings(standout=1.0, gather_sittings=1), budget)
+                 Settings(standout=1.0, gather_focus=0.0, gather_sittings=1), budget)
     sitting = sessions(story)
     assert plain.trace["shape"]["shape"] == "gathering"
     for outcome in (plain, spread):
@@ -117,14 +118,15 @@ def test_support_over_the_set_holds_what_the_best_records_hold_together(story):
 def test_each_facet_is_searched_alone_and_lifts_what_matches_it(pipeline, story):
     query = "How many days passed between Odile's fennel soup and her fennel risotto?"
     off = candidates(run(pipeline, story, query))
-    outcome = run(pipeline, story, query, Settings(gather_facets=1.0))
+    facets_only = Settings(gather_facets=1.0, gather_focus=0.0)
+    outcome = run(pipeline, story, query, facets_only)
     assert outcome.trace["gather"]["facets"] == ["Odile's fennel soup", "her fennel risotto"]
     on = candidates(outcome)
     lifted = [rid for rid in on if on[rid]["score"] > off.get(rid, {"score": 0.0})["score"] + 1e-6]
     # the soup never says fennel: the whole question misses it, its facet finds it
     assert "m1.5" in lifted
     assert off["m1.5"]["score"] < on["m1.5"]["score"]
-    ranked = pipeline.ranking(QuerySpec(story, query, AS_OF, settings=Settings(gather_facets=1.0)), 30)
+    ranked = pipeline.ranking(QuerySpec(story, query, AS_OF, settings=facets_only), 30)
     labelled = {rid: c for rid, c in ranked.candidates.items() if "facet_match" in c.labels}
     assert "m1.5" in labelled and set(labelled) <= set(lifted)
     assert any("'Odile's fennel soup', a part of the question searched alone" in w for w in labelled["m1.5"].why)

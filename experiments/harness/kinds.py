@@ -22,9 +22,9 @@ PACKET = ("coverage", "answered")
 
 
 def load_kinds(locomo: str, longmemeval: str, scratch: Path) -> dict[str, list]:
-    """kind -> its conversations: LoCoMo's three forms and, unless `longmemeval` is `none`,
-    LongMemEval's haystacks."""
-    out = kinds(locomo, scratch)
+    """kind -> its conversations: LoCoMo's three forms and LongMemEval's haystacks, each
+    unless given as `none`."""
+    out = kinds(locomo, scratch) if locomo.lower() != NONE else {}
     if longmemeval.lower() != NONE:
         out["longmemeval"] = longmemeval_conversations(longmemeval)
     return out
@@ -88,7 +88,7 @@ def kind_arguments(parser: argparse.ArgumentParser, argv: list[str] | None) -> a
     parser.add_argument("--negatives", type=int, default=0,
                         help="foreign negatives asked of each LoCoMo store (LongMemEval: LONGMEMEVAL_FOREIGN); 0 none")
     return arguments(parser, ("locomo", "longmemeval"), argv, reuse="add to the rows the last run saved",
-                     optional=("longmemeval",))
+                     optional=("locomo", "longmemeval"))
 
 
 def saved_rows(out: Path, name: str, reuse: bool) -> tuple[Path, dict]:

@@ -40,8 +40,10 @@ only for a gathering question; a pinpoint question keeps its ranking exactly.
   question's words the store holds is read over the union of the best records rather than
   in one, so a list whose every item is weak alone is not left silent.
 
-Each setting is 0 (off) until the folds choose it (docs/gathering.md gives every figure:
-experiments/gathering.py, the development kinds' folds, judged per shape).
+`gather_focus` is 0.5, the point every fold of every development kind chose; the other
+settings stay 0 (off): the folds chose them nowhere, or what they gave cost something
+else (docs/gathering.md gives every figure: experiments/gathering.py, the development
+kinds' folds, judged per shape).
 """
 from __future__ import annotations
 
@@ -53,7 +55,7 @@ from garden.rerank.shape import facets
 from garden.retrievers import is_semantic
 from garden.rerank.sessions import SESSIONS, sessions
 
-GATHER_FOCUS = Setting("gather_focus", float, 0.0, "a gathering question naming some of the story's speakers: "
+GATHER_FOCUS = Setting("gather_focus", float, 0.5, "a gathering question naming some of the story's speakers: "
                        "another speaker's record gives way by 1 + this (gather.py)", ge=0, le=100)
 GATHER_FACETS = Setting("gather_facets", float, 0.0, "a gathering question's facets (an interval's two events, "
                         "a pair's two people) each searched alone: a record's best facet relevance times this "
