@@ -295,6 +295,13 @@ def cmd_ablate(args) -> int:
     return 0
 
 
+def cmd_tune(args) -> int:
+    from garden.evaluation.tune import tune
+
+    _emit(args, tune(args.source, args.pipeline, args.grid, args.measure, args.out))
+    return 0
+
+
 def cmd_import(args) -> int:
     if args.kind == "longmemeval":
         from garden.formats.longmemeval import import_longmemeval
@@ -536,6 +543,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true", help="capture even if default already passes it")
     _trace_source(p)
     _trace_window(p)
+
+    p = _command(sub, "tune", cmd_tune,
+                 "choose a stage's setting as the project chooses its own: folds over the source's stores, each "
+                 "scored by the point chosen on the others, against the pipeline as it is", json="print JSON")
+    p.add_argument("source", help="LoCoMo (a file, a folder of them, or its import) or LongMemEval (a released "
+                   "file or its import)")
+    p.add_argument("--pipeline", default="default", help="the pipeline as it is, a point of the grid too "
+                   "(default: default)")
+    p.add_argument("--grid", action="append", required=True, metavar="NAME=V1,V2",
+                   help="a stage's setting and the values to choose among (repeatable: every combination)")
+    p.add_argument("--measure", default="nDCG@10", help="what a point is chosen by: nDCG@10, R@10 or Success@5 "
+                   "(default nDCG@10)")
+    p.add_argument("--out", help="write the choice and its figures here as JSON")
 
     p = _command(sub, "ablate", cmd_ablate,
                  "the full pipeline and each one-stage-removed variant: what each stage decides, over every "

@@ -112,6 +112,11 @@ class _Source:
             yield conv, conv.questions
 
 
+def stores_of_source(path: str | Path) -> list[Conversation]:
+    """Every store of a LongMemEval file or its import, with its questions (`garden tune`)."""
+    return [conv for conv, _ in _Source(Path(path))]
+
+
 class AuthorsScoring:
     """The authors' measures of every pipeline's turn ranking, collected as the runs go
     (see the module docstring): level -> pipeline -> measure -> qid -> value."""
