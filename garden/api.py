@@ -40,6 +40,7 @@ __all__ = [
     "compare",
     "compare_table",
     "ablate",
+    "tune",
     "contrast",
     "contrast_report",
     "load_story",
@@ -461,3 +462,18 @@ def ablate(source: PathLike, stages: str | Iterable[str] | None = None, metrics:
     table = pd.DataFrame(rows).set_index("stage")
     table.attrs["report"] = report
     return table
+
+
+def tune(source: PathLike, grid: str | Iterable[str], pipeline: str = "default", measure: str = "nDCG@10",
+         out: PathLike | None = None) -> dict:
+    """Choose a setting of `pipeline` on `source` (LoCoMo or LongMemEval, a file or its
+    import) as the project chooses its own (garden/evaluation/tune.py): folds over the
+    stores, each fold scored by the point of `grid` (`"NAME=V1,V2"`, or several) chosen on
+    the others by `measure`, held out against the pipeline as it is, per question shape.
+    Returns the report as plain data (each fold's choice under "chosen", the held-out
+    figures under "held_out"); written as JSON to `out` when given."""
+    from garden.evaluation.tune import tune as _tune
+
+    _ready()
+    given = [grid] if isinstance(grid, str) else list(grid)
+    return _tune(str(source), pipeline, given, measure, out).to_json()

@@ -123,3 +123,11 @@ def test_a_source_without_stores_or_with_one_fold_is_refused(stores, tmp_path, c
 def test_a_grid_names_each_setting_once():
     assert parse_grid(["a=1,2", "b=3"]) == {"a": ["1", "2"], "b": ["3"]}
     assert variant("default-phrase@bm25s:k1=1.2", {"standout": "2"}) == "default-phrase:standout=2@bm25s:k1=1.2"
+
+
+def test_the_api_tunes_as_the_command_does(stores):
+    import garden
+
+    report = garden.tune(stores, "context_share=0,1")
+    assert report == tune(stores, "default", ["context_share=0,1"]).to_json()
+    assert set(report["chosen"]) == {"locomo-1", "locomo-2", "locomo-3"}
