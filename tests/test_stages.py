@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -152,6 +153,30 @@ def test_adding_a_stage_is_one_class_and_one_line():
     packet = pipeline.run(QuerySpec(STORY, PHRASE_QUERY, dt.date(2030, 1, 12))).packet
     assert (packet.decision, packet.items) == ("skip", [])
     assert Silence.uses == () and Silence.essential is False
+    # undeclared, its line in the diagram is its title's words, here its name
+    assert Silence.title == Silence.drawn == "Silence"
+
+
+def test_the_diagram_draws_each_stage_as_it_declares_itself():
+    from garden.rerank.stages import diagram
+
+    drawn = diagram()
+    rows = drawn.splitlines()
+    assert rows[0] == "query + as_of + hints + session"
+    assert rows[-1].startswith("  -> packet + trace") and rows[-1].endswith("garden/pipelines/traces.py")
+    # each stage: its name, its words wrapped under one another, its module at the row's end
+    said: dict[str, list[str]] = {}
+    for row in rows[1:-1]:
+        if row.startswith("  -> "):
+            name, words, module = re.fullmatch(r"  -> (\S+) +(.+?) +(garden/\S+\.py)", row).groups()
+            said[name] = [words]
+            assert module == type(_at(name)).__module__.replace(".", "/") + ".py"
+        else:
+            said[name].append(row.strip())
+    assert list(said) == [s.name for s in STAGES]
+    for stage in STAGES:
+        assert " ".join(said[stage.name]) == stage.drawn, stage.name
+    assert max(len(row) for row in rows) <= 120
 
 
 def _at(name):

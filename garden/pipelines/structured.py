@@ -1,12 +1,8 @@
 """The structured pipeline: similarity broadens recall, structure restores the boundary.
 
 It is a list of named stages (STAGES), each a small object with one method over a shared
-query context (garden/rerank/context.py), run in order:
-
-    triage -> window -> addressee -> retrieve -> structure -> cited -> neighbours -> phrase -> update
-           -> supersession
-           -> session -> standout -> decide -> fill -> lanes -> provenance -> restated -> passage -> pack
-           -> premise -> packet + trace
+query context (garden/rerank/context.py), run in order: `garden pipelines` lists them, and
+the diagram of docs/pipeline.md draws each with what it does (`garden.rerank.stages.diagram`).
 
 Scores: a candidate's rank score is its relevance (each lexical member's score as a
 fraction of the query's saturation ceiling, plus the embedding cosine above a floor,

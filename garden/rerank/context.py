@@ -63,7 +63,9 @@ class StageBase:
     `mode` says what it does in a ranking (`MODES`); `labels` and `reasons` are those it
     may give, and `supports` those of its labels that say an item stands on more than
     similarity (an item holding one is not labelled lexical_only or semantic_only);
-    `title` is its heading where a query is drawn; `tables` are the whole-store tables it
+    `title` is its heading where a query is drawn; `drawn` its line in the pipeline's
+    diagram (docs/pipeline.md, `garden.rerank.stages.diagram`: what it does, in a sentence;
+    the title's words after its colon when not given); `tables` are the whole-store tables it
     reads (garden/derived/tables.py), what a story ingested into Milvus folds and saves
     for it. One method is required:
     `run(ctx)`, which reads and changes the query's context."""
@@ -80,13 +82,14 @@ class StageBase:
     reasons: ClassVar[tuple[str, ...]]
     supports: ClassVar[tuple[str, ...]]
     title: ClassVar[str]
+    drawn: ClassVar[str]
     tables: ClassVar[tuple]
 
     def __init_subclass__(cls, name: str, settings: tuple[Setting, ...] = (), uses: tuple[str, ...] = (),
                           essential: bool = False, mode: str = "scores", reads: tuple[str, ...] = (),
                           needs: tuple[str, ...] = (), writes: tuple[str, ...] = (), labels: tuple[str, ...] = (),
                           reasons: tuple[str, ...] = (), supports: tuple[str, ...] = (), title: str | None = None,
-                          tables: tuple = (), **kwargs):
+                          tables: tuple = (), drawn: str | None = None, **kwargs):
         super().__init_subclass__(**kwargs)
         if mode not in MODES:
             raise TypeError(f"stage {name}: mode must be one of {', '.join(MODES)} (got {mode!r})")
@@ -103,6 +106,7 @@ class StageBase:
                             f"{', '.join(sorted(set(supports) - set(labels)))}")
         cls.labels, cls.reasons, cls.supports = tuple(labels), tuple(reasons), tuple(supports)
         cls.title = title or name.capitalize()
+        cls.drawn = drawn or cls.title.split(": ", 1)[-1]
         cls.tables = tuple(tables)
 
     def run(self, ctx: "QueryContext") -> None:

@@ -215,7 +215,9 @@ def gate_score(stages: dict) -> float | None:
 class Decide(StageBase, name="decide", settings=(ANSWER_AT, DECISIVE, GATHER_HELD), mode="selects",
              needs=("candidates",), reads=("window", "calibrated", "shape"), writes=("lane_rules",),
              title="Decide: answer, or stay silent",
-             tables=(VOCABULARY,)):
+             tables=(VOCABULARY,),
+             drawn=("answer or stay silent: the query's support (its top score, what one record holds of it, what the"
+                    " store knows of its words, its second match) against the store's level")):
     """Answers the query or keeps it silent, by its support against the store's level."""
 
 

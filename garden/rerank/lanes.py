@@ -46,7 +46,8 @@ def lane_cutoff(ctx: QueryContext) -> float:
 class Lanes(StageBase, name="lanes", settings=(LANE_CAP, MIN_SHARE), essential=True, mode="selects",
             needs=("candidates",), reads=("lane_rules",),
             writes=("curated", "evidence"), reasons=("below_standout", "rank_cut"),
-            title="Standout: the gate per lane"):
+            title="Standout: the gate per lane",
+            drawn="states/decisions and evidence ranked apart; the decision, the share rule, the session floor"):
     def run(self, ctx: QueryContext) -> None:
         settings, cands = ctx.settings, ctx.candidates
         rules = ctx.lane_rules

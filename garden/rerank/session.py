@@ -13,7 +13,8 @@ from garden.rerank.context import QueryContext, StageBase
 
 class Session(StageBase, name="session", needs=("candidates",), writes=("lane_rules",),
               reasons=("already_delivered",),
-              title="Session: what was delivered is not served again"):
+              title="Session: what was delivered is not served again",
+              drawn="what the session delivered is not served again"):
     """The `session` stage: a query's session is the earlier queries of the person asking
     (`QuerySpec.session`), not a sitting of a conversation (the `sessions` stage's)."""
 

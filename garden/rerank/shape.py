@@ -233,7 +233,9 @@ def facets(question: str) -> tuple[str, ...]:
 
 
 class ShapeStage(StageBase, name="shape", mode="arms", writes=("shape",),
-                 title="Shape: a question that gathers, or one that points"):
+                 title="Shape: a question that gathers, or one that points",
+                 drawn=("gathering (a list, a both, a count, an interval, an order, a comparison) or pinpoint, from "
+                        "the text alone")):
     """Arms `ctx.shape` with the question's shape; the gather stage reads it."""
 
     def run(self, ctx: QueryContext) -> None:

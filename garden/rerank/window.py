@@ -134,7 +134,9 @@ def lift(ctx: QueryContext, candidates) -> list[str]:
 
 
 class TimeWindow(StageBase, name="window", mode="arms", writes=("window",),
-                 title="Window: the time the query names"):
+                 title="Window: the time the query names",
+                 drawn=('a time the query names, counted back from as_of ("two weeks ago", "last month"); its words '
+                        'say when')):
     def run(self, ctx: QueryContext) -> None:
         window = named_window(ctx.spec.query, ctx.spec.as_of)
         if window is None:
