@@ -149,11 +149,10 @@ class StructuredPipeline:
                 c.reject("predecessor_without_successor", f"its successor {c.successor.id} is not in the packet")
             else:
                 c.reject("rank_cut", "not selected in its lane")
-        decided = ctx.trace.get("decide")
-        gate = None if decided is None else Gate(
-            support=decided["support"], level=decided["level"], threshold=decided["threshold"],
-            answers=decided["answers"], reference=decided["standing"] is not None,
-            **(decided["standing"] or {}))
+        verdict = ctx.verdict
+        gate = None if verdict is None else Gate(
+            support=verdict.support, level=verdict.level, threshold=verdict.threshold, answers=verdict.answers,
+            reference=verdict.standing is not None, **(verdict.standing or {}))
         return Packet(decision="retrieve", reason=ctx.reason, warnings=ctx.resolution.warnings,
                       items=[c.item() for c in ctx.packed], gate=gate,
                       # dicts, validated by the packet in one pass: hundreds a query

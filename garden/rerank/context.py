@@ -8,13 +8,17 @@ one eligibility check, whichever door they come through.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Protocol
 
-from garden.models import Record
+from garden.models import Packet, Record, Sitting, Story
+from garden.rerank._span_index import SpanIndex
 from garden.rerank.candidates import Candidate
 from garden.rerank.eligibility import describe, eligibility
-from garden.rerank.query import QuerySpec
+from garden.rerank.query import QuerySpec, Shape
 from garden.rerank.resolve import Resolution
+from garden.rerank.support import Reference, Verdict
+from garden.rerank.timeline import Window
+from garden.retrievers import RetrieverBase
 
 
 @dataclass(frozen=True)
@@ -156,28 +160,69 @@ class PackRule:
         return ""
 
 
+class StageSettings:
+    """Every setting with its value, as the stages read them (`ctx.settings.NAME`): the base
+    of the stages' `Resolved` (garden/rerank/stages.py), whose fields are made from the
+    settings the stages declare; here so that the context, which the stage list imports, can
+    name the type. A setting is an int or a float."""
+
+    if TYPE_CHECKING:
+        def __getattr__(self, name: str) -> float: ...
+
+
+class StageIndexes(Protocol):
+    """What a stage reads from the index cache the pipeline was given
+    (garden/pipelines/indexes.py, `IndexCache`, a layer above): the phrase stage's index."""
+
+    def phrase_index(self, story: Story) -> SpanIndex: ...
+
+
+class Answered(Protocol):
+    """A run of the pipeline, as the session stage reads one (garden/pipelines/scoring.py,
+    `Outcome`, a layer above): its packet."""
+
+    packet: Packet
+
+
+@dataclass
+class LaneRules:
+    """The lanes' selection (`select_lane`, garden/rerank/standout.py) as the stages before
+    the lanes arm it; what none arms keeps the lanes' default: the standout stage's `cutoff`
+    (the ratio; 1, off, unarmed), the fill stage's `fill`, the session stage's `floor` (per
+    lane, the best score of a delivered item). The decide stage's verdict is its own field
+    (`QueryContext.verdict`)."""
+
+    cutoff: float = 1.0
+    fill: bool = False
+    floor: dict[str, float] = field(default_factory=dict)
+
+
+# the fields of the context that may hold anything, and why: every other field is typed
+# (tests/test_stages.py holds this list)
+UNTYPED = {"trace": "what each stage did, for display and the trace log, in each stage's own JSON shape; no stage "
+                    "reads it to decide"}
+
+
 @dataclass
 class QueryContext:
     spec: QuerySpec
-    settings: Any                                    # the stages' `Resolved`: every setting with its value
+    settings: StageSettings                          # the stages' `Resolved`: every setting with its value
     resolution: Resolution
-    retriever: Any                                   # the pipeline's indexed base retriever
-    rerun: Callable[[QuerySpec], Any]                # the same pipeline on another query (the session)
-    indexes: Any                                     # the IndexCache the pipeline was given
+    retriever: RetrieverBase                         # the pipeline's indexed base retriever
+    rerun: Callable[[QuerySpec], Answered]           # the same pipeline on another query (the session)
+    indexes: StageIndexes                            # the IndexCache the pipeline was given
     # the store's reference for the decide stage (garden/pipelines/store_reference.py): made or read
-    # when first called; None where the pipeline gives none (a reference's own queries)
-    reference: Callable[[], Any] | None = None
+    # when first called (None: a store too small for one); None where the pipeline gives none
+    # (a reference's own queries)
+    reference: Callable[[], Reference | None] | None = None
     candidates: dict[str, Candidate] = field(default_factory=dict)
     trace: dict[str, Any] = field(default_factory=dict)
     stopped: tuple[str, str, bool, str | None] | None = None   # (decision, reason, fallback, question)
     reason: str = "no triage stage: every query retrieves"
     fallback: bool = False
-    calibrated: Any = None                           # armed by the calibration stage: the store's reference
-    # the lanes' selection (`select_lane`) as the stages before it arm it, by its parameter:
-    # the standout stage's `cutoff` (the ratio), the decide stage's verdict (`answers`,
-    # `decisive`), the fill stage's `fill`, the session stage's `floor` (per lane, the best
-    # score of a delivered item); what none arms keeps the lanes' default (lanes.py)
-    lane_rules: dict[str, Any] = field(default_factory=dict)
+    calibrated: Reference | None = None              # armed by the calibration stage: the store's reference
+    verdict: Verdict | None = None                   # the decide stage's: answer or stay silent, and why
+    lane_rules: LaneRules = field(default_factory=LaneRules)
     curated: list[Candidate] = field(default_factory=list)
     evidence: list[Candidate] = field(default_factory=list)
     # the packing rules the selecting stages arm (`PackRule`), in stage order: the pack stage
@@ -185,12 +230,12 @@ class QueryContext:
     pack_rules: list[PackRule] = field(default_factory=list)
     packed: list[Candidate] = field(default_factory=list)
     used: int = 0
-    window: Any = None                               # the time the query names (window.py), counted from as_of
+    window: Window | None = None                     # the time the query names (window.py), counted from as_of
     addressee: str | None = None                     # whose words the query asks for (addressee.py)
     addressed_by: str = ""                           # ... and the query's words that ask it
     unasked: str | None = None                       # the store's own voice, when the query does not ask for it
-    sittings: list = field(default_factory=list)     # the sittings ranked (sittings.py), best first
-    shape: Any = None                                # the question's shape (shape.py): gathering or pinpoint
+    sittings: list[Sitting] = field(default_factory=list)   # the sittings ranked (sittings.py), best first
+    shape: Shape | None = None                       # the question's shape (shape.py): gathering or pinpoint
 
     def stop(self, decision: str, reason: str, fallback: bool = False, question: str | None = None) -> None:
         """Answer without retrieving: ASK or SKIP."""

@@ -32,5 +32,5 @@ class Fill(StageBase, name="fill", mode="selects", writes=("lane_rules", "pack_r
     packing rule."""
 
     def run(self, ctx: QueryContext) -> None:
-        ctx.lane_rules["fill"] = True
+        ctx.lane_rules.fill = True
         ctx.pack_rules.append(SKIP_SHOWN)

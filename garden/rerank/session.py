@@ -28,6 +28,6 @@ class Session(StageBase, name="session", needs=("candidates",), writes=("lane_ru
             if c is None:
                 continue
             # the best score this query gives a delivered item floors its lane's rival (lanes.py)
-            floor = ctx.lane_rules.setdefault("floor", {})
+            floor = ctx.lane_rules.floor
             floor[c.lane] = max(floor.get(c.lane, 0.0), c.score)
             c.reject("already_delivered", "packed earlier in this session")

@@ -33,7 +33,7 @@ from pydantic import Field, create_model, field_validator
 
 from garden.errors import GardenError
 from garden.models import SettingsBase
-from garden.rerank.context import GIVEN, Setting, Stage, StageBase
+from garden.rerank.context import GIVEN, Setting, Stage, StageBase, StageSettings
 from garden.rerank.eligibility import ELIGIBILITY_LABELS, ELIGIBILITY_REASONS
 
 
@@ -205,7 +205,8 @@ def settings_model(base: type, stages: Sequence[Stage] = STAGES) -> tuple[type, 
                   for s in declared if s.check is not None}
     model = create_model("Settings", __base__=base, __module__=__name__, __validators__=validators, **fields)
     model.__doc__ = base.__doc__
-    resolved = dataclasses.make_dataclass("Resolved", [(s.name, s.type) for s in declared], frozen=True)
+    resolved = dataclasses.make_dataclass("Resolved", [(s.name, s.type) for s in declared], bases=(StageSettings,),
+                                          frozen=True)
     resolved.__module__ = __name__
     resolved.__doc__ = "Every setting with a value: what the stages read."
     defaults = {s.name: s.default for s in declared}
