@@ -156,8 +156,13 @@ def test_adding_a_stage_is_one_class_and_one_line():
     packet = pipeline.run(QuerySpec(STORY, PHRASE_QUERY, dt.date(2030, 1, 12))).packet
     assert (packet.decision, packet.items) == ("skip", [])
     assert Silence.uses == () and Silence.essential is False
-    # undeclared, its line in the diagram is its title's words, here its name
+    # undeclared, its line in the diagram is its title's words, here its name; the explorer
+    # draws its step as what it changed, under its name in the trace
     assert Silence.title == Silence.drawn == "Silence"
+    assert (Silence.step, Silence.shown_with, Silence.armed, Silence.traced) == ("changes", None, "", "silence")
+    with pytest.raises(TypeError, match="step must be one of changes, decision"):
+        class Drawn(StageBase, name="drawn", step="chart"):
+            pass
 
 
 def test_the_diagram_draws_each_stage_as_it_declares_itself():

@@ -47,6 +47,17 @@ MODES = {
     "scores": "adds score, labels, admits or rejects candidates; in a ranking it moves nothing",
     "selects": "chooses the packet from the ranking; a ranking stops before the first one",
 }
+# how the explorer draws a stage's step (garden/explore/scene.py), by kind: what a stage declares as its `step`
+STEPS = {
+    "changes": "what it changed, candidate by candidate",
+    "decision": "the query's decision and what the query resolved, drawn first, before the baseline",
+    "entry": "how many candidates entered and what the eligibility check rejected",
+    "spans": "the spans it tested and credited, from its trace",
+    "cutoff": "the ratio it armed, said in the step it is shown with",
+    "verdict": "the query's support against the store's threshold, from its trace, said in the step it is shown with",
+    "lanes": "each lane's ratio, rival and what rides, from its trace",
+    "budget": "what was packed, against the budget",
+}
 # what every stage finds in the context before any stage runs
 GIVEN = frozenset({"spec", "settings", "resolution", "retriever", "rerun", "indexes", "reference", "trace"})
 
@@ -67,7 +78,11 @@ class StageBase:
     `mode` says what it does in a ranking (`MODES`); `labels` and `reasons` are those it
     may give, and `supports` those of its labels that say an item stands on more than
     similarity (an item holding one is not labelled lexical_only or semantic_only);
-    `title` is its heading where a query is drawn; `drawn` its line in the pipeline's
+    `title` is its heading where a query is drawn, `step` the kind of step it is drawn as
+    (`STEPS`), `shown_with` the stage whose step draws it too (the explorer draws the stages
+    that only arm the lanes or the packing within the lanes' or the pack's step), `armed`
+    what that step says of it having run, and `traced` its entry in the trace (its name
+    unless given); `drawn` its line in the pipeline's
     diagram (docs/pipeline.md, `garden.rerank.stages.diagram`: what it does, in a sentence;
     the title's words after its colon when not given); `tables` are the whole-store tables it
     reads (garden/derived/tables.py), what a story ingested into Milvus folds and saves
@@ -87,16 +102,23 @@ class StageBase:
     supports: ClassVar[tuple[str, ...]]
     title: ClassVar[str]
     drawn: ClassVar[str]
+    step: ClassVar[str]
+    shown_with: ClassVar[str | None]
+    armed: ClassVar[str]
+    traced: ClassVar[str]
     tables: ClassVar[tuple]
 
     def __init_subclass__(cls, name: str, settings: tuple[Setting, ...] = (), uses: tuple[str, ...] = (),
                           essential: bool = False, mode: str = "scores", reads: tuple[str, ...] = (),
                           needs: tuple[str, ...] = (), writes: tuple[str, ...] = (), labels: tuple[str, ...] = (),
                           reasons: tuple[str, ...] = (), supports: tuple[str, ...] = (), title: str | None = None,
-                          tables: tuple = (), drawn: str | None = None, **kwargs):
+                          tables: tuple = (), drawn: str | None = None, step: str = "changes",
+                          shown_with: str | None = None, armed: str = "", traced: str | None = None, **kwargs):
         super().__init_subclass__(**kwargs)
         if mode not in MODES:
             raise TypeError(f"stage {name}: mode must be one of {', '.join(MODES)} (got {mode!r})")
+        if step not in STEPS:
+            raise TypeError(f"stage {name}: step must be one of {', '.join(STEPS)} (got {step!r})")
         fields = set(QueryContext.__dataclass_fields__)
         unknown = sorted(f for f in (*reads, *needs, *writes) if f not in fields)
         if unknown:
@@ -111,6 +133,7 @@ class StageBase:
         cls.labels, cls.reasons, cls.supports = tuple(labels), tuple(reasons), tuple(supports)
         cls.title = title or name.capitalize()
         cls.drawn = drawn or cls.title.split(": ", 1)[-1]
+        cls.step, cls.shown_with, cls.armed, cls.traced = step, shown_with, armed, traced or name
         cls.tables = tuple(tables)
 
     def run(self, ctx: "QueryContext") -> None:

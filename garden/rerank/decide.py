@@ -163,7 +163,8 @@ class Decide(StageBase, name="decide", settings=(ANSWER_AT, DECISIVE, GATHER_HEL
              title="Decide: answer, or stay silent",
              tables=(VOCABULARY,),
              drawn=("answer or stay silent: the query's support (its top score, what one record holds of it, what the"
-                    " store knows of its words, its second match) against the store's level")):
+                    " store knows of its words, its second match) against the store's level"),
+             step="verdict", shown_with="lanes"):
     """Answers the query or keeps it silent, by its support against the store's level."""
 
 

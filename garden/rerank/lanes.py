@@ -48,7 +48,8 @@ class Lanes(StageBase, name="lanes", settings=(LANE_CAP, MIN_SHARE), essential=T
             needs=("candidates",), reads=("lane_rules", "verdict"),
             writes=("curated", "evidence"), reasons=("below_standout", "rank_cut"),
             title="Standout: the gate per lane",
-            drawn="states/decisions and evidence ranked apart; the decision, the share rule, the session floor"):
+            drawn="states/decisions and evidence ranked apart; the decision, the share rule, the session floor",
+            step="lanes", traced="standout"):
     def run(self, ctx: QueryContext) -> None:
         settings, cands = ctx.settings, ctx.candidates
         rules, verdict = ctx.lane_rules, ctx.verdict

@@ -108,7 +108,8 @@ def triage(query: str, resolution: Resolution) -> Triage:
 
 class TriageStage(StageBase, name="triage", mode="decides", writes=("reason", "fallback"),
                   title="Triage: retrieve, ask or skip",
-                  drawn="RETRIEVE | ASK | SKIP, with the reason"):
+                  drawn="RETRIEVE | ASK | SKIP, with the reason",
+                  step="decision"):
     """The triage stage: RETRIEVE, ASK (with the question) or SKIP, with the reason. Without
     it every query retrieves."""
 
