@@ -330,3 +330,38 @@ def test_the_verdict_is_the_decide_stages_field_and_the_trace_only_shows_it():
 
     poisoned = StructuredPipeline().run(spec, after=poison)
     assert poisoned.packet.model_dump() == outcome.packet.model_dump()
+
+
+def _context_fields_set(source: str) -> set[str]:
+    """The context fields a module sets: `ctx.F = ...` (or `ctx.F.x = ...`, `ctx.F[k] = ...`)
+    and `ctx.F.append/extend/update/setdefault(...)`."""
+    from garden.rerank.context import QueryContext
+
+    fields, found = set(QueryContext.__dataclass_fields__), set()
+    for node in ast.walk(ast.parse(source)):
+        targets = node.targets if isinstance(node, ast.Assign) else \
+            [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                node.func.attr in ("append", "extend", "update", "setdefault"):
+            targets = [node.func.value]
+        for target in targets:
+            for part in ast.walk(target):
+                if isinstance(part, ast.Attribute) and isinstance(part.value, ast.Name) and part.value.id == "ctx" \
+                        and part.attr in fields:
+                    found.add(part.attr)
+    return found
+
+
+def test_every_context_field_a_stage_sets_is_one_it_declares_it_writes():
+    """What a stage hands on is declared in its `writes`, so the pipeline can refuse an order
+    that would read it before it is written; the trace, display only, is everyone's."""
+    import inspect
+
+    assert _context_fields_set("ctx.verdict = v\nctx.lane_rules.fill = True\nctx.pack_rules.append(r)\n") == {
+        "verdict", "lane_rules", "pack_rules"}
+    undeclared = {}
+    for stage in STAGES:
+        written = _context_fields_set(inspect.getsource(inspect.getmodule(type(stage)))) - {"trace"}
+        if written - set(stage.writes):
+            undeclared[stage.name] = sorted(written - set(stage.writes))
+    assert undeclared == {}
