@@ -1,8 +1,9 @@
 """MkDocs hooks: the site's front page is the README (its links to `docs/` made links
 between pages), the command reference is the parser's own help, generated at build
-time, so a flag added to the command line is in the docs without an edit here, and the
+time, so a flag added to the command line is in the docs without an edit here, the
 store page's list of durable folders is the one `garden/formats/layout.py` defines, the
-list backup, restore and the doctor read."""
+list backup, restore and the doctor read, and the pipeline page's diagram is the stage
+list's own (`garden.rerank.stages.diagram`), so a stage added to the list is drawn there."""
 from __future__ import annotations
 
 import argparse
@@ -11,6 +12,7 @@ from pathlib import Path
 MARKER = "<!-- garden-cli-reference -->"
 README_MARKER = "<!-- garden-readme -->"
 DURABLE_MARKER = "<!-- garden-durable -->"
+DIAGRAM_MARKER = "<!-- garden-pipeline-diagram -->"
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -47,11 +49,19 @@ def durable_list() -> str:
     return "\n".join(f"- `{name}/`: {what}" for name, what in DURABLE.items()) + "\n"
 
 
+def pipeline_diagram() -> str:
+    from garden.rerank.stages import diagram
+
+    return "```\n" + diagram() + "```\n"
+
+
 def on_page_markdown(markdown: str, page, config, files) -> str:
     if README_MARKER in markdown:
         markdown = markdown.replace(README_MARKER, front_page())
     if DURABLE_MARKER in markdown:
         markdown = markdown.replace(DURABLE_MARKER, durable_list())
+    if DIAGRAM_MARKER in markdown:
+        markdown = markdown.replace(DIAGRAM_MARKER, pipeline_diagram())
     if MARKER in markdown:
         markdown = markdown.replace(MARKER, cli_reference())
     return markdown

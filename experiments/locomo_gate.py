@@ -185,15 +185,16 @@ def case_bounds(weights, bias, decisive) -> tuple[float, float, list[str]]:
 @contextmanager
 def gate_weights(weights, bias):
     """The decide stage's support with a fold's weights, for checking the shipped cases at
-    that fold's threshold (the stage reads its module's weights when it scores)."""
-    import garden.rerank.decide as decide
+    that fold's threshold (the stage reads the weights of the support's module,
+    garden/rerank/support.py, when it scores)."""
+    import garden.rerank.support as formula
 
-    shipped = decide.W_TOP, decide.W_HELD, decide.W_KNOWN, decide.W_BIAS
-    decide.W_TOP, decide.W_HELD, decide.W_KNOWN, decide.W_BIAS = (*weights, bias)
+    shipped = formula.W_TOP, formula.W_HELD, formula.W_KNOWN, formula.W_BIAS
+    formula.W_TOP, formula.W_HELD, formula.W_KNOWN, formula.W_BIAS = (*weights, bias)
     try:
         yield
     finally:
-        decide.W_TOP, decide.W_HELD, decide.W_KNOWN, decide.W_BIAS = shipped
+        formula.W_TOP, formula.W_HELD, formula.W_KNOWN, formula.W_BIAS = shipped
 
 
 def case_failures(answer_at: float, share: float, weights, bias) -> list[str]:

@@ -179,3 +179,24 @@ def test_a_shows_expectation_is_marked_with_the_words_it_requires():
 
     marks = expectation_marks(Expect(shows={"s4.2": ["a hold of fifteen minutes"]}))
     assert marks == {"s4.2": ["required: its text in the packet shows 'a hold of fifteen minutes'"]}
+
+
+def test_the_scene_names_no_stage_and_draws_each_as_it_declares():
+    """How a stage's step is drawn is what the stage declares (`step`, `shown_with`,
+    `armed`, `traced`); garden/explore/scene.py names no stage. A string of it that equals a
+    stage's name is a kind of step, a packet's decision or a key of a lane's trace."""
+    import ast
+    import typing
+
+    from garden.models import Decision
+    from garden.rerank.context import STEPS
+    from garden.rerank.standout import select_lane
+
+    source = (ROOT / "garden" / "explore" / "scene.py").read_text(encoding="utf-8")
+    strings = {node.value for node in ast.walk(ast.parse(source))
+               if isinstance(node, ast.Constant) and isinstance(node.value, str)}
+    other_meanings = set(STEPS) | set(typing.get_args(Decision)) | set(select_lane("curated", [("a", 1.0)]).trace)
+    named = {s.name for s in STAGES} & strings
+    assert named <= other_meanings, named - other_meanings
+    assert {"decision", "spans", "lanes"} <= {s.step for s in STAGES}, "the kinds the page opens and lists by"
+    assert {s.name for s in STAGES if s.shown_with} == {"standout", "calibration", "decide", "fill", "provenance"}

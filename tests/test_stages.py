@@ -2,8 +2,12 @@
 ablate command and API, and adding a stage as one class plus one line."""
 from __future__ import annotations
 
+import ast
 import datetime as dt
 import json
+import re
+import typing
+from typing import Any
 from pathlib import Path
 
 import pytest
@@ -152,6 +156,35 @@ def test_adding_a_stage_is_one_class_and_one_line():
     packet = pipeline.run(QuerySpec(STORY, PHRASE_QUERY, dt.date(2030, 1, 12))).packet
     assert (packet.decision, packet.items) == ("skip", [])
     assert Silence.uses == () and Silence.essential is False
+    # undeclared, its line in the diagram is its title's words, here its name; the explorer
+    # draws its step as what it changed, under its name in the trace
+    assert Silence.title == Silence.drawn == "Silence"
+    assert (Silence.step, Silence.shown_with, Silence.armed, Silence.traced) == ("changes", None, "", "silence")
+    with pytest.raises(TypeError, match="step must be one of changes, decision"):
+        class Drawn(StageBase, name="drawn", step="chart"):
+            pass
+
+
+def test_the_diagram_draws_each_stage_as_it_declares_itself():
+    from garden.rerank.stages import diagram
+
+    drawn = diagram()
+    rows = drawn.splitlines()
+    assert rows[0] == "query + as_of + hints + session"
+    assert rows[-1].startswith("  -> packet + trace") and rows[-1].endswith("garden/pipelines/traces.py")
+    # each stage: its name, its words wrapped under one another, its module at the row's end
+    said: dict[str, list[str]] = {}
+    for row in rows[1:-1]:
+        if row.startswith("  -> "):
+            name, words, module = re.fullmatch(r"  -> (\S+) +(.+?) +(garden/\S+\.py)", row).groups()
+            said[name] = [words]
+            assert module == type(_at(name)).__module__.replace(".", "/") + ".py"
+        else:
+            said[name].append(row.strip())
+    assert list(said) == [s.name for s in STAGES]
+    for stage in STAGES:
+        assert " ".join(said[stage.name]) == stage.drawn, stage.name
+    assert max(len(row) for row in rows) <= 120
 
 
 def _at(name):
@@ -224,3 +257,111 @@ def test_no_stage_hands_another_a_callback_through_the_context():
     spec = QuerySpec(STORY, "Why did we move the observation log to the tablet?", dt.date(2030, 1, 12))
     outcome = StructuredPipeline().run(spec, after=check)
     assert outcome.packet.items and written == []
+
+
+def _mentions_any(hint) -> bool:
+    return hint is Any or any(_mentions_any(arg) for arg in typing.get_args(hint))
+
+
+def test_every_field_of_the_context_is_typed_but_the_trace():
+    """What one stage hands another is a typed field of the context; `Any` is left only
+    where `UNTYPED` says why (the trace, which no stage reads to decide)."""
+    from garden.rerank.context import UNTYPED, QueryContext
+
+    hints = typing.get_type_hints(QueryContext)
+    assert set(hints) == set(QueryContext.__dataclass_fields__)
+    untyped = {name for name, hint in hints.items() if _mentions_any(hint)}
+    assert untyped == set(UNTYPED), untyped
+    assert _mentions_any(dict[str, Any]) and not _mentions_any(dict[str, float])
+
+
+def _is_context_trace(node) -> bool:
+    return isinstance(node, ast.Attribute) and node.attr == "trace" and isinstance(node.value, ast.Name) \
+        and node.value.id == "ctx"
+
+
+def _trace_reads(source: str) -> list[int]:
+    """The lines that read the query's trace (`ctx.trace[...]` loaded, `ctx.trace.get(...)`)
+    rather than write it (an assignment, `setdefault` to fill a stage's own entry)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load) and _is_context_trace(node.value):
+            found.append(node.lineno)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get" and \
+                _is_context_trace(node.func.value):
+            found.append(node.lineno)
+    return sorted(found)
+
+
+def test_no_stage_or_pipeline_reads_the_trace_to_decide():
+    """The decide stage's verdict once travelled through `ctx.trace["decide"]` to the lanes,
+    the packet's gate and a store's reference; the trace is now a copy for display. The
+    explorer draws it (garden/explore), and nothing that runs a query reads it."""
+    assert _trace_reads('d = ctx.trace["decide"]\nx = ctx.trace.get("decide")\nctx.trace["w"] = 1\n') == [1, 2]
+    readers = {}
+    for folder in ("rerank", "pipelines"):
+        for path in sorted((ROOT / "garden" / folder).glob("*.py")):
+            lines = _trace_reads(path.read_text(encoding="utf-8"))
+            if lines:
+                readers[str(path.relative_to(ROOT))] = lines
+    assert readers == {}
+
+
+def test_the_verdict_is_the_decide_stages_field_and_the_trace_only_shows_it():
+    spec = QuerySpec(STORY, "Why did we move the observation log to the tablet?", dt.date(2030, 1, 12))
+    seen = {}
+
+    def keep(stage, ctx) -> None:
+        seen["ctx"] = ctx
+
+    outcome = StructuredPipeline().run(spec, after=keep)
+    verdict = seen["ctx"].verdict
+    assert "verdict" in _at("decide").writes and "verdict" in _at("lanes").reads
+    assert outcome.trace["decide"] == verdict.traced()
+    gate = outcome.packet.gate
+    assert (gate.support, gate.level, gate.threshold, gate.answers) == (verdict.support, verdict.level,
+                                                                        verdict.threshold, verdict.answers)
+
+    def poison(stage, ctx) -> None:
+        # every stage's trace entry replaced by nonsense as soon as it is written
+        for key in ctx.trace:
+            if key not in ("stages", "resolution"):
+                ctx.trace[key] = {"answers": not verdict.answers, "support": -1e9, "threshold": 1e9}
+
+    poisoned = StructuredPipeline().run(spec, after=poison)
+    assert poisoned.packet.model_dump() == outcome.packet.model_dump()
+
+
+def _context_fields_set(source: str) -> set[str]:
+    """The context fields a module sets: `ctx.F = ...` (or `ctx.F.x = ...`, `ctx.F[k] = ...`)
+    and `ctx.F.append/extend/update/setdefault(...)`."""
+    from garden.rerank.context import QueryContext
+
+    fields, found = set(QueryContext.__dataclass_fields__), set()
+    for node in ast.walk(ast.parse(source)):
+        targets = node.targets if isinstance(node, ast.Assign) else \
+            [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                node.func.attr in ("append", "extend", "update", "setdefault"):
+            targets = [node.func.value]
+        for target in targets:
+            for part in ast.walk(target):
+                if isinstance(part, ast.Attribute) and isinstance(part.value, ast.Name) and part.value.id == "ctx" \
+                        and part.attr in fields:
+                    found.add(part.attr)
+    return found
+
+
+def test_every_context_field_a_stage_sets_is_one_it_declares_it_writes():
+    """What a stage hands on is declared in its `writes`, so the pipeline can refuse an order
+    that would read it before it is written; the trace, display only, is everyone's."""
+    import inspect
+
+    assert _context_fields_set("ctx.verdict = v\nctx.lane_rules.fill = True\nctx.pack_rules.append(r)\n") == {
+        "verdict", "lane_rules", "pack_rules"}
+    undeclared = {}
+    for stage in STAGES:
+        written = _context_fields_set(inspect.getsource(inspect.getmodule(type(stage)))) - {"trace"}
+        if written - set(stage.writes):
+            undeclared[stage.name] = sorted(written - set(stage.writes))
+    assert undeclared == {}

@@ -5,7 +5,9 @@ stages run as they always do, and after each one the explorer copies what the qu
 context holds (each candidate's score, labels, `why` and rejection), so a step shows what
 that stage changed in the garden's own words. The trace the pipeline writes (triage, the
 phrase spans tested, the standout decision per lane, the candidates) and the packet are
-read as they are. Nothing is scripted per story or per case.
+read as they are. Nothing is scripted per story or per case, nor per stage: how a stage's
+step is drawn is what the stage declares (`step`, `shown_with`, `armed`, `traced`:
+garden/rerank/context.py, `StageBase`).
 
 A store of a thousand records is not drawn whole: the neighbourhood is the query's
 candidates (the packet first, then the baseline's best, then the structured pipeline's
@@ -27,7 +29,7 @@ from garden.errors import GardenError
 from garden.models import DEFAULT_BUDGET, Story
 from garden.formats.cases import Expect
 from garden.rerank.lanes import standing
-from garden.rerank.stages import titles
+from garden.rerank.stages import STAGES, titles
 
 MAX_NODES = 150          # nodes drawn: records, topics, people and the query
 RANKED = 10              # candidates listed in a step's ranking
@@ -493,8 +495,18 @@ def _listed(changes: list[dict]) -> tuple[list[dict], dict[str, int]]:
 
 
 STAGE_TITLES = titles()  # each stage's declared title (garden/rerank/stages.py)
-# stages drawn with the step that acts on them
-FOLDED = {"standout": "lanes", "calibration": "lanes", "decide": "lanes", "fill": "lanes", "provenance": "pack"}
+DECLARED = {s.name: s for s in STAGES}
+
+
+def _kind(name: str) -> str:
+    """The kind of step the stage `name` is drawn as (`StageBase.step`)."""
+    return DECLARED[name].step if name in DECLARED else "changes"
+
+
+def _drawn_as(kind: str):
+    """The stage drawn as a `kind` step (the one whose step opens the page, the one that
+    tests spans, ...), whether or not the pipeline runs it."""
+    return next(s for s in STAGES if s.step == kind)
 
 
 def build_steps(st: Story, spec, trace: dict, packet, snaps: list[Snapshot], base_ranking: list[dict],
@@ -502,14 +514,15 @@ def build_steps(st: Story, spec, trace: dict, packet, snaps: list[Snapshot], bas
     steps: list[dict] = []
     by_snap = {s.stage: s for s in snaps}
     resolution = trace.get("resolution", {})
-    tri = trace.get("triage")
+    decider = _drawn_as("decision")
+    tri = trace.get(decider.traced)
     summary = []
     if tri:
         summary.append(f"Decision: {tri['decision'].upper()}. {tri['reason']}")
         if tri.get("fallback"):
-            summary.append("No triage rule decided: retrieval is a fallback.")
+            summary.append(f"No {decider.name} rule decided: retrieval is a fallback.")
     else:
-        summary.append(f"No triage stage in {pipeline}: every query retrieves.")
+        summary.append(f"No {decider.name} stage in {pipeline}: every query retrieves.")
     anchors = []
     if resolution.get("topics"):
         anchors.append("topics " + ", ".join(f"{t} ({w:g})" for t, w in resolution["topics"].items()))
@@ -522,7 +535,7 @@ def build_steps(st: Story, spec, trace: dict, packet, snaps: list[Snapshot], bas
     summary.append("The query resolved " + ("; ".join(anchors) if anchors else "no topic, person or record id") + ".")
     for w in packet.warnings:
         summary.append(f"Warning: {w}")
-    steps.append({"id": "triage", "stage": "triage", "title": "Triage: retrieve, ask or skip",
+    steps.append({"id": decider.name, "stage": decider.name, "title": decider.title,
                   "summary": summary, "decision": tri["decision"] if tri else "retrieve",
                   "focus": ["query", *[f"topic:{t}" for t in resolution.get("topics", {})],
                             *[f"person:{e}" for e in resolution.get("entities", {})]],
@@ -550,12 +563,13 @@ def build_steps(st: Story, spec, trace: dict, packet, snaps: list[Snapshot], bas
         steps.append(packet_step(st, packet, trace, snaps, drawn))
         return steps
 
-    previous = by_snap.get("triage")
+    previous = by_snap.get(decider.name)
     pending: list[Snapshot] = []
     for snap in snaps:
-        if snap.stage == "triage":
+        if _kind(snap.stage) == "decision":
             continue
-        if snap.stage in FOLDED and FOLDED[snap.stage] in by_snap:
+        host = DECLARED[snap.stage].shown_with if snap.stage in DECLARED else None
+        if host is not None and host in by_snap:
             pending.append(snap)
             continue
         step = stage_step(st, spec, trace, snap, previous, pending, drawn, pipeline)
@@ -565,20 +579,74 @@ def build_steps(st: Story, spec, trace: dict, packet, snaps: list[Snapshot], bas
     return steps
 
 
+def _said_of_folded(trace: dict, folded: list[Snapshot]) -> list[str]:
+    """What a step says of each stage drawn within it (`shown_with`), in stage order: the
+    ratio a cutoff stage armed, the verdict's support, or the stage's declared `armed`."""
+    said = []
+    for snap in folded:
+        stage = DECLARED[snap.stage]
+        if stage.step == "cutoff":
+            said.append(f"The {stage.name} stage armed the ratio at {snap.cutoff:g}.")
+        elif stage.step == "verdict":
+            decided = trace.get(stage.traced)
+            if decided:
+                said.append(f"The {stage.name} stage: the query's support is {decided['support']:.3f} (top "
+                            f"{decided['top']:.3f}, held {decided['held']:.2f}, known {decided['known']:.2f}, "
+                            f"second {decided['second']:.3f}), "
+                            + ("at or above" if decided["answers"] else "below")
+                            + f" this store's threshold {decided['threshold']:.3f} (its level "
+                            f"{decided['level']:.3f}, answer_at {decided['answer_at']:g})"
+                            f"{standing(decided['standing'])}: "
+                            + ("the store holds an answer." if decided["answers"]
+                               else f"silent, unless a lane's ratio reaches {decided['decisive']:g}."))
+        elif stage.armed:
+            said.append(f"The {stage.name} stage armed: {stage.armed}")
+    return said
+
+
+def _lanes_said(trace: dict, name: str, folded: list[Snapshot], pipeline: str) -> tuple[list[str], list[dict]]:
+    """A lanes step's summary (what the stages drawn within it armed, then each lane) and its lanes."""
+    summary = []
+    if not any(_kind(s.stage) == "cutoff" for s in folded):
+        summary.append(f"No {_drawn_as('cutoff').name} stage in {pipeline}: the ratio is off, the cap and the share "
+                       "rule stay.")
+    summary += _said_of_folded(trace, folded)
+    lanes = []
+    verdict_by = _drawn_as("verdict").name   # a lane's trace says `decided_by` that stage, or the ratio
+    for lane in trace.get(DECLARED[name].traced, []):
+        ratio = "unbounded" if lane.get("ratio_infinite") else lane.get("ratio")
+        lanes.append({"lane": lane["lane"], "ratio": ratio, "standout": lane["standout"],
+                      "best": lane.get("best"), "rival": lane.get("rival"), "answers": lane["answers"],
+                      "riding": lane["riding"], "active": lane["active"]})
+        best = "nothing" if lane.get("best") is None else f"{lane['best']:.4f}"
+        by_ratio = lane.get("decided_by", "ratio") != verdict_by
+        verdict = (f"{'≥' if lane['answers'] else '<'} standout {lane['standout']:g}" if by_ratio
+                   else ("answers" if lane["answers"] else "silent") + f" by the {verdict_by} stage")
+        summary.append(f"{lane['lane']} lane: best {best}, rival {lane['rival']:.4f}, ratio {ratio} {verdict}: "
+                       + (f"{len(lane['riding'])} ride ({', '.join(lane['riding'])})" if lane["riding"]
+                          else "nothing rides"))
+    return summary, lanes
+
+
+# the kinds of step that give their own account, said even when the stage changed no candidate
+SELF_EXPLAINED = ("lanes", "budget", "spans")
+
+
 def stage_step(st: Story, spec, trace: dict, snap: Snapshot, previous: Snapshot | None, folded: list[Snapshot],
                drawn: list[str], pipeline: str) -> dict:
     changes, unlisted = _listed(_diff(previous, snap))
     name = snap.stage
+    kind = _kind(name)
     summary: list[str] = []
     extra: dict[str, Any] = {}
     live = sum(1 for c in snap.candidates.values() if c[1] is None)
     rejected = Counter(c[1] for c in snap.candidates.values() if c[1] is not None)
-    if name == "retrieve":
+    if kind == "entry":
         summary.append(f"{len(snap.candidates)} candidates entered, {live} live"
                        + (": rejected by the eligibility check "
                           + ", ".join(f"{n} {r}" for r, n in sorted(rejected.items())) if rejected else "") + ".")
-    elif name == "phrase":
-        ph = trace.get("phrase", {})
+    elif kind == "spans":
+        ph = trace.get(DECLARED[name].traced, {})
         spans = ph.get("tested", [])
         summary.append(f"{ph.get('tested_total', 0)} spans of two or more words tested, "
                        f"{ph.get('credited', 0)} credited"
@@ -587,46 +655,16 @@ def stage_step(st: Story, spec, trace: dict, snap: Snapshot, previous: Snapshot 
             summary.append("No span tested: the query holds no two adjacent words in one run.")
         extra["spans"] = [{"span": s["span"], "records": s["records"], "credited": s["credited"],
                            "refused": s["refused"]} for s in spans]
-    elif name == "lanes":
-        armed = next((s for s in folded if s.stage == "standout"), None)
-        summary.append(f"The standout stage armed the ratio at {armed.cutoff:g}." if armed
-                       else f"No standout stage in {pipeline}: the ratio is off, the cap and the share rule stay.")
-        decided = trace.get("decide")
-        if decided:
-            summary.append(f"The decide stage: the query's support is {decided['support']:.3f} (top "
-                           f"{decided['top']:.3f}, held {decided['held']:.2f}, known {decided['known']:.2f}, "
-                           f"second {decided['second']:.3f}), "
-                           + ("at or above" if decided["answers"] else "below")
-                           + f" this store's threshold {decided['threshold']:.3f} (its level "
-                           f"{decided['level']:.3f}, answer_at {decided['answer_at']:g})"
-                           f"{standing(decided['standing'])}: "
-                           + ("the store holds an answer." if decided["answers"]
-                              else f"silent, unless a lane's ratio reaches {decided['decisive']:g}."))
-        if any(s.stage == "fill" for s in folded):
-            summary.append("The fill stage armed: what rides follows the scores down to the share rule, "
-                           "bounded by the budget, not by a count.")
-        lanes = []
-        for lane in trace.get("standout", []):
-            ratio = "unbounded" if lane.get("ratio_infinite") else lane.get("ratio")
-            lanes.append({"lane": lane["lane"], "ratio": ratio, "standout": lane["standout"],
-                          "best": lane.get("best"), "rival": lane.get("rival"), "answers": lane["answers"],
-                          "riding": lane["riding"], "active": lane["active"]})
-            best = "nothing" if lane.get("best") is None else f"{lane['best']:.4f}"
-            by_ratio = lane.get("decided_by", "ratio") != "decide"
-            verdict = (f"{'≥' if lane['answers'] else '<'} standout {lane['standout']:g}" if by_ratio
-                       else ("answers" if lane["answers"] else "silent") + " by the decide stage")
-            summary.append(f"{lane['lane']} lane: best {best}, rival {lane['rival']:.4f}, ratio {ratio} {verdict}: "
-                           + (f"{len(lane['riding'])} ride ({', '.join(lane['riding'])})" if lane["riding"]
-                              else "nothing rides"))
-        extra["lanes"] = lanes
-    elif name == "pack":
+    elif kind == "lanes":
+        said, extra["lanes"] = _lanes_said(trace, name, folded, pipeline)
+        summary += said
+    elif kind == "budget":
         extra["budget"] = _budget(st, snap.packed, None, spec.budget, snap.used)
         summary.append(f"{len(snap.packed)} packed, {snap.used} of {spec.budget} characters used.")
-        if any(s.stage == "provenance" for s in folded):
-            summary.append("The provenance stage armed: sources of packed items follow them into the evidence lane.")
-    if not changes and name not in ("lanes", "pack", "phrase"):
+        summary += _said_of_folded(trace, folded)
+    if not changes and kind not in SELF_EXPLAINED:
         summary.append("This stage changed nothing for this query.")
-    elif changes and name not in ("retrieve",):
+    elif changes and kind != "entry":
         kinds = Counter(c["kind"] for c in _diff(previous, snap))
         summary.append("Changes: " + ", ".join(f"{n} {k}" for k, n in sorted(kinds.items())) + ".")
     ranking = _ranking(snap)
@@ -683,6 +721,7 @@ def controls_step(got: Inputs, pipeline: str) -> dict:
     from garden.errors import StoryError
     from garden.formats.cases import check_build_error
 
+    decider, spanner = _drawn_as("decision"), _drawn_as("spans")
     rows = []
     for q in got.controls:
         try:
@@ -697,19 +736,19 @@ def controls_step(got: Inputs, pipeline: str) -> dict:
         spec = spec_for(q, st)
         outcome = make_pipeline(pipeline).run(spec)
         failures = check(q.expect, outcome.packet, st, spec.include_private)
-        tri = outcome.stages.get("triage", {})
-        ph = outcome.stages.get("phrase")
+        tri = outcome.stages.get(decider.traced, {})
+        ph = outcome.stages.get(spanner.traced)
         refusals = []
         if outcome.packet.decision != "retrieve":
-            refusals.append({"rule": f"triage:{outcome.packet.decision}", "text": outcome.packet.reason})
+            refusals.append({"rule": f"{decider.name}:{outcome.packet.decision}", "text": outcome.packet.reason})
         elif ph is not None:
             spans = ph.get("tested", [])
             if not ph.get("tested_total"):
-                refusals.append({"rule": "phrase:no span", "text": "no span tested: the query holds no two adjacent "
-                                 "words in one run, and a single word is already a token"})
+                refusals.append({"rule": f"{spanner.name}:no span", "text": "no span tested: the query holds no two "
+                                 "adjacent words in one run, and a single word is already a token"})
             for s in spans:
                 if s["refused"]:
-                    refusals.append({"rule": "phrase:" + _rule(s["refused"]), "span": s["span"],
+                    refusals.append({"rule": f"{spanner.name}:" + _rule(s["refused"]), "span": s["span"],
                                      "text": f"{s['span']!r}: {s['refused']}"})
         rows.append({"name": q.name, "query": spec.query, "decision": outcome.packet.decision,
                      "reason": tri.get("reason", outcome.packet.reason), "passed": not failures,

@@ -131,8 +131,7 @@ def support_parts(pipeline, story: Story, text: str, as_of: dt.date) -> list[flo
     before it stopped the query (triage asked back or skipped)."""
     ctx = pipeline.context(QuerySpec(story, text, as_of, settings=Settings(answer_at=FORCED)), reference=False)
     pipeline.run_stages(ctx, until="decide")
-    decided = ctx.trace.get("decide")
-    return None if ctx.stopped or decided is None else [float(decided[p]) for p in PARTS]
+    return None if ctx.stopped or ctx.verdict is None else ctx.verdict.parts()
 
 
 def build_reference(pipeline, story: Story) -> Reference:

@@ -1,12 +1,8 @@
 """The structured pipeline: similarity broadens recall, structure restores the boundary.
 
 It is a list of named stages (STAGES), each a small object with one method over a shared
-query context (garden/rerank/context.py), run in order:
-
-    triage -> window -> addressee -> retrieve -> structure -> cited -> neighbours -> phrase -> update
-           -> supersession
-           -> session -> standout -> decide -> fill -> lanes -> provenance -> restated -> passage -> pack
-           -> premise -> packet + trace
+query context (garden/rerank/context.py), run in order: `garden pipelines` lists them, and
+the diagram of docs/pipeline.md draws each with what it does (`garden.rerank.stages.diagram`).
 
 Scores: a candidate's rank score is its relevance (each lexical member's score as a
 fraction of the query's saturation ceiling, plus the embedding cosine above a floor,
@@ -153,11 +149,10 @@ class StructuredPipeline:
                 c.reject("predecessor_without_successor", f"its successor {c.successor.id} is not in the packet")
             else:
                 c.reject("rank_cut", "not selected in its lane")
-        decided = ctx.trace.get("decide")
-        gate = None if decided is None else Gate(
-            support=decided["support"], level=decided["level"], threshold=decided["threshold"],
-            answers=decided["answers"], reference=decided["standing"] is not None,
-            **(decided["standing"] or {}))
+        verdict = ctx.verdict
+        gate = None if verdict is None else Gate(
+            support=verdict.support, level=verdict.level, threshold=verdict.threshold, answers=verdict.answers,
+            reference=verdict.standing is not None, **(verdict.standing or {}))
         return Packet(decision="retrieve", reason=ctx.reason, warnings=ctx.resolution.warnings,
                       items=[c.item() for c in ctx.packed], gate=gate,
                       # dicts, validated by the packet in one pass: hundreds a query

@@ -79,7 +79,9 @@ def lift(ctx: QueryContext, candidates) -> list[str]:
 
 
 class Addressee(StageBase, name="addressee", mode="arms", writes=("addressee", "addressed_by", "unasked"),
-                title="Addressee: whose words the query asks for"):
+                title="Addressee: whose words the query asks for",
+                drawn=("a question about what the store's own voice said (\"what did you suggest?\"), in a story "
+                       "naming it")):
     def run(self, ctx: QueryContext) -> None:
         addressee = ctx.spec.story.addressee
         if addressee is None:

@@ -92,7 +92,10 @@ PEOPLE = table("people", People, lists_codec())   # `Story.people`: the foreign 
 
 
 class Calibration(StageBase, name="calibration", mode="selects", writes=("calibrated",),
-                  title="Calibration: the store's own scale", tables=(VOCABULARY, KNOWN_ITEM_POOL, PEOPLE)):
+                  title="Calibration: the store's own scale", tables=(VOCABULARY, KNOWN_ITEM_POOL, PEOPLE),
+                  drawn=("the store's own level, from its reference: its known-item queries and fixed foreign "
+                         "questions, run once per store's content and saved"),
+                  shown_with="lanes"):
     """Arms the store's reference for the decide stage (built once per store's content and
     pipeline, and saved: garden/pipelines/store_reference.py). It only selects: a ranking
     stops before it, and never builds a reference."""

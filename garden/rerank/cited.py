@@ -40,7 +40,8 @@ def citation_credit(score: float, cited: int, share: float, spread: float) -> fl
 
 class Cited(StageBase, name="cited", settings=(CITED_SHARE, CITED_SPREAD), needs=("candidates",),
             writes=("candidates",), labels=("provenance_supported",), supports=("provenance_supported",),
-            title="Cited: notes and views credit what they cite"):
+            title="Cited: notes and views credit what they cite",
+            drawn="a matching note or view credits the records it cites"):
     def run(self, ctx: QueryContext) -> None:
         share, spread = ctx.settings.cited_share, ctx.settings.cited_spread
         if share <= 0:

@@ -8,13 +8,17 @@ one eligibility check, whichever door they come through.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Protocol
 
-from garden.models import Record
+from garden.models import Packet, Record, Sitting, Story
+from garden.rerank._span_index import SpanIndex
 from garden.rerank.candidates import Candidate
 from garden.rerank.eligibility import describe, eligibility
-from garden.rerank.query import QuerySpec
+from garden.rerank.query import QuerySpec, Shape
 from garden.rerank.resolve import Resolution
+from garden.rerank.support import Reference, Verdict
+from garden.rerank.timeline import Window
+from garden.retrievers import RetrieverBase
 
 
 @dataclass(frozen=True)
@@ -43,6 +47,17 @@ MODES = {
     "scores": "adds score, labels, admits or rejects candidates; in a ranking it moves nothing",
     "selects": "chooses the packet from the ranking; a ranking stops before the first one",
 }
+# how the explorer draws a stage's step (garden/explore/scene.py), by kind: what a stage declares as its `step`
+STEPS = {
+    "changes": "what it changed, candidate by candidate",
+    "decision": "the query's decision and what the query resolved, drawn first, before the baseline",
+    "entry": "how many candidates entered and what the eligibility check rejected",
+    "spans": "the spans it tested and credited, from its trace",
+    "cutoff": "the ratio it armed, said in the step it is shown with",
+    "verdict": "the query's support against the store's threshold, from its trace, said in the step it is shown with",
+    "lanes": "each lane's ratio, rival and what rides, from its trace",
+    "budget": "what was packed, against the budget",
+}
 # what every stage finds in the context before any stage runs
 GIVEN = frozenset({"spec", "settings", "resolution", "retriever", "rerun", "indexes", "reference", "trace"})
 
@@ -63,7 +78,13 @@ class StageBase:
     `mode` says what it does in a ranking (`MODES`); `labels` and `reasons` are those it
     may give, and `supports` those of its labels that say an item stands on more than
     similarity (an item holding one is not labelled lexical_only or semantic_only);
-    `title` is its heading where a query is drawn; `tables` are the whole-store tables it
+    `title` is its heading where a query is drawn, `step` the kind of step it is drawn as
+    (`STEPS`), `shown_with` the stage whose step draws it too (the explorer draws the stages
+    that only arm the lanes or the packing within the lanes' or the pack's step), `armed`
+    what that step says of it having run, and `traced` its entry in the trace (its name
+    unless given); `drawn` its line in the pipeline's
+    diagram (docs/pipeline.md, `garden.rerank.stages.diagram`: what it does, in a sentence;
+    the title's words after its colon when not given); `tables` are the whole-store tables it
     reads (garden/derived/tables.py), what a story ingested into Milvus folds and saves
     for it. One method is required:
     `run(ctx)`, which reads and changes the query's context."""
@@ -80,16 +101,24 @@ class StageBase:
     reasons: ClassVar[tuple[str, ...]]
     supports: ClassVar[tuple[str, ...]]
     title: ClassVar[str]
+    drawn: ClassVar[str]
+    step: ClassVar[str]
+    shown_with: ClassVar[str | None]
+    armed: ClassVar[str]
+    traced: ClassVar[str]
     tables: ClassVar[tuple]
 
     def __init_subclass__(cls, name: str, settings: tuple[Setting, ...] = (), uses: tuple[str, ...] = (),
                           essential: bool = False, mode: str = "scores", reads: tuple[str, ...] = (),
                           needs: tuple[str, ...] = (), writes: tuple[str, ...] = (), labels: tuple[str, ...] = (),
                           reasons: tuple[str, ...] = (), supports: tuple[str, ...] = (), title: str | None = None,
-                          tables: tuple = (), **kwargs):
+                          tables: tuple = (), drawn: str | None = None, step: str = "changes",
+                          shown_with: str | None = None, armed: str = "", traced: str | None = None, **kwargs):
         super().__init_subclass__(**kwargs)
         if mode not in MODES:
             raise TypeError(f"stage {name}: mode must be one of {', '.join(MODES)} (got {mode!r})")
+        if step not in STEPS:
+            raise TypeError(f"stage {name}: step must be one of {', '.join(STEPS)} (got {step!r})")
         fields = set(QueryContext.__dataclass_fields__)
         unknown = sorted(f for f in (*reads, *needs, *writes) if f not in fields)
         if unknown:
@@ -103,6 +132,8 @@ class StageBase:
                             f"{', '.join(sorted(set(supports) - set(labels)))}")
         cls.labels, cls.reasons, cls.supports = tuple(labels), tuple(reasons), tuple(supports)
         cls.title = title or name.capitalize()
+        cls.drawn = drawn or cls.title.split(": ", 1)[-1]
+        cls.step, cls.shown_with, cls.armed, cls.traced = step, shown_with, armed, traced or name
         cls.tables = tuple(tables)
 
     def run(self, ctx: "QueryContext") -> None:
@@ -152,28 +183,69 @@ class PackRule:
         return ""
 
 
+class StageSettings:
+    """Every setting with its value, as the stages read them (`ctx.settings.NAME`): the base
+    of the stages' `Resolved` (garden/rerank/stages.py), whose fields are made from the
+    settings the stages declare; here so that the context, which the stage list imports, can
+    name the type. A setting is an int or a float."""
+
+    if TYPE_CHECKING:
+        def __getattr__(self, name: str) -> float: ...
+
+
+class StageIndexes(Protocol):
+    """What a stage reads from the index cache the pipeline was given
+    (garden/pipelines/indexes.py, `IndexCache`, a layer above): the phrase stage's index."""
+
+    def phrase_index(self, story: Story) -> SpanIndex: ...
+
+
+class Answered(Protocol):
+    """A run of the pipeline, as the session stage reads one (garden/pipelines/scoring.py,
+    `Outcome`, a layer above): its packet."""
+
+    packet: Packet
+
+
+@dataclass
+class LaneRules:
+    """The lanes' selection (`select_lane`, garden/rerank/standout.py) as the stages before
+    the lanes arm it; what none arms keeps the lanes' default: the standout stage's `cutoff`
+    (the ratio; 1, off, unarmed), the fill stage's `fill`, the session stage's `floor` (per
+    lane, the best score of a delivered item). The decide stage's verdict is its own field
+    (`QueryContext.verdict`)."""
+
+    cutoff: float = 1.0
+    fill: bool = False
+    floor: dict[str, float] = field(default_factory=dict)
+
+
+# the fields of the context that may hold anything, and why: every other field is typed
+# (tests/test_stages.py holds this list)
+UNTYPED = {"trace": "what each stage did, for display and the trace log, in each stage's own JSON shape; no stage "
+                    "reads it to decide"}
+
+
 @dataclass
 class QueryContext:
     spec: QuerySpec
-    settings: Any                                    # the stages' `Resolved`: every setting with its value
+    settings: StageSettings                          # the stages' `Resolved`: every setting with its value
     resolution: Resolution
-    retriever: Any                                   # the pipeline's indexed base retriever
-    rerun: Callable[[QuerySpec], Any]                # the same pipeline on another query (the session)
-    indexes: Any                                     # the IndexCache the pipeline was given
+    retriever: RetrieverBase                         # the pipeline's indexed base retriever
+    rerun: Callable[[QuerySpec], Answered]           # the same pipeline on another query (the session)
+    indexes: StageIndexes                            # the IndexCache the pipeline was given
     # the store's reference for the decide stage (garden/pipelines/store_reference.py): made or read
-    # when first called; None where the pipeline gives none (a reference's own queries)
-    reference: Callable[[], Any] | None = None
+    # when first called (None: a store too small for one); None where the pipeline gives none
+    # (a reference's own queries)
+    reference: Callable[[], Reference | None] | None = None
     candidates: dict[str, Candidate] = field(default_factory=dict)
     trace: dict[str, Any] = field(default_factory=dict)
     stopped: tuple[str, str, bool, str | None] | None = None   # (decision, reason, fallback, question)
     reason: str = "no triage stage: every query retrieves"
     fallback: bool = False
-    calibrated: Any = None                           # armed by the calibration stage: the store's reference
-    # the lanes' selection (`select_lane`) as the stages before it arm it, by its parameter:
-    # the standout stage's `cutoff` (the ratio), the decide stage's verdict (`answers`,
-    # `decisive`), the fill stage's `fill`, the session stage's `floor` (per lane, the best
-    # score of a delivered item); what none arms keeps the lanes' default (lanes.py)
-    lane_rules: dict[str, Any] = field(default_factory=dict)
+    calibrated: Reference | None = None              # armed by the calibration stage: the store's reference
+    verdict: Verdict | None = None                   # the decide stage's: answer or stay silent, and why
+    lane_rules: LaneRules = field(default_factory=LaneRules)
     curated: list[Candidate] = field(default_factory=list)
     evidence: list[Candidate] = field(default_factory=list)
     # the packing rules the selecting stages arm (`PackRule`), in stage order: the pack stage
@@ -181,12 +253,12 @@ class QueryContext:
     pack_rules: list[PackRule] = field(default_factory=list)
     packed: list[Candidate] = field(default_factory=list)
     used: int = 0
-    window: Any = None                               # the time the query names (window.py), counted from as_of
+    window: Window | None = None                     # the time the query names (window.py), counted from as_of
     addressee: str | None = None                     # whose words the query asks for (addressee.py)
     addressed_by: str = ""                           # ... and the query's words that ask it
     unasked: str | None = None                       # the store's own voice, when the query does not ask for it
-    sittings: list = field(default_factory=list)     # the sittings ranked (sittings.py), best first
-    shape: Any = None                                # the question's shape (shape.py): gathering or pinpoint
+    sittings: list[Sitting] = field(default_factory=list)   # the sittings ranked (sittings.py), best first
+    shape: Shape | None = None                       # the question's shape (shape.py): gathering or pinpoint
 
     def stop(self, decision: str, reason: str, fallback: bool = False, question: str | None = None) -> None:
         """Answer without retrieving: ASK or SKIP."""

@@ -55,7 +55,6 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass
-from functools import cached_property
 
 import numpy as np
 
@@ -64,6 +63,9 @@ from garden.analyzer import analyze
 from garden.derived.tables import Codec, table
 from garden.models import Record
 from garden.rerank.context import Setting, QueryContext, StageBase
+from garden.rerank.support import (FOREIGN_LEVEL, FOREIGN_WEIGHT, GLOBAL_LEVEL, KNOWN_WEIGHT, PARTS,  # noqa: F401
+                                   TOP_FLOOR, W_BIAS, W_HELD, W_KNOWN, W_SECOND, W_TOP, WEIGHTS, Reference,
+                                   Verdict, features, support, supports)
 
 ANSWER_AT = Setting("answer_at", float, -5.61, "a query whose support less its store's level reaches this is "
                     "answered (experiments/store_gate.py)")
@@ -72,14 +74,7 @@ GATHER_HELD = Setting("gather_held", int, 0, "1: a gathering question's support 
 DECISIVE = Setting("decisive", float, 10.0, "a lane whose standout ratio reaches this answers whatever the support",
                    ge=1)
 
-W_TOP, W_HELD, W_KNOWN, W_SECOND, W_BIAS = 0.49, 3.64, 2.25, 1.39, -1.98
-WEIGHTS = np.array([W_TOP, W_HELD, W_KNOWN, W_SECOND])   # in the order `features` gives
-KNOWN_WEIGHT, FOREIGN_WEIGHT = 2.0, 1.0
-FOREIGN_LEVEL = 0.9                     # the foreign questions' 90th percentile
-GLOBAL_LEVEL = 4.34                     # the level of a store without a reference: the development stores' median
-PARTS = ("top", "held", "known", "second")
 HELD_DEPTH = 5
-TOP_FLOOR = 1e-3   # ln(top) for a best score of 0 (nothing scored): silence, not a math error
 
 
 @dataclass(frozen=True)
@@ -134,55 +129,6 @@ def _load_vocabulary(state: State) -> Vocabulary:
 VOCABULARY = table("vocabulary", Terms, Codec(_save_vocabulary, _load_vocabulary))
 
 
-def features(parts) -> np.ndarray:
-    """Rows of (ln top, held, known, ln second) from rows of the support's parts (PARTS
-    order): what the support weighs."""
-    parts = np.asarray(parts, dtype=np.float64).reshape(-1, len(PARTS))
-    return np.column_stack([np.log(np.maximum(parts[:, 0], TOP_FLOOR)), parts[:, 1], parts[:, 2],
-                            np.log(np.maximum(parts[:, 3], TOP_FLOOR))])
-
-
-def supports(parts) -> np.ndarray:
-    """The support (the formula in the module docstring) of each row of `parts`."""
-    return features(parts) @ WEIGHTS + W_BIAS
-
-
-def support(top: float, held: float, known: float, second: float) -> float:
-    """The support of one query's parts."""
-    return float(supports([top, held, known, second])[0])
-
-
-@dataclass(frozen=True)
-class Reference:
-    """A store's reference (garden/pipelines/store_reference.py): the support's parts
-    (columns in PARTS order) of each of its known-item queries and of each foreign question,
-    as they rank in this store. Its supports and level are the store's, worked out once."""
-
-    known: np.ndarray
-    foreign: np.ndarray
-
-    @cached_property
-    def _supports(self) -> tuple[np.ndarray, np.ndarray]:
-        return supports(self.known), supports(self.foreign)
-
-    @cached_property
-    def _level(self) -> float:
-        known, foreign = self._supports
-        return float(KNOWN_WEIGHT * np.mean(known) + FOREIGN_WEIGHT * np.quantile(foreign, FOREIGN_LEVEL))
-
-    def level(self) -> float:
-        """The store's level (see the module docstring)."""
-        return self._level
-
-    def standing(self, value: float) -> dict[str, float]:
-        """Where a support of `value` falls in this store: the share of its known-item
-        queries whose support is higher, and the share of its foreign questions' that is
-        lower."""
-        known, foreign = self._supports
-        return {"known_above": round(float(np.mean(known > value)), 4),
-                "foreign_below": round(float(np.mean(foreign < value)), 4)}
-
-
 def query_support(query: str, vocab: Vocabulary, ranked_texts: list[tuple[float, str]],
                   over_set: bool = False) -> dict:
     """(the support and its parts) for `query` against a store's vocabulary and its best
@@ -213,9 +159,12 @@ def gate_score(stages: dict) -> float | None:
 
 
 class Decide(StageBase, name="decide", settings=(ANSWER_AT, DECISIVE, GATHER_HELD), mode="selects",
-             needs=("candidates",), reads=("window", "calibrated", "shape"), writes=("lane_rules",),
+             needs=("candidates",), reads=("window", "calibrated", "shape"), writes=("verdict",),
              title="Decide: answer, or stay silent",
-             tables=(VOCABULARY,)):
+             tables=(VOCABULARY,),
+             drawn=("answer or stay silent: the query's support (its top score, what one record holds of it, what the"
+                    " store knows of its words, its second match) against the store's level"),
+             step="verdict", shown_with="lanes"):
     """Answers the query or keeps it silent, by its support against the store's level."""
 
 
@@ -233,11 +182,11 @@ class Decide(StageBase, name="decide", settings=(ANSWER_AT, DECISIVE, GATHER_HEL
         level = reference.level() if reference is not None else GLOBAL_LEVEL
         calibrated = parts["support"] - level
         threshold = ctx.settings.answer_at
-        answers, decisive = calibrated >= threshold, ctx.settings.decisive
-        # the verdict, for the lanes' selection: a lane answers by it, or by a ratio of at least `decisive`
-        ctx.lane_rules.update(answers=answers, decisive=decisive)
-        ctx.trace["decide"] = {**{k: round(v, 6) for k, v in parts.items()}, "level": round(level, 6),
-                               "calibrated": round(calibrated, 6), "answer_at": threshold,
-                               "threshold": round(level + threshold, 6), "decisive": decisive,
-                               "answers": answers,
-                               "standing": reference.standing(parts["support"]) if reference is not None else None}
+        # the verdict, rounded as the trace shows it: the lanes answer by it (or by a ratio of at least
+        # `decisive`), the packet's gate and a store's reference are made of it
+        ctx.verdict = Verdict(**{k: round(v, 6) for k, v in parts.items()}, level=round(level, 6),
+                              calibrated=round(calibrated, 6), answer_at=threshold,
+                              threshold=round(level + threshold, 6), decisive=ctx.settings.decisive,
+                              answers=calibrated >= threshold,
+                              standing=reference.standing(parts["support"]) if reference is not None else None)
+        ctx.trace["decide"] = ctx.verdict.traced()

@@ -85,6 +85,8 @@ def exchanges(story: Story) -> dict[str, tuple[str, ...]]:
 
 class Exchange(StageBase, name="exchange", settings=(EXCHANGE_SHARE,), needs=("candidates",),
                writes=("candidates",), labels=("structured_context",), supports=("structured_context",),
-               title="Exchange: a message shares in its burst's and the question's match", tables=(EXCHANGES,)):
+               title="Exchange: a message shares in its burst's and the question's match", tables=(EXCHANGES,),
+               drawn=("a message shares in its burst's match and in the question's it replies to "
+                      "(off: docs/chats.md)")):
     def run(self, ctx: QueryContext) -> None:
         lend_matches(ctx, EXCHANGES, ctx.settings.exchange_share, "in one exchange with {by}, which matches the query")

@@ -26,10 +26,13 @@ SKIP_SHOWN = SkipShown()
 
 
 class Fill(StageBase, name="fill", mode="selects", writes=("lane_rules", "pack_rules"),
-           title="Fill: the scores say what rides"):
+           title="Fill: the scores say what rides",
+           drawn="once answered, what rides follows the scores, bounded by the budget, not by a count",
+           shown_with="lanes",
+           armed="what rides follows the scores down to the share rule, bounded by the budget, not by a count."):
     """Arms the lanes' selection to let the scores, not a count, say what rides (`fill`), and its
     packing rule."""
 
     def run(self, ctx: QueryContext) -> None:
-        ctx.lane_rules["fill"] = True
+        ctx.lane_rules.fill = True
         ctx.pack_rules.append(SKIP_SHOWN)

@@ -143,7 +143,9 @@ def search_facets(ctx: QueryContext, share: float) -> list[str]:
 
 class Gather(StageBase, name="gather", settings=(GATHER_FOCUS, GATHER_FACETS, GATHER_SITTINGS),
              labels=("facet_match",), needs=("candidates",), reads=("shape",), writes=("candidates", "pack_rules"),
-             title="Gather: a question that gathers asks for a set", tables=(SPEAKERS, SESSIONS)):
+             title="Gather: a question that gathers asks for a set", tables=(SPEAKERS, SESSIONS),
+             drawn=("a gathering question: each facet searched alone, the person asked about first, each sitting's "
+                    "best packed first (docs/gathering.md)")):
 
     def run(self, ctx: QueryContext) -> None:
         if ctx.shape is None or not ctx.shape.gathering:

@@ -3,10 +3,11 @@ apart; each lane keeps what stands out (see standout.py): up to its cap, or, whe
 stage armed it, as far down as the scores and the budget support.
 
 The lanes' selection (`select_lane`, standout.py) takes what the selecting stages armed in
-`ctx.lane_rules`, by its parameter: the cutoff ratio, 1 (off) unless the standout stage
-armed it, so that removing the standout stage measures the ratio alone while the cap and
-the share rule stay; the decide stage's verdict (none: the lanes' ratio decides); `fill`,
-off unless the fill stage armed it; the session stage's floor under each lane's rival.
+`ctx.lane_rules` (`LaneRules`), by its parameter: the cutoff ratio, 1 (off) unless the
+standout stage armed it, so that removing the standout stage measures the ratio alone while
+the cap and the share rule stay; `fill`, off unless the fill stage armed it; the session
+stage's floor under each lane's rival. And the decide stage's verdict (`ctx.verdict`; none:
+the lanes' ratio decides).
 Items reached by a certain route ride without being selected.
 """
 from __future__ import annotations
@@ -20,13 +21,13 @@ from garden.rerank.standout import LANE_CAP, MIN_SHARE, select_lane
 
 def _silent(ctx: QueryContext, lane: dict, standout: float) -> str:
     """Why a lane answered nothing: the query's support (decide stage) or the lane's ratio."""
-    if lane["decided_by"] == "decide":
-        d = ctx.trace["decide"]
-        return (f"support {d['support']:.2f}, below this store's threshold {d['threshold']:.2f}"
-                f"{standing(d['standing'])}; the lane's ratio {lane['ratio']} is short of {d['decisive']:g}: "
-                f"nothing in the store stands out as an answer (top {d['top']:.3f}, held {d['held']:.2f}, "
-                f"known {d['known']:.2f}, second {d['second']:.3f}; level {d['level']:.2f}, answer_at "
-                f"{d['answer_at']:g})")
+    d = ctx.verdict
+    if lane["decided_by"] == "decide" and d is not None:
+        return (f"support {d.support:.2f}, below this store's threshold {d.threshold:.2f}"
+                f"{standing(d.standing)}; the lane's ratio {lane['ratio']} is short of {d.decisive:g}: "
+                f"nothing in the store stands out as an answer (top {d.top:.3f}, held {d.held:.2f}, "
+                f"known {d.known:.2f}, second {d.second:.3f}; level {d.level:.2f}, answer_at "
+                f"{d.answer_at:g})")
     return f"the lane's ratio {lane['ratio']} is below standout {standout:g}"
 
 
@@ -40,18 +41,21 @@ def standing(found: dict | None) -> str:
 
 def lane_cutoff(ctx: QueryContext) -> float:
     """The ratio the lanes' selection holds items to: the standout stage's, else 1 (off)."""
-    return ctx.lane_rules.get("cutoff", 1.0)
+    return ctx.lane_rules.cutoff
 
 
 class Lanes(StageBase, name="lanes", settings=(LANE_CAP, MIN_SHARE), essential=True, mode="selects",
-            needs=("candidates",), reads=("lane_rules",),
+            needs=("candidates",), reads=("lane_rules", "verdict"),
             writes=("curated", "evidence"), reasons=("below_standout", "rank_cut"),
-            title="Standout: the gate per lane"):
+            title="Standout: the gate per lane",
+            drawn="states/decisions and evidence ranked apart; the decision, the share rule, the session floor",
+            step="lanes", traced="standout"):
     def run(self, ctx: QueryContext) -> None:
         settings, cands = ctx.settings, ctx.candidates
-        rules = ctx.lane_rules
-        standout, fill, floor = lane_cutoff(ctx), rules.get("fill", False), rules.get("floor", {})
-        answers, decisive = rules.get("answers"), rules.get("decisive", math.inf)
+        rules, verdict = ctx.lane_rules, ctx.verdict
+        standout, fill, floor = lane_cutoff(ctx), rules.fill, rules.floor
+        # no verdict: the lanes' own ratio decides
+        answers, decisive = (None, math.inf) if verdict is None else (verdict.answers, verdict.decisive)
         trace = []
         riding = {}
         # One scoring function ranks both lanes, so the share rule measures an item against

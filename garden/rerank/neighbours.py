@@ -60,6 +60,8 @@ NEIGHBOURS = table("neighbours", Adjacent, groups_codec())
 
 class Neighbours(StageBase, name="neighbours", settings=(CONTEXT_SHARE,), needs=("candidates",),
                  writes=("candidates",), labels=("structured_context",), supports=("structured_context",),
-                 title="Neighbours: a record shares in its neighbour's score", tables=(NEIGHBOURS,)):
+                 title="Neighbours: a record shares in its neighbour's score", tables=(NEIGHBOURS,),
+                 drawn=("a raw record shares in its neighbour's score (the turns of one session, the chunks of one "
+                        "document)")):
     def run(self, ctx: QueryContext) -> None:
         lend_matches(ctx, NEIGHBOURS, ctx.settings.context_share, "next to {by}, which matches the query")

@@ -102,7 +102,9 @@ def pack(order: list[Candidate], budget: int, used: int = 0, shown: set[str] | N
 class Pack(StageBase, name="pack", essential=True, mode="selects", needs=("curated", "evidence"),
            reads=("pack_rules",), writes=("packed", "used"),
            reasons=("over_budget", "already_shown", "predecessor_without_successor"),
-           title="Pack: fitting the budget"):
+           title="Pack: fitting the budget",
+           drawn="budgeted packet, curated lane first",
+           step="budget"):
     """The pack stage: the curated lane first, each predecessor right behind its successor,
     then the evidence lane, all within the budget, under the packing rules the stages
     before it armed (`ctx.pack_rules`)."""

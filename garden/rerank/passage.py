@@ -185,7 +185,9 @@ class AsPassage(PackRule):
 
 
 class Passage(StageBase, name="passage", settings=(PASSAGE_CHARS, PASSAGE_AT), mode="selects", reads=("window",),
-              writes=("pack_rules",), labels=(LABEL,), title="Passage: a long record rides as its answer"):
+              writes=("pack_rules",), labels=(LABEL,), title="Passage: a long record rides as its answer",
+              drawn=("a long raw record rides as the passage of it that holds the query's words, under the record's "
+                     "own id")):
     """Arms its packing rule with the query's terms: which records ride is known only while
     packing, so the pack stage asks the rule then."""
 

@@ -131,7 +131,8 @@ def restatements(story: Story) -> dict[str, tuple[str, ...]]:
 class Perspective(StageBase, name="perspective", settings=(PERSPECTIVE_SHARE,), needs=("candidates",),
                   writes=("candidates",), labels=("structured_context",), supports=("structured_context",),
                   title="Perspective: a message restated with its speaker's name and its dates",
-                  tables=(RESTATEMENTS,)):
+                  tables=(RESTATEMENTS,),
+                  drawn="a message restated with its speaker's name and the dates it names (off: docs/chats.md)"):
     def run(self, ctx: QueryContext) -> None:
         share = ctx.settings.perspective_share
         if share <= 0:

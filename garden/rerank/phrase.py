@@ -114,7 +114,9 @@ def phrase_credit(index: PhraseIndex, query: str, kinds: dict[str, str],
 
 class Phrase(StageBase, name="phrase", settings=(PHRASE_CEILING, PHRASE_WEIGHT, VIEW_FRACTION),
              needs=("candidates",), writes=("candidates",), labels=("phrase_match",), supports=("phrase_match",),
-             title="Phrase: rare in-order spans of the query"):
+             title="Phrase: rare in-order spans of the query",
+             drawn="credit for rare in-order spans of the query",
+             step="spans"):
     """The phrase stage: each record holding a rare in-order span of the query gains the
     bounded bonus; a record the retriever did not bring enters through the eligibility check."""
 

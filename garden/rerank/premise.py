@@ -104,7 +104,9 @@ def best_by_owner(ctx: QueryContext, people: frozenset[str], person: str,
 
 
 class Premise(StageBase, name="premise", settings=(PREMISE_RATIO,), mode="selects", needs=("packed",),
-              labels=("premise_mismatch",), title="Premise: whose evidence is it?", tables=(SPEAKERS,)):
+              writes=("resolution",), labels=("premise_mismatch",), title="Premise: whose evidence is it?",
+              tables=(SPEAKERS,),
+              drawn="warns when the best evidence is about another person than the one the question names"):
     def run(self, ctx: QueryContext) -> None:
         story = ctx.spec.story
         people = speakers(story)

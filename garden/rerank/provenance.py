@@ -25,7 +25,9 @@ class FollowSources(PackRule):
 
 class Provenance(StageBase, name="provenance", mode="selects", writes=("pack_rules",),
                  labels=("provenance_supported",), supports=("provenance_supported",),
-                 title="Provenance: sources follow what cites them"):
+                 title="Provenance: sources follow what cites them",
+                 drawn="sources of packed items follow them",
+                 shown_with="pack", armed="sources of packed items follow them into the evidence lane."):
     """Arms its packing rule: which items are packed is known only once the curated lane is
     packed, so the pack stage calls the rule then."""
 

@@ -40,3 +40,27 @@ class QuerySpec:
         """An earlier query of the same session: same world, no session of its own."""
         return QuerySpec(self.story, query, self.as_of, self.budget, self.hints,
                          self.include_private, self.settings, [], self.story_path)
+
+
+# a question's shapes (the shape stage, garden/rerank/shape.py)
+GATHERING = "gathering"
+PINPOINT = "pinpoint"
+SHAPES = (GATHERING, PINPOINT)
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A question's shape: `gathering` or `pinpoint`, and the cues that made it (rule ->
+    the words that fired it), in the rules' order."""
+
+    kind: str
+    cues: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def gathering(self) -> bool:
+        return self.kind == GATHERING
+
+    def explained(self) -> str:
+        if not self.cues:
+            return "pinpoint: no rule of a gathering question fired"
+        return "gathering: " + "; ".join(f"{rule} ({words})" for rule, words in self.cues)

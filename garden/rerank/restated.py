@@ -99,7 +99,8 @@ class ShorterNote(PackRule):
 
 class Restated(StageBase, name="restated", mode="selects", writes=("pack_rules",),
                labels=("provenance_supported",), supports=("provenance_supported",),
-               title="Restated: a raw record rides as its shorter note", tables=(NOTES_CITING,)):
+               title="Restated: a raw record rides as its shorter note", tables=(NOTES_CITING,),
+               drawn="a raw record rides as the shorter note drawn from it"):
     """Arms its packing rule: which notes are free is known only while packing, so the pack
     stage asks the rule then."""
 

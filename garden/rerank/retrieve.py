@@ -26,7 +26,10 @@ SEMANTIC_WEIGHT = Setting("semantic_weight", float, 0.5,
 
 
 class Retrieve(StageBase, name="retrieve", settings=(CANDIDATES, SEMANTIC_FLOOR, SEMANTIC_WEIGHT), essential=True,
-               mode="retrieves", writes=("candidates",), title="Retrieve: the base retriever's candidates"):
+               mode="retrieves", writes=("candidates",), title="Retrieve: the base retriever's candidates",
+               drawn=("the base retriever's best candidates and the records the query anchors, scored by normalized "
+                      "relevance"),
+               step="entry"):
     def run(self, ctx: QueryContext) -> None:
         spec, res, settings = ctx.spec, ctx.resolution, ctx.settings
         story, retriever = spec.story, ctx.retriever

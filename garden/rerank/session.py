@@ -13,7 +13,8 @@ from garden.rerank.context import QueryContext, StageBase
 
 class Session(StageBase, name="session", needs=("candidates",), writes=("lane_rules",),
               reasons=("already_delivered",),
-              title="Session: what was delivered is not served again"):
+              title="Session: what was delivered is not served again",
+              drawn="what the session delivered is not served again"):
     """The `session` stage: a query's session is the earlier queries of the person asking
     (`QuerySpec.session`), not a sitting of a conversation (the `sessions` stage's)."""
 
@@ -27,6 +28,6 @@ class Session(StageBase, name="session", needs=("candidates",), writes=("lane_ru
             if c is None:
                 continue
             # the best score this query gives a delivered item floors its lane's rival (lanes.py)
-            floor = ctx.lane_rules.setdefault("floor", {})
+            floor = ctx.lane_rules.floor
             floor[c.lane] = max(floor.get(c.lane, 0.0), c.score)
             c.reject("already_delivered", "packed earlier in this session")

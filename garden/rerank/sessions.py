@@ -85,7 +85,8 @@ def session_ranks(cosines: dict[int, list[float]]) -> dict[int, int]:
 
 class SittingRanks(StageBase, name="sessions", settings=(SESSION_WEIGHT,), needs=("candidates",),
                   writes=("candidates",), title="Sessions: the session that matches as a whole, then its turns",
-                  tables=(SESSIONS,)):
+                  tables=(SESSIONS,),
+                  drawn="the sittings ranked by their turns' meaning; each turn times its sitting's reciprocal rank"):
     """The `sessions` stage (its name is the benchmarks' word for a sitting): the sittings
     ranked by their turns' meaning, and each turn times its sitting's reciprocal rank."""
 

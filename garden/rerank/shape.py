@@ -42,13 +42,10 @@ that costs.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from garden.rerank.context import QueryContext, StageBase
+from garden.rerank.query import GATHERING, PINPOINT, SHAPES, Shape  # noqa: F401
 
-GATHERING = "gathering"
-PINPOINT = "pinpoint"
-SHAPES = (GATHERING, PINPOINT)
 
 _WORD = re.compile(r"[A-Za-z][A-Za-z'’-]*")
 _QUANTIFIERS = {"both", "all", "each", "every", "either"}
@@ -72,24 +69,6 @@ _NOT_PLURAL = {"is", "was", "has", "does", "his", "hers", "its", "this", "thus",
 _KIND_OF = {"kinds", "types", "sorts"}
 _ABOUT_HISTORY = {"has", "have", "had", "did", "do", "does", "are", "were", "used", "been"}
 _WH = {"what", "which"}
-
-
-@dataclass(frozen=True)
-class Shape:
-    """A question's shape: `gathering` or `pinpoint`, and the cues that made it (rule ->
-    the words that fired it), in the rules' order."""
-
-    kind: str
-    cues: tuple[tuple[str, str], ...] = ()
-
-    @property
-    def gathering(self) -> bool:
-        return self.kind == GATHERING
-
-    def explained(self) -> str:
-        if not self.cues:
-            return "pinpoint: no rule of a gathering question fired"
-        return "gathering: " + "; ".join(f"{rule} ({words})" for rule, words in self.cues)
 
 
 def _words(text: str) -> list[str]:
@@ -233,7 +212,9 @@ def facets(question: str) -> tuple[str, ...]:
 
 
 class ShapeStage(StageBase, name="shape", mode="arms", writes=("shape",),
-                 title="Shape: a question that gathers, or one that points"):
+                 title="Shape: a question that gathers, or one that points",
+                 drawn=("gathering (a list, a both, a count, an interval, an order, a comparison) or pinpoint, from "
+                        "the text alone")):
     """Arms `ctx.shape` with the question's shape; the gather stage reads it."""
 
     def run(self, ctx: QueryContext) -> None:

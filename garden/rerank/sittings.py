@@ -172,7 +172,9 @@ def _said(top: Sequence[tuple[float, str]]) -> str:
 
 class Sittings(StageBase, name="sittings", settings=(SITTING_WHOLE, SITTING_DATED), mode="arms",
                needs=("candidates",), reads=("window",), writes=("sittings",),
-               title="Sittings: the sittings themselves, ranked", tables=(SESSIONS,)):
+               title="Sittings: the sittings themselves, ranked", tables=(SESSIONS,),
+               drawn=("the sittings themselves ranked, a result of their own (each one's three best records, its "
+                      "turns as a whole, the time the query names); the packet lists the best")):
     def run(self, ctx: QueryContext) -> None:
         story, settings = ctx.spec.story, ctx.settings
         if not sessions(story):

@@ -25,7 +25,8 @@ RAW_KINDS = ("source", "chunk")
 
 
 class Spread(StageBase, name="spread", settings=(SITTING_SPREAD,), needs=("candidates",), writes=("candidates",),
-             title="Spread: a sitting's followers give way to other sittings' best"):
+             title="Spread: a sitting's followers give way to other sittings' best",
+             drawn="a sitting's followers give way to other sittings' best (off: docs/chats.md)"):
 
     def run(self, ctx: QueryContext) -> None:
         spread = ctx.settings.sitting_spread

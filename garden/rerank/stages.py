@@ -11,7 +11,8 @@ stage is its module plus one line in `STAGES`:
 - `packet_stages` and `moved_by` are the modes a ranking reads (a ranking stops before the
   first stage that selects the packet; only the bonuses of stages that move are let
   reorder the base);
-- `titles` are the headings the explorer draws;
+- `titles` are the headings the explorer draws, and `diagram` the pipeline's diagram
+  that opens docs/pipeline.md, each stage's line what it declares (`drawn`);
 - `settings_model` builds the settings a case, the command line or the API may give
   (`Settings`), every setting with its value (`Resolved`) and the defaults, from the
   settings the stages declare;
@@ -25,13 +26,14 @@ stage is its module plus one line in `STAGES`:
 from __future__ import annotations
 
 import dataclasses
+import textwrap
 from typing import Any, Sequence
 
 from pydantic import Field, create_model, field_validator
 
 from garden.errors import GardenError
 from garden.models import SettingsBase
-from garden.rerank.context import GIVEN, Setting, Stage, StageBase
+from garden.rerank.context import GIVEN, Setting, Stage, StageBase, StageSettings
 from garden.rerank.eligibility import ELIGIBILITY_LABELS, ELIGIBILITY_REASONS
 
 
@@ -140,6 +142,24 @@ def titles(stages: Sequence[Stage] = STAGES) -> dict[str, str]:
     return {s.name: s.title for s in stages}
 
 
+# the diagram's columns: the arrow and the stage's name, what it does (wrapped), its module
+DIAGRAM_NAME, DIAGRAM_TEXT = 14, 54
+
+
+def diagram(stages: Sequence[Stage] = STAGES) -> str:
+    """The pipeline's diagram: the query, each stage's name, what it does (its `drawn`) and
+    its module, one stage after another, then the packet. docs/pipeline.md shows it,
+    made from the list when the site is built (docs/_hooks.py)."""
+    rows = ["query + as_of + hints + session"]
+    for stage in stages:
+        module = type(stage).__module__.replace(".", "/") + ".py"
+        lines = textwrap.wrap(stage.drawn, DIAGRAM_TEXT, break_on_hyphens=False) or [""]
+        rows.append(f"  -> {stage.name + ' ':<{DIAGRAM_NAME}}{lines[0]:<{DIAGRAM_TEXT}}  {module}")
+        rows.extend(" " * (5 + DIAGRAM_NAME) + line for line in lines[1:])
+    rows.append(f"  -> {'packet + trace':<{DIAGRAM_NAME + DIAGRAM_TEXT}}  garden/pipelines/traces.py")
+    return "\n".join(row.rstrip() for row in rows) + "\n"
+
+
 def support_labels(stages: Sequence[Stage] = STAGES) -> frozenset[str]:
     """The labels that say an item stands on more than similarity, as the stages declare."""
     return frozenset(label for s in stages for label in s.supports)
@@ -185,7 +205,8 @@ def settings_model(base: type, stages: Sequence[Stage] = STAGES) -> tuple[type, 
                   for s in declared if s.check is not None}
     model = create_model("Settings", __base__=base, __module__=__name__, __validators__=validators, **fields)
     model.__doc__ = base.__doc__
-    resolved = dataclasses.make_dataclass("Resolved", [(s.name, s.type) for s in declared], frozen=True)
+    resolved = dataclasses.make_dataclass("Resolved", [(s.name, s.type) for s in declared], bases=(StageSettings,),
+                                          frozen=True)
     resolved.__module__ = __name__
     resolved.__doc__ = "Every setting with a value: what the stages read."
     defaults = {s.name: s.default for s in declared}

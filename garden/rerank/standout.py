@@ -120,9 +120,11 @@ def select_lane(lane: str, ranked: list[tuple[str, float]], standout: float = DE
 
 
 class Standout(StageBase, name="standout", settings=(STANDOUT,), mode="selects", writes=("lane_rules",),
-               title="Standout: the ratio an item must beat its rival by"):
-    """The standout stage: arms the lanes' cutoff (`lane_rules["cutoff"]`) at the `standout`
+               title="Standout: the ratio an item must beat its rival by",
+               drawn="arms the per-lane cutoff at the standout ratio",
+               step="cutoff", shown_with="lanes"):
+    """The standout stage: arms the lanes' cutoff (`lane_rules.cutoff`) at the `standout`
     ratio. Without it the lanes run with the ratio off (1), keeping their cap and share rule."""
 
     def run(self, ctx) -> None:
-        ctx.lane_rules["cutoff"] = ctx.settings.standout
+        ctx.lane_rules.cutoff = ctx.settings.standout

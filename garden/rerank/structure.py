@@ -66,7 +66,10 @@ def entity_selectivity(story: Story) -> dict[str, float]:
 class Structure(StageBase, name="structure", settings=(TOPIC, ENTITY, RELATED_DECAY, WINDOW, ADDRESSED, UNASKED),
                 mode="moves", needs=("candidates",), reads=("window", "addressee", "addressed_by", "unasked"),
                 labels=("structured_context",), supports=("structured_context",),
-                title="Structure: resolved topics and people", tables=(ENTITY_SELECTIVITY,)):
+                title="Structure: resolved topics and people", tables=(ENTITY_SELECTIVITY,),
+                drawn=("bonus for a resolved topic (one hop out) or entity, the entity's by its selectivity in the "
+                       "store; times 1 + window for what is dated in the named time, times 1 + addressed for what the"
+                       " addressee said, times unasked for it when the question asks about the user")):
     def run(self, ctx: QueryContext) -> None:
         res, settings = ctx.resolution, ctx.settings
         for c in ctx.candidates.values():

@@ -25,7 +25,8 @@ def chain(head: Candidate) -> list[Candidate]:
 class Supersession(StageBase, name="supersession", needs=("candidates",), writes=("candidates",),
                    labels=("conflicting_or_superseded", "structured_context"), supports=("structured_context",),
                    reasons=("predecessor_without_successor",),
-                   title="Supersession: history rides behind its successor"):
+                   title="Supersession: history rides behind its successor",
+                   drawn="a superseded decision rides behind its successor"):
     def run(self, ctx: QueryContext) -> None:
         story, as_of, cands = ctx.spec.story, ctx.spec.as_of, ctx.candidates
         queue = sorted((c for c in cands.values() if c.reason is None and c.record.kind == "decision"),

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import dataclass
 
 from garden.models import Record, Story
 from garden.retrievers import NEVER, RecordFields
@@ -76,3 +77,20 @@ def checkpoint_note(record: Record, as_of: dt.date) -> str | None:
         return None
     last = f"last confirmed {confirmed}" if confirmed else "never confirmed"
     return f"review checkpoint {due} passed by {as_of} with no later confirmation ({last})"
+
+
+@dataclass(frozen=True)
+class Window:
+    """A time the query names (the window stage, garden/rerank/window.py): its first and
+    last day, counted back from as_of."""
+
+    start: dt.date
+    end: dt.date
+    said: str           # the words that named it, as the query wrote them
+
+    def holds(self, day: dt.date | None) -> bool:
+        return day is not None and self.start <= day <= self.end
+
+    def __str__(self) -> str:
+        span = str(self.start) if self.start == self.end else f"{self.start} to {self.end}"
+        return f"dated {span}, the window '{self.said}' names"

@@ -107,7 +107,9 @@ def triage(query: str, resolution: Resolution) -> Triage:
 
 
 class TriageStage(StageBase, name="triage", mode="decides", writes=("reason", "fallback"),
-                  title="Triage: retrieve, ask or skip"):
+                  title="Triage: retrieve, ask or skip",
+                  drawn="RETRIEVE | ASK | SKIP, with the reason",
+                  step="decision"):
     """The triage stage: RETRIEVE, ASK (with the question) or SKIP, with the reason. Without
     it every query retrieves."""
 

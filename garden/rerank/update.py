@@ -41,7 +41,9 @@ def asks_now(query: str) -> str | None:
 
 class Update(StageBase, name="update", needs=("candidates",),
              labels=("conflicting_or_superseded", "structured_context"), supports=("structured_context",),
-             title="Update: the newest of one speaker's statements leads"):
+             title="Update: the newest of one speaker's statements leads",
+             drawn=("asked about the present (\"now\", \"currently\"), the newest of one speaker's matching "
+                    "statements leads, the older ride behind it as history")):
     def run(self, ctx: QueryContext) -> None:
         now = asks_now(ctx.spec.query)
         if now is None:

@@ -41,9 +41,9 @@ from __future__ import annotations
 import calendar
 import datetime as dt
 import re
-from dataclasses import dataclass
 
 from garden.rerank.context import QueryContext, StageBase
+from garden.rerank.timeline import Window
 
 NUMBER_WORDS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
                 "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "a couple of": 2, "a few": 3}
@@ -56,20 +56,6 @@ _AGO = re.compile(rf"\b{_NUMBER}\s+(day|week|month)s?\s+ago\b", re.IGNORECASE)
 _LAST = re.compile(r"\b(yesterday|last\s+weekend|last\s+week|last\s+month)\b", re.IGNORECASE)
 # "the last week of August", "two weeks before the move": counted from another time than the question's
 _ELSEWHERE = re.compile(r"\s*(of|before|after|prior|following|from|since|in)\b", re.IGNORECASE)
-
-
-@dataclass(frozen=True)
-class Window:
-    start: dt.date
-    end: dt.date
-    said: str           # the words that named it, as the query wrote them
-
-    def holds(self, day: dt.date | None) -> bool:
-        return day is not None and self.start <= day <= self.end
-
-    def __str__(self) -> str:
-        span = str(self.start) if self.start == self.end else f"{self.start} to {self.end}"
-        return f"dated {span}, the window '{self.said}' names"
 
 
 def named_window(query: str, as_of: dt.date) -> Window | None:
@@ -134,7 +120,9 @@ def lift(ctx: QueryContext, candidates) -> list[str]:
 
 
 class TimeWindow(StageBase, name="window", mode="arms", writes=("window",),
-                 title="Window: the time the query names"):
+                 title="Window: the time the query names",
+                 drawn=('a time the query names, counted back from as_of ("two weeks ago", "last month"); its words '
+                        'say when')):
     def run(self, ctx: QueryContext) -> None:
         window = named_window(ctx.spec.query, ctx.spec.as_of)
         if window is None:
