@@ -296,7 +296,7 @@ def test_default_leads_bm25s_and_the_five_list_fusion_significantly(tmp_path, mo
     assert bm25s["negatives"]["answered"] == 1.0
     assert default["answerable"]["precision"] > bm25s["answerable"]["precision"]
     # its packet holds more of the evidence than bm25s's always-full one, its silences counting 0
-    # (0.758 against 0.721; 0.838 when it answers)
+    # (0.756 against 0.721; 0.836 when it answers)
     assert default["answerable"]["evidence_covered"] > bm25s["answerable"]["evidence_covered"]
     # and counting only what the packet shows, not a session summary's citation of its whole
     # session (0.705 against 0.666)
@@ -311,7 +311,9 @@ def test_default_leads_bm25s_and_the_five_list_fusion_significantly(tmp_path, mo
     assert (tmp_path / "risk-coverage.png").read_bytes()[:4] == b"\x89PNG"
 
 
-EXPECTED = {"Success@1": 0.457, "Success@5": 0.793, "nDCG@10": 0.629, "session Success@5": 0.947,
+# measured again with the gather stage's focus on (docs/gathering.md): without it 0.457, 0.794,
+# 0.629, 0.947, 0.862
+EXPECTED = {"Success@1": 0.456, "Success@5": 0.792, "nDCG@10": 0.627, "session Success@5": 0.945,
             "session nDCG@10": 0.862}
 
 
