@@ -321,7 +321,7 @@ def contrast(paths: Paths = None, pipelines: str | Iterable[str] | None = None) 
 
 def compare(source: PathLike, pipelines: str | Iterable[str], baseline: str | None = None,
             metrics: str | Iterable[str] | None = None, negatives: str | None = None,
-            negatives_per_store: int | None = None, negatives_seed: int = 0) -> dict:
+            negatives_per_store: int | None = None, negatives_seed: int | None = None) -> dict:
     """The same queries under several pipelines: the report `garden compare --json` prints
     (metric means per pipeline, paired tests against the baseline, and for stories the
     forbidden hits and each query's top items side by side under ``per_query``).
@@ -332,14 +332,14 @@ def compare(source: PathLike, pipelines: str | Iterable[str], baseline: str | No
     reported at turn and session level, by category, with the packet: see docs/figures.md). `pipelines`
     and `metrics` are lists or comma-separated strings; the baseline defaults to the first
     pipeline. On LoCoMo, `negatives="foreign"` adds unanswerable questions built from the
-    stores (`negatives_per_store` of them each, seeded by `negatives_seed`), and the report's
+    stores (`negatives_per_store` of them each, seeded by `negatives_seed`, 0 by default), and the report's
     ``packet`` block says what each pipeline answered on both kinds.
 
         >>> report = compare("regression", ["bm25", "default"])
         >>> sorted(report["pipelines"])
         ['bm25', 'default']
     """
-    from garden.evaluation.replay import compare_source
+    from garden.evaluation.kinds.registry import compare_source
 
     _ready()
     names = _names(pipelines, "pipelines") or []

@@ -242,7 +242,7 @@ def test_bad_locomo_input_is_one_located_line_and_exit_2(home, capsys, content, 
 
 def test_the_reference_fusion_is_refused_outside_locomo(home):
     with pytest.raises(GardenError, match="LoCoMo only"):
-        from garden.evaluation.replay import compare_source
+        from garden.evaluation.kinds.registry import compare_source
 
         compare_source(str(Path(__file__).resolve().parents[1] / "regression"), ["locomo-fusion"])
 

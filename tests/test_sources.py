@@ -9,7 +9,7 @@ import json
 import pytest
 
 from garden.errors import GardenError
-from garden.evaluation.replay import compare_source
+from garden.evaluation.kinds.registry import compare_source
 from garden.formats.sources import source_kind
 
 

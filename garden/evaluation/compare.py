@@ -15,7 +15,8 @@ from garden.evaluation.measures import (  # noqa: F401
     ALPHA, DEFAULT_MEASURES, PERMUTATIONS, SEED, TIE, WARM_UP, Evaluation, PairedTest, Qrels, Ranking, Run,
     evaluate, holm, natural_key, parse_measures, randomization_p, significance, ttest_p, win_tie_loss,
 )
-from garden.evaluation.runs import STRUCTURED_WARM_UP, Runs, rankings, run_collection, write_trec_run  # noqa: F401
+from garden.evaluation.runs import (STRUCTURED_WARM_UP, Runs, rankings, run_collection, write_trec_files,  # noqa: F401
+                                    write_trec_run)
 from garden.evaluation.show import plot_per_query  # noqa: F401
 from garden.formats.corpora import load_collection
 
@@ -121,8 +122,8 @@ def compare_collection(path: str | Path, pipelines: Sequence[str], baseline: str
                        trec_dir: str | Path | None = None, plot: str | Path | None = None,
                        permutations: int = PERMUTATIONS) -> CompareReport:
     """Everything `garden compare` does short of printing: load, run, evaluate, test,
-    and optionally write each run as `<trec_dir>/<pipeline>.run` and a per-query plot of
-    the first metric."""
+    and optionally write each run as `<trec_dir>/<pipeline>.run` (the qrels beside them as
+    `<trec_dir>/qrels`) and a per-query plot of the first metric."""
     if not pipelines:
         raise GardenError("no pipeline to compare")
     if baseline is not None and baseline not in pipelines:
@@ -137,8 +138,7 @@ def compare_collection(path: str | Path, pipelines: Sequence[str], baseline: str
                           collection.name, permutations)
     report.rankings, report.queries = runs.rankings, dict(collection.queries)
     if trec_dir is not None:
-        for name, run in runs.rankings.items():
-            write_trec_run(Path(trec_dir) / f"{name}.run", run, name)
+        write_trec_files(trec_dir, runs.rankings, judged)
     if plot is not None:
         plot_per_query(plot, report.evaluation.per_query, report.baseline, report.measures[0])
     return report
