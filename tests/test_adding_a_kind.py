@@ -5,7 +5,6 @@ shared options, `--metrics` and `--trec-dir`), the one-line refusal of an option
 not take, `garden ablate`, and the layers' test run in the copy."""
 from __future__ import annotations
 
-import difflib
 import json
 import shutil
 import subprocess
@@ -13,7 +12,7 @@ import sys
 
 import pytest
 
-from package_copy import ROOT, copy_project, env_for, garden_in, worked_example
+from package_copy import ROOT, add_line_after, copy_project, env_for, garden_in, worked_example
 
 DOCS = {"d1": "the harbour lamp cracked in the storm",
         "d2": "rye loaves sold out at the market by noon",
@@ -31,13 +30,7 @@ def garden_with_sheets(tmp_path_factory):
     root = copy_project(tmp_path_factory.mktemp("with-sheets"))
     kinds = root / "garden" / "evaluation" / "kinds"
     (kinds / "sheets.py").write_text(worked_example("## Adding a kind"), encoding="utf-8")
-    registry = kinds / "registry.py"
-    before = registry.read_text(encoding="utf-8")
-    after = before.replace('    "cases",\n', '    "cases",\n    "sheets",\n', 1)
-    registry.write_text(after, encoding="utf-8")
-    changed = [line for line in difflib.unified_diff(before.splitlines(), after.splitlines(), lineterm="", n=0)
-               if line[:1] in "+-" and not line.startswith(("+++", "---"))]
-    assert changed == ['+    "sheets",'], "one line in the list"
+    add_line_after(kinds / "registry.py", '    "cases",', '    "sheets",')
     sheets = root / "tiny"
     sheets.mkdir()
     (sheets / "docs.tsv").write_text("".join(f"{d}\t{t}\n" for d, t in DOCS.items()), encoding="utf-8")
