@@ -292,7 +292,7 @@ def cmd_ablate(args) -> int:
     from garden.evaluation.ablate import ablate
 
     result = ablate(args.source, full=args.pipeline, stages=_csv(args.stages), metrics=_csv(args.metrics),
-                    negatives=args.negatives, trace_source=args.trace_source)
+                    negatives=args.negatives, trace_source=args.trace_source, form=args.form)
     _emit(args, result)
     return 0
 
@@ -560,8 +560,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = _command(sub, "ablate", cmd_ablate,
                  "the full pipeline and each one-stage-removed variant: what each stage decides, over every "
                  "question and by the question's shape", json="print JSON")
-    p.add_argument("source", help="case files or a folder of them, a trace file, a collection folder, LoCoMo or "
-                   "LongMemEval")
+    p.add_argument("source", help="case files or a folder of them, a trace file, a collection folder, LoCoMo, "
+                   "LongMemEval, or any other registered kind (docs/extending.md)")
     p.add_argument("--pipeline", default="default", help="the full pipeline: default, default with stage settings "
                    "(default:exchange_share=0.5), or default@RETRIEVER on another base (default@dense:model=DIR)")
     p.add_argument("--stages", help="comma-separated stages to remove one at a time (default: every removable one)")
@@ -569,6 +569,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "fixed measures)")
     p.add_argument("--negatives", choices=NEGATIVE_KINDS,
                    help="LoCoMo: add unanswerable questions built from the stores (see compare)")
+    p.add_argument("--form", choices=CHAT_FORMS, help="LoCoMo files: read the chats as released, raw or as "
+                   "messages (see compare)")
     _trace_source(p, "of a trace: ")
 
     _command(sub, "pipelines", cmd_pipelines, "list every pipeline name, with the stages of the structured ones",

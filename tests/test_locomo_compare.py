@@ -201,6 +201,10 @@ def test_the_messaging_form_is_a_form_a_user_can_compare_on(home, capsys):
     # raw logs: the observations and summaries the benchmark generated are gone
     raw = load_conversations(source, form="raw")
     assert {r.kind for r in raw[0].story.records} == {"source"}
+    from garden import api
+
+    through_api = api.compare(source, "bm25s", form="raw", trec_dir=home / "raw-runs")
+    assert through_api["source"] == f"{source} (raw)" and (home / "raw-runs" / "session.qrels").is_file()
     assert {r.kind for r in load_conversations(source)[0].story.records} > {"source"}
     assert main(["compare", str(home / "messages"), "--pipelines", "bm25s", "--form", "raw", "--scoring",
                  "longmemeval"]) == 2

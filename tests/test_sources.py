@@ -97,3 +97,15 @@ def test_an_option_a_kind_does_not_take_is_one_line_naming_the_kind(flags, needl
     assert main(["compare", regression, "--pipelines", "bm25", *flags]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and needle in err[0] and "the cases kind does not take" in err[0], err
+
+
+def test_ablate_refuses_an_option_of_another_kind_before_running_anything(capsys, monkeypatch, tmp_path):
+    from pathlib import Path
+
+    from garden.cli import main
+
+    monkeypatch.setenv("GARDEN_HOME", str(tmp_path / ".garden"))
+    regression = str(Path(__file__).resolve().parents[1] / "regression")
+    assert main(["ablate", regression, "--stages", "decide", "--form", "raw"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--form reads LoCoMo's chats" in err[0] and "the cases kind does not take it" in err[0]

@@ -128,14 +128,14 @@ def _packet_figures(groups: dict) -> dict:
 
 def ablate(source: str, full: str = "default", stages: list[str] | None = None,
            metrics: list[str] | None = None,
-           negatives: str | None = None, trace_source: str | None = None) -> Ablation:
+           negatives: str | None = None, trace_source: str | None = None, form: str | None = None) -> Ablation:
     """Run `full` and each one-stage-removed variant on `source` (case files or folders, a
     trace, a collection, LoCoMo, LongMemEval, or any registered kind) and report what each
     stage decides. On LoCoMo and LongMemEval the measures are the evidence-turn ones (and
     any `metrics` names beside them), and beside them what the user gets (the packet and the
     decision, on LoCoMo's foreign negatives too when `negatives` names them, on
-    LongMemEval's abstention questions always). An option the source's kind does not take
-    is refused naming the kind."""
+    LongMemEval's abstention questions always); `form` reads LoCoMo's chats raw or as
+    messages. An option the source's kind does not take is refused naming the kind."""
     from garden.evaluation.kinds.registry import checked
     from garden.evaluation.stores import StoresReport
     from garden.pipelines.structured import STAGES
@@ -150,7 +150,8 @@ def ablate(source: str, full: str = "default", stages: list[str] | None = None,
     # on another base (default@dense:model=DIR) each variant stands on the same one, with
     # the settings the full pipeline's name gives that a stage left still reads
     variants = {s: check_pipeline(without_stage(full, s)) for s in chosen}
-    kind, given = checked(source, {"metrics": metrics, "negatives": negatives, "trace_source": trace_source})
+    kind, given = checked(source, {"metrics": metrics, "negatives": negatives, "trace_source": trace_source,
+                                   "form": form})
     ablation = Ablation(full, variants, None)
     if kind.case_verdicts is not None:
         verdicts = kind.case_verdicts(Path(source), [full, *variants.values()])
