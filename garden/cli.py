@@ -587,7 +587,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("path", help="locomo, chat-messages, chat-raw: a LoCoMo conversation file, a folder of them, "
                    "or a locomo10.json; "
                                 "longmemeval: a released .json or .json.gz file (oracle, S or M)")
-    p.add_argument("--out", default=".", help="project folder to write fixtures/ and cases/ into (default .)")
+    p.add_argument("--out", default=".", help="project folder to write fixtures/ and cases/ into (default .); "
+                   "chat-messages, chat-raw: the folder the LoCoMo files are written into")
     p.add_argument("--sample", type=_sample_size, metavar="N",
                    help="longmemeval: import N questions, a sample stratified by question type")
     p.add_argument("--seed", type=_whole_number, metavar="S",

@@ -206,6 +206,18 @@ def test_the_messaging_form_is_a_form_a_user_can_compare_on(home, capsys):
     through_api = api.compare(source, "bm25s", form="raw", trec_dir=home / "raw-runs")
     assert through_api["source"] == f"{source} (raw)" and (home / "raw-runs" / "session.qrels").is_file()
     assert {r.kind for r in load_conversations(source)[0].story.records} > {"source"}
+    # a file holding a list of conversations in the released layout (locomo10.json) is rewritten
+    # whole, and the same conversation gives the same messages and evidence in either layout
+    released = write(home / "locomo10.json", [{
+        "sample_id": "conv-1", "qa": conversation()["qa"],
+        "conversation": {k: v for k, v in conversation().items() if k != "qa"}}])
+    [one], [other] = load_conversations(source, form="messages"), load_conversations(released, form="messages")
+    assert [(r.id, r.text) for r in one.story.records] == [(r.id, r.text) for r in other.story.records]
+    assert [q.evidence for q in one.questions] == [q.evidence for q in other.questions]
+    assert main(["compare", str(write(home / "bad.json", "not a conversation")), "--pipelines", "bm25s",
+                 "--form", "messages"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "bad.json: not a LoCoMo file a chat form can be built from" in err[0]
     assert main(["compare", str(home / "messages"), "--pipelines", "bm25s", "--form", "raw", "--scoring",
                  "longmemeval"]) == 2
     err = capsys.readouterr().err.strip().splitlines()

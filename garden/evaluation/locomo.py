@@ -79,7 +79,11 @@ def load_conversations(path: str | Path, form: str | None = None) -> list[Conver
 
         with tempfile.TemporaryDirectory(prefix="garden-chats-") as scratch:
             # every conversation is read whole before the scratch copy goes
-            return _load_files(write_form(path, Path(scratch), form), path.name)
+            try:
+                return _load_files(write_form(path, Path(scratch), form), path.name)
+            except GardenError as exc:  # named by the files the user gave, not the scratch copy
+                where = str(path if path.is_dir() else path.parent)
+                raise GardenError([m.replace(scratch, where) for m in exc.messages], exc.status) from None
     if imported:
         return _load_imported(path)
     return _load_files(path, path.name)

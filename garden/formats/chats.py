@@ -31,8 +31,10 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Callable
 
 from garden.errors import GardenError
+from garden.text import one_line
 
 FORMS = ("released", "raw", "messages")
 
@@ -58,16 +60,36 @@ def locomo_files(source: Path) -> list[Path]:
     return [source] if source.is_file() else sorted(source.glob("*.json"))
 
 
+def without_generated(data: dict) -> None:
+    """What the benchmark generated from a conversation (its observations and session
+    summaries) taken out of it: its turns are left."""
+    for holder in holders(data):
+        for key in [k for k in holder if GENERATED.match(k)]:
+            del holder[key]
+
+
+def _rewritten(source: Path, dest: Path, change: Callable[[dict], None]) -> Path:
+    """Each LoCoMo file of `source` written into `dest` under its name, every conversation
+    in it (a file holds one, or a list of them as locomo10.json does) without what was
+    generated and then changed in place by `change`."""
+    for path in locomo_files(source):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            conversations = data if isinstance(data, list) else [data]
+            for conversation in conversations:
+                without_generated(conversation)
+                change(conversation)
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:  # not JSON, or not LoCoMo's layout
+            raise GardenError(f"{path}: not a LoCoMo file a chat form can be built from ({one_line(str(exc))})") \
+                from None
+        (Path(dest) / path.name).write_text(json.dumps(data), encoding="utf-8")
+    return Path(dest)
+
+
 def raw_chat_logs(source: Path, dest: Path) -> Path:
     """A copy of the LoCoMo files in `source` with what the benchmark generated from each
     conversation (its observations and session summaries) left out: turns only."""
-    for path in locomo_files(source):
-        data = json.loads(path.read_text(encoding="utf-8"))
-        for holder in holders(data):
-            for key in [k for k in holder if GENERATED.match(k)]:
-                del holder[key]
-        (Path(dest) / path.name).write_text(json.dumps(data), encoding="utf-8")
-    return Path(dest)
+    return _rewritten(source, dest, lambda conversation: None)
 
 
 # --- the messaging form ------------------------------------------------------------------
@@ -168,17 +190,14 @@ def messaging_conversation(holder: dict, qa: list) -> tuple[dict, list]:
     return holder, questions
 
 
+def _as_messages(data: dict) -> None:
+    chat = data["conversation"] if isinstance(data.get("conversation"), dict) else data
+    _, data["qa"] = messaging_conversation(chat, data.get("qa", []))
+
+
 def messaging_form(source: Path, dest: Path) -> Path:
     """A copy of the LoCoMo files in `source` as raw chat logs in the messaging form."""
-    for path in locomo_files(source):
-        data = json.loads(path.read_text(encoding="utf-8"))
-        for holder in holders(data):
-            for key in [k for k in holder if GENERATED.match(k)]:
-                del holder[key]
-        chat = data["conversation"] if isinstance(data.get("conversation"), dict) else data
-        _, data["qa"] = messaging_conversation(chat, data.get("qa", []))
-        (Path(dest) / path.name).write_text(json.dumps(data), encoding="utf-8")
-    return Path(dest)
+    return _rewritten(source, dest, _as_messages)
 
 
 def write_form(source: Path, dest: Path, form: str) -> Path:
