@@ -1,7 +1,7 @@
-"""`garden compare`: the same queries under several pipelines, side by side.
+"""`garden compare` on cases and traces: the same queries under several pipelines, side by
+side (the kinds in garden/evaluation/kinds dispatch here, a collection's report too).
 
-The source is a collection folder (TREC or BEIR layout), a case file or folder, or a trace
-file. For cases, relevance comes from each query's expectations: the `lead` is graded 2,
+For cases, relevance comes from each query's expectations: the `lead` is graded 2,
 every `include` and `sequence` id 1; `exclude` ids are counted as forbidden hits.
 
 A trace is a log of distinct questions: events that ask the same thing (story, query,

@@ -17,7 +17,8 @@ Each kind has markers of its own, and a path is the one kind whose markers it ca
 A folder that carries the markers of two kinds (a BEIR collection with a stray `.json`
 file, a folder of traces that also holds a collection) is refused in one line naming both,
 so the user decides which it is; a path with no marker is refused naming what each kind
-needs.
+needs. A kind registered beside these (garden/evaluation/kinds) brings its own marker,
+which `source_kind` is given and holds to the same rules.
 """
 from __future__ import annotations
 
