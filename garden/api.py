@@ -322,7 +322,8 @@ def contrast(paths: Paths = None, pipelines: str | Iterable[str] | None = None) 
 
 def compare(source: PathLike, pipelines: str | Iterable[str], baseline: str | None = None,
             metrics: str | Iterable[str] | None = None, negatives: str | None = None,
-            negatives_per_store: int | None = None, negatives_seed: int = 0) -> dict:
+            negatives_per_store: int | None = None, negatives_seed: int | None = None,
+            trec_dir: PathLike | None = None, form: str | None = None) -> dict:
     """The same queries under several pipelines: the report `garden compare --json` prints
     (metric means per pipeline, paired tests against the baseline, and for stories the
     forbidden hits and each query's top items side by side under ``per_query``).
@@ -333,21 +334,25 @@ def compare(source: PathLike, pipelines: str | Iterable[str], baseline: str | No
     reported at turn and session level, by category, with the packet: see docs/figures.md). `pipelines`
     and `metrics` are lists or comma-separated strings; the baseline defaults to the first
     pipeline. On LoCoMo, `negatives="foreign"` adds unanswerable questions built from the
-    stores (`negatives_per_store` of them each, seeded by `negatives_seed`), and the report's
-    ``packet`` block says what each pipeline answered on both kinds.
+    stores (`negatives_per_store` of them each, seeded by `negatives_seed`, 0 by default), and the report's
+    ``packet`` block says what each pipeline answered on both kinds; `form` ("raw" or
+    "messages") reads LoCoMo's chats in that form. `trec_dir` receives every pipeline's
+    TREC run and the qrels beside them, on every kind. An option the source's kind does not
+    take is refused naming the kind.
 
         >>> report = compare("regression", ["bm25", "default"])
         >>> sorted(report["pipelines"])
         ['bm25', 'default']
     """
-    from garden.evaluation.replay import compare_source
+    from garden.evaluation.kinds.registry import compare_source
 
     _ready()
     names = _names(pipelines, "pipelines") or []
     measures = _names(metrics, "metrics")
     report = compare_source(os.fspath(source), names, baseline=baseline,
                             metrics=measures, negatives=negatives,
-                            negatives_per_store=negatives_per_store, negatives_seed=negatives_seed)
+                            negatives_per_store=negatives_per_store, negatives_seed=negatives_seed,
+                            trec_dir=None if trec_dir is None else os.fspath(trec_dir), form=form)
     return report.to_json()
 
 

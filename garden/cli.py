@@ -17,6 +17,7 @@ from garden.evaluation.negatives import NEGATIVE_KINDS
 from garden.evaluation.published import AGAINST
 from garden.evaluation.runner import PROMOTION_RUNS
 from garden.models import DEFAULT_BUDGET
+from garden.formats.chats import FORMS as CHAT_FORMS
 from garden.formats.layout import CHALLENGE, DURABLE_FOLDERS
 from garden.formats.query_inputs import read_budget, read_date
 from garden.derived.home import check_environment
@@ -248,14 +249,15 @@ def cmd_schemas(args) -> int:
 
 
 def cmd_compare(args) -> int:
-    from garden.evaluation.replay import compare_source
+    from garden.evaluation.kinds.registry import compare_source
 
     pipelines = _csv(args.pipelines) or []
     report = compare_source(args.source, pipelines, baseline=args.baseline, trec_dir=args.trec_dir,
                             plot=args.plot, metrics=_csv(args.metrics), trace_source=args.trace_source,
                             judgments=args.judgments, since=args.since, until=args.until,
                             negatives=args.negatives, negatives_per_store=args.negatives_per_store,
-                            negatives_seed=args.negatives_seed, scoring=args.scoring, against=args.against)
+                            negatives_seed=args.negatives_seed, scoring=args.scoring, against=args.against,
+                            form=args.form)
     _emit(args, report)
     return 0
 
@@ -290,7 +292,7 @@ def cmd_ablate(args) -> int:
     from garden.evaluation.ablate import ablate
 
     result = ablate(args.source, full=args.pipeline, stages=_csv(args.stages), metrics=_csv(args.metrics),
-                    negatives=args.negatives, trace_source=args.trace_source)
+                    negatives=args.negatives, trace_source=args.trace_source, form=args.form)
     _emit(args, result)
     return 0
 
@@ -302,7 +304,20 @@ def cmd_tune(args) -> int:
     return 0
 
 
+CHAT_IMPORTS = {"chat-messages": "messages", "chat-raw": "raw"}  # import kind -> the form it writes
+
+
 def cmd_import(args) -> int:
+    if args.kind in CHAT_IMPORTS:
+        from garden.formats.chats import locomo_files, write_form
+
+        form = CHAT_IMPORTS[args.kind]
+        if args.sample is not None or args.seed is not None:
+            raise GardenError(f"--sample and --seed: only for longmemeval (the {form} form takes every conversation)")
+        write_form(Path(args.path), Path(args.out), form)
+        _say(f"{len(locomo_files(Path(args.path)))} LoCoMo files written in the {form} form into {args.out} "
+             f"(`garden compare {args.out}` reads them as LoCoMo)")
+        return 0
     if args.kind == "longmemeval":
         from garden.formats.longmemeval import import_longmemeval
 
@@ -502,8 +517,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pipelines", required=True, help="comma-separated pipeline names, variants included "
                    "(default,default:exchange_share=0.5)")
     p.add_argument("--baseline", help="pipeline the others are tested against (default: the first)")
-    p.add_argument("--metrics", help="comma-separated ir-measures names (default AP,nDCG@10,R@1000,RR,P@10)")
-    p.add_argument("--trec-dir", help="write one TREC run file per pipeline here")
+    p.add_argument("--metrics", help="comma-separated ir-measures names (default AP,nDCG@10,R@1000,RR,P@10; on "
+                   "LoCoMo and LongMemEval added to their fixed measures)")
+    p.add_argument("--trec-dir", help="write one TREC run file per pipeline here, and the qrels beside them "
+                   "(LoCoMo and LongMemEval: the turn level, and the session level as *.session.run)")
     p.add_argument("--plot", help="write a PNG of per-query differences against the baseline (LoCoMo: the "
                                   "risk-coverage plot of answering against staying silent)")
     p.add_argument("--negatives", choices=NEGATIVE_KINDS,
@@ -511,7 +528,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "(foreign: each store asked other stores' questions, its own people's names put in)")
     p.add_argument("--negatives-per-store", type=int,
                    help="negatives asked of each store (default: as many as the smallest store asks)")
-    p.add_argument("--negatives-seed", type=int, default=0, help="seed of the negatives' sample (default 0)")
+    p.add_argument("--negatives-seed", type=int, help="seed of the negatives' sample (default 0)")
+    p.add_argument("--form", choices=CHAT_FORMS, help="LoCoMo files: read the chats as released (with the "
+                   "generated observations and summaries), raw (turns only) or as messages (each turn sent as "
+                   "the messages a person types; garden import chat-messages writes them)")
     p.add_argument("--scoring", choices=("garden", "longmemeval"),
                    help="LongMemEval: longmemeval adds the authors' own measures (their gold, discount and k, "
                         "at turn and session level) beside the garden's (default garden)")
@@ -560,14 +580,17 @@ def build_parser() -> argparse.ArgumentParser:
     p = _command(sub, "ablate", cmd_ablate,
                  "the full pipeline and each one-stage-removed variant: what each stage decides, over every "
                  "question and by the question's shape", json="print JSON")
-    p.add_argument("source", help="case files or a folder of them, a trace file, a collection folder, LoCoMo or "
-                   "LongMemEval")
+    p.add_argument("source", help="case files or a folder of them, a trace file, a collection folder, LoCoMo, "
+                   "LongMemEval, or any other registered kind (docs/extending.md)")
     p.add_argument("--pipeline", default="default", help="the full pipeline: default, default with stage settings "
                    "(default:exchange_share=0.5), or default@RETRIEVER on another base (default@dense:model=DIR)")
     p.add_argument("--stages", help="comma-separated stages to remove one at a time (default: every removable one)")
-    p.add_argument("--metrics", help="comma-separated ir-measures names")
+    p.add_argument("--metrics", help="comma-separated ir-measures names (LoCoMo and LongMemEval: added to their "
+                   "fixed measures)")
     p.add_argument("--negatives", choices=NEGATIVE_KINDS,
                    help="LoCoMo: add unanswerable questions built from the stores (see compare)")
+    p.add_argument("--form", choices=CHAT_FORMS, help="LoCoMo files: read the chats as released, raw or as "
+                   "messages (see compare)")
     _trace_source(p, "of a trace: ")
 
     _command(sub, "pipelines", cmd_pipelines, "list every pipeline name, with the stages of the structured ones",
@@ -577,12 +600,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="schemas", help="output folder (default schemas/)")
 
     p = _command(sub, "import", cmd_import, "import a public dataset as garden stories and cases")
-    p.add_argument("kind", choices=["locomo", "longmemeval"],
+    p.add_argument("kind", choices=["locomo", "longmemeval", *CHAT_IMPORTS],
                    help="the dataset's format: locomo (Maharana et al., ACL 2024) or longmemeval (Wu et al., "
-                        "ICLR 2025)")
-    p.add_argument("path", help="locomo: a LoCoMo conversation file, a folder of them, or a locomo10.json; "
+                        "ICLR 2025); chat-messages or chat-raw: LoCoMo files rewritten as LoCoMo files in the "
+                        "messaging form or as raw logs (see compare --form), judged by the same questions")
+    p.add_argument("path", help="locomo, chat-messages, chat-raw: a LoCoMo conversation file, a folder of them, "
+                   "or a locomo10.json; "
                                 "longmemeval: a released .json or .json.gz file (oracle, S or M)")
-    p.add_argument("--out", default=".", help="project folder to write fixtures/ and cases/ into (default .)")
+    p.add_argument("--out", default=".", help="project folder to write fixtures/ and cases/ into (default .); "
+                   "chat-messages, chat-raw: the folder the LoCoMo files are written into")
     p.add_argument("--sample", type=_sample_size, metavar="N",
                    help="longmemeval: import N questions, a sample stratified by question type")
     p.add_argument("--seed", type=_whole_number, metavar="S",

@@ -2,6 +2,7 @@
 contributor would (docs/extending.md) and run the command line on the result."""
 from __future__ import annotations
 
+import difflib
 import os
 import re
 import shutil
@@ -41,3 +42,14 @@ def garden_in(root: Path, *args: str) -> tuple[int, str, str]:
 def python_in(root: Path, code: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", code], cwd=root, env=env_for(root), capture_output=True,
                           text=True, timeout=300)
+
+
+def add_line_after(path: Path, after: str, line: str) -> None:
+    """Write `line` into the file after the line `after`, and check that the file's one
+    change is that line: a registration is one line in a list."""
+    before = path.read_text(encoding="utf-8")
+    changed = before.replace(f"{after}\n", f"{after}\n{line}\n", 1)
+    path.write_text(changed, encoding="utf-8")
+    diff = [d for d in difflib.unified_diff(before.splitlines(), changed.splitlines(), lineterm="", n=0)
+            if d[:1] in "+-" and not d.startswith(("+++", "---"))]
+    assert diff == [f"+{line}"], "one line in the list"

@@ -7,7 +7,6 @@ its name: in the copy, once `garden schemas` has regenerated the schemas, the te
 the stages, the schemas, the layers and the docs pass as they are (not the whole suite)."""
 from __future__ import annotations
 
-import difflib
 import json
 import shutil
 import subprocess
@@ -16,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from package_copy import ROOT, copy_project, env_for, garden_in, python_in, worked_example
+from package_copy import ROOT, add_line_after, copy_project, env_for, garden_in, python_in, worked_example
 
 CASE = """id: fresh
 story: aurora-ridge
@@ -34,13 +33,7 @@ def garden_with_recent(tmp_path_factory):
     """A project whose `garden` package is a copy with the `recent` stage added."""
     root = copy_project(tmp_path_factory.mktemp("with-recent"))
     (root / "garden" / "rerank" / "recent.py").write_text(worked_example("## Adding a stage"), encoding="utf-8")
-    stages = root / "garden" / "rerank" / "stages.py"
-    before = stages.read_text(encoding="utf-8")
-    after = before.replace('    "session",\n', '    "session",\n    "recent",\n', 1)
-    stages.write_text(after, encoding="utf-8")
-    changed = [line for line in difflib.unified_diff(before.splitlines(), after.splitlines(), lineterm="", n=0)
-               if line[:1] in "+-" and not line.startswith(("+++", "---"))]
-    assert changed == ['+    "recent",'], "one line in the list"
+    add_line_after(root / "garden" / "rerank" / "stages.py", '    "session",', '    "recent",')
     (root / "mine").mkdir()
     (root / "mine" / "fresh.yaml").write_text(CASE, encoding="utf-8")
     return root

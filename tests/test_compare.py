@@ -226,6 +226,9 @@ def test_compare_collection_report_shape_files_and_table(tmp_path):
     assert shape["tests"]["vs_baseline"]["bm25s"]["AP"]["p_randomization"] == 1.0
     for name in ("bm25", "bm25s", "tfidf"):
         assert (tmp_path / "runs" / f"{name}.run").read_text().startswith("q1 Q0 ")
+    # the qrels beside the runs, so trec_eval or ranx score them without the collection
+    qrels = (tmp_path / "runs" / "qrels").read_text().splitlines()
+    assert sorted(qrels) == sorted(f"{q} 0 {d} {r}" for q, rels in TINY.qrels.items() for d, r in rels.items())
     assert (tmp_path / "plot.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     console = Console(record=True, width=160)
     console.print(report.table())

@@ -39,6 +39,10 @@ def test_compare_on_cases_reports_metrics_forbidden_hits_and_side_by_side(projec
     assert any(row["disagree"] for row in data["per_query"])
     run = list(ir_measures.read_trec_run(str(trec / "default.run")))
     assert run and all(r.doc_id for r in run)
+    # the qrels beside the runs: trec_eval or ranx give the report's figure from the two files
+    qrels = list(ir_measures.read_trec_qrels(str(trec / "qrels")))
+    scored = ir_measures.calc_aggregate([ir_measures.parse_measure("AP")], qrels, run)
+    assert list(scored.values())[0] == pytest.approx(data["pipelines"]["default"]["AP"], abs=1e-9)
     assert (project / "diff.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 

@@ -165,6 +165,65 @@ def test_compare_cli_prints_every_block_as_json(home, capsys):
     assert report["turn"]["tests"]["vs_baseline"]["default"]["nDCG@10"]["p_adjusted"] <= 1
 
 
+def test_metrics_and_trec_files_on_locomo_are_the_figures_trec_eval_would_give(home, capsys):
+    import ir_measures
+
+    source = write(home / "conv-1.json", conversation())
+    trec = home / "runs"
+    assert main(["compare", str(source), "--pipelines", "bm25s,default", "--metrics", "AP,nDCG@10",
+                 "--trec-dir", str(trec), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["measures"] == ["Success@1", "Success@5", "Success@10", "R@5", "R@10", "nDCG@10", "AP"]
+    assert sorted(p.name for p in trec.iterdir()) == ["bm25s.run", "bm25s.session.run", "default.run",
+                                                      "default.session.run", "qrels", "session.qrels"]
+    for level, suffix, prefix in (("turn", "", ""), ("session", ".session", "session.")):
+        qrels = list(ir_measures.read_trec_qrels(str(trec / f"{prefix}qrels")))
+        assert len({q.query_id for q in qrels}) == report["questions"] == 4
+        for name in ("bm25s", "default"):
+            run = list(ir_measures.read_trec_run(str(trec / f"{name}{suffix}.run")))
+            scored = ir_measures.calc_aggregate([ir_measures.parse_measure("AP")], qrels, run)
+            assert list(scored.values())[0] == pytest.approx(report[level]["pipelines"][name]["AP"], abs=1e-9)
+
+
+def test_the_messaging_form_is_a_form_a_user_can_compare_on(home, capsys):
+    source = write(home / "conv-1.json", conversation())
+    assert main(["compare", str(source), "--pipelines", "bm25s", "--form", "messages", "--json"]) == 0
+    messages = json.loads(capsys.readouterr().out)
+    assert messages["source"] == f"{source} (messages)" and messages["questions"] == 4
+    # the same questions, written as LoCoMo files by the import, give the same figures
+    assert main(["import", "chat-messages", str(source), "--out", str(home / "messages")]) == 0
+    assert "1 LoCoMo files written in the messages form" in capsys.readouterr().out
+    assert main(["compare", str(home / "messages"), "--pipelines", "bm25s", "--json"]) == 0
+    imported = json.loads(capsys.readouterr().out)
+    figures = [{m: v for m, v in report["turn"]["pipelines"]["bm25s"].items() if m in report["measures"]}
+               for report in (messages, imported)]
+    assert figures[0] == figures[1] and len(figures[0]) == len(messages["measures"])
+    # raw logs: the observations and summaries the benchmark generated are gone
+    raw = load_conversations(source, form="raw")
+    assert {r.kind for r in raw[0].story.records} == {"source"}
+    from garden import api
+
+    through_api = api.compare(source, "bm25s", form="raw", trec_dir=home / "raw-runs")
+    assert through_api["source"] == f"{source} (raw)" and (home / "raw-runs" / "session.qrels").is_file()
+    assert {r.kind for r in load_conversations(source)[0].story.records} > {"source"}
+    # a file holding a list of conversations in the released layout (locomo10.json) is rewritten
+    # whole, and the same conversation gives the same messages and evidence in either layout
+    released = write(home / "locomo10.json", [{
+        "sample_id": "conv-1", "qa": conversation()["qa"],
+        "conversation": {k: v for k, v in conversation().items() if k != "qa"}}])
+    [one], [other] = load_conversations(source, form="messages"), load_conversations(released, form="messages")
+    assert [(r.id, r.text) for r in one.story.records] == [(r.id, r.text) for r in other.story.records]
+    assert [q.evidence for q in one.questions] == [q.evidence for q in other.questions]
+    assert main(["compare", str(write(home / "bad.json", "not a conversation")), "--pipelines", "bm25s",
+                 "--form", "messages"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "bad.json: not a LoCoMo file a chat form can be built from" in err[0]
+    assert main(["compare", str(home / "messages"), "--pipelines", "bm25s", "--form", "raw", "--scoring",
+                 "longmemeval"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--scoring" in err[0] and "the locomo kind does not take it" in err[0]
+
+
 def second_conversation() -> dict:
     """Another fictional pair, a ferrywoman and a glassblower, for negatives across stores."""
     return {
@@ -242,7 +301,7 @@ def test_bad_locomo_input_is_one_located_line_and_exit_2(home, capsys, content, 
 
 def test_the_reference_fusion_is_refused_outside_locomo(home):
     with pytest.raises(GardenError, match="LoCoMo only"):
-        from garden.evaluation.replay import compare_source
+        from garden.evaluation.kinds.registry import compare_source
 
         compare_source(str(Path(__file__).resolve().parents[1] / "regression"), ["locomo-fusion"])
 
@@ -324,11 +383,13 @@ def test_ablate_on_locomo_reports_the_evidence_measures_and_what_the_user_gets(h
     folder.mkdir()
     write(folder / "conv-1.json", conversation())
     write(folder / "conv-2.json", second_conversation())
-    report = ablate(str(folder), stages=["decide", "fill"], negatives="foreign").to_json()
+    report = ablate(str(folder), stages=["decide", "fill"], negatives="foreign", metrics=["AP"]).to_json()
     assert report["judgments"].startswith("LoCoMo evidence turns") and report["queries"] == 6
     assert set(report["stages"]) == {"decide", "fill"}
-    assert "Success@5" in report["stages"]["decide"]["metrics"]
+    # a measure named is added to the fixed ones, which the tables read
+    assert {"Success@5", "AP"} <= set(report["stages"]["decide"]["metrics"])
+    assert report["measures"][-1] == "AP"
     assert set(report["packet"]) == {"default", "default-decide", "default-fill"}
     assert report["packet"]["default"]["negatives"]["questions"] == 4
-    with pytest.raises(GardenError, match="fixed measures"):
-        ablate(str(folder), stages=["decide"], metrics=["AP"])
+    with pytest.raises(GardenError, match="select events of traces; the locomo kind does not take them"):
+        ablate(str(folder), stages=["decide"], trace_source="query")

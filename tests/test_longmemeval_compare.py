@@ -188,7 +188,7 @@ def test_compare_cli_sets_the_run_beside_the_published_figures(sources, capsys):
 
 @pytest.mark.parametrize("args, needle", [
     (["--negatives", "foreign"], "brings its own negatives"),
-    (["--metrics", "AP"], "fixed measures"),
+    (["--judgments", "x.qrels"], "grades a trace's questions (`garden judge`); the longmemeval kind does not"),
     (["--pipelines", "locomo-fusion"], "LoCoMo only"),
 ])
 def test_what_a_longmemeval_comparison_refuses(sources, capsys, args, needle):
@@ -198,6 +198,18 @@ def test_what_a_longmemeval_comparison_refuses(sources, capsys, args, needle):
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and needle in err[0]
+
+
+def test_metrics_and_trec_files_reach_a_longmemeval_comparison(sources, tmp_path, capsys):
+    trec = tmp_path / "runs"
+    assert main(["compare", str(sources["plain"]), "--pipelines", "bm25s", "--metrics", "RR", "--trec-dir",
+                 str(trec), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["measures"][-1] == "RR" and "RR" in report["session"]["pipelines"]["bm25s"]
+    assert {"bm25s.run", "qrels", "bm25s.session.run", "session.qrels"} == {p.name for p in trec.iterdir()}
+    judged = {line.split()[0] for line in (trec / "qrels").read_text().splitlines()}
+    assert len(judged) == report["questions"]
+    assert all(len(line.split()) == 6 for line in (trec / "bm25s.run").read_text().splitlines())
 
 
 def test_scoring_longmemeval_is_refused_elsewhere(project, capsys):

@@ -10,7 +10,7 @@ from rich.console import Console
 
 from garden.errors import GardenError
 from garden.evaluation.published import MEASURES, PUBLISHED, SCORINGS, beside_published, published_table
-from garden.evaluation.replay import compare_source
+from garden.evaluation.kinds.registry import compare_source
 
 RUN = {"bm25s": {"recall_all@5": 0.5, "recall_any@5": 0.75, "ndcg_any@10": 0.625, "ndcg_any@5": 0.1},
        "default": {"recall_all@5": 0.875, "recall_any@5": 1.0, "ndcg_any@10": 0.9}}
@@ -47,5 +47,6 @@ def test_the_table_shows_a_dash_where_nothing_was_published_and_fits_80_columns(
 
 
 def test_against_is_refused_on_a_source_that_is_not_longmemeval():
-    with pytest.raises(GardenError, match="`against`: the published figures stand beside a LongMemEval"):
+    with pytest.raises(GardenError, match="`against` sets the published figures beside a LongMemEval comparison; "
+                                          "the cases kind does not take it"):
         compare_source("regression", ["bm25"], against="published")

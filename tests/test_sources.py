@@ -9,7 +9,7 @@ import json
 import pytest
 
 from garden.errors import GardenError
-from garden.evaluation.replay import compare_source
+from garden.evaluation.kinds.registry import compare_source
 from garden.formats.sources import source_kind
 
 
@@ -70,3 +70,42 @@ def test_a_path_with_no_marker_is_refused_saying_what_each_kind_needs(tmp_path):
             source_kind(path)
     with pytest.raises(GardenError, match="no such collection folder"):
         source_kind(tmp_path / "nowhere")
+
+
+def test_every_kind_the_markers_name_is_registered():
+    from garden.evaluation.kinds.registry import kinds
+    from garden.formats.sources import KINDS
+
+    assert set(KINDS) <= set(kinds())
+    assert all(kind.takes(option) for kind in kinds().values() for option in ("plot", "metrics", "trec_dir"))
+
+
+@pytest.mark.parametrize("flags, needle", [
+    (["--negatives-per-store", "3"], "--negatives-per-store and --negatives-seed size and seed the negatives "
+                                     "LoCoMo builds; the cases kind does not take them"),
+    (["--form", "raw"], "--form reads LoCoMo's chats raw or as messages"),
+    (["--judgments", "x.qrels"], "--judgments grades a trace's questions"),
+    (["--scoring", "longmemeval"], "--scoring is LongMemEval's own scoring"),
+])
+def test_an_option_a_kind_does_not_take_is_one_line_naming_the_kind(flags, needle, capsys, monkeypatch, tmp_path):
+    from pathlib import Path
+
+    from garden.cli import main
+
+    monkeypatch.setenv("GARDEN_HOME", str(tmp_path / ".garden"))
+    regression = str(Path(__file__).resolve().parents[1] / "regression")
+    assert main(["compare", regression, "--pipelines", "bm25", *flags]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and needle in err[0] and "the cases kind does not take" in err[0], err
+
+
+def test_ablate_refuses_an_option_of_another_kind_before_running_anything(capsys, monkeypatch, tmp_path):
+    from pathlib import Path
+
+    from garden.cli import main
+
+    monkeypatch.setenv("GARDEN_HOME", str(tmp_path / ".garden"))
+    regression = str(Path(__file__).resolve().parents[1] / "regression")
+    assert main(["ablate", regression, "--stages", "decide", "--form", "raw"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--form reads LoCoMo's chats" in err[0] and "the cases kind does not take it" in err[0]

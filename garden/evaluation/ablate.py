@@ -12,13 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from garden._terminal import Progress, counted
 from garden.errors import GardenError
-from garden.evaluation.negatives import NEGATIVES_NEED_STORES
 from garden.evaluation.packets import grouped_table
-from garden.evaluation.replay import compare_source
 from garden.evaluation.shapes import ROWS as SHAPE_ROWS, ShapeBreakdown
-from garden.evaluation.runner import load_cases, run_case
 from garden.pipelines import STRUCTURED, check_pipeline, split_structured
 from garden.pipelines.variants import without_stage
 
@@ -132,15 +128,16 @@ def _packet_figures(groups: dict) -> dict:
 
 def ablate(source: str, full: str = "default", stages: list[str] | None = None,
            metrics: list[str] | None = None,
-           negatives: str | None = None, trace_source: str | None = None) -> Ablation:
+           negatives: str | None = None, trace_source: str | None = None, form: str | None = None) -> Ablation:
     """Run `full` and each one-stage-removed variant on `source` (case files or folders, a
-    trace, a collection, LoCoMo or LongMemEval) and report what each stage decides. On
-    LoCoMo and LongMemEval the measures are the evidence-turn ones, and beside them what the
-    user gets (the packet and the decision, on LoCoMo's foreign negatives too when
-    `negatives` names them, on LongMemEval's abstention questions always)."""
-    from garden.evaluation.locomo import compare_locomo
-    from garden.evaluation.longmemeval import compare_longmemeval
-    from garden.formats.sources import source_kind
+    trace, a collection, LoCoMo, LongMemEval, or any registered kind) and report what each
+    stage decides. On LoCoMo and LongMemEval the measures are the evidence-turn ones (and
+    any `metrics` names beside them), and beside them what the user gets (the packet and the
+    decision, on LoCoMo's foreign negatives too when `negatives` names them, on
+    LongMemEval's abstention questions always); `form` reads LoCoMo's chats raw or as
+    messages. An option the source's kind does not take is refused naming the kind."""
+    from garden.evaluation.kinds.registry import checked
+    from garden.evaluation.stores import StoresReport
     from garden.pipelines.structured import STAGES
 
     parts = split_structured(check_pipeline(full))
@@ -153,42 +150,26 @@ def ablate(source: str, full: str = "default", stages: list[str] | None = None,
     # on another base (default@dense:model=DIR) each variant stands on the same one, with
     # the settings the full pipeline's name gives that a stage left still reads
     variants = {s: check_pipeline(without_stage(full, s)) for s in chosen}
-    path = Path(source)
-    kind = source_kind(path)
+    kind, given = checked(source, {"metrics": metrics, "negatives": negatives, "trace_source": trace_source,
+                                   "form": form})
     ablation = Ablation(full, variants, None)
-    if kind in ("locomo", "longmemeval"):
-        if metrics:
-            raise GardenError(f"{source}: a {kind} ablation reports its fixed measures (`metrics` applies to "
-                              "collections, cases and traces)")
-        if kind == "longmemeval" and negatives is not None:
-            raise GardenError(f"{source}: LongMemEval brings its negatives (its abstention questions); "
-                              "--negatives is for LoCoMo")
-        report = (compare_locomo(path, [full, *variants.values()], baseline=full, negatives=negatives)
-                  if kind == "locomo" else compare_longmemeval(path, [full, *variants.values()], baseline=full))
+    if kind.case_verdicts is not None:
+        verdicts = kind.case_verdicts(Path(source), [full, *variants.values()])
+        ablation.cases = len(verdicts)
+        for case, passed in verdicts.items():
+            for stage, name in variants.items():
+                if passed[full] and not passed[name]:
+                    ablation.decides.setdefault(stage, []).append(case)
+                elif passed[name] and not passed[full]:
+                    ablation.hurts.setdefault(stage, []).append(case)
+    report = kind.compare(Path(source), [full, *variants.values()], full, **given)
+    if isinstance(report, StoresReport):
         ablation.comparison, ablation.shapes = report.turn, report.by_shape
         ablation.judged_by = report.to_json()["judgments"]
         ablation.packets = report.packets.groups if report.packets else {}
         ablation.packets_by_shape = report.packets.by_shape if report.packets else {}
         return ablation
-    if negatives is not None:
-        raise GardenError(f"{source}: {NEGATIVES_NEED_STORES}")
-    if trace_source is not None and kind != "trace":
-        raise GardenError(f"`trace_source` selects events of a trace; {source} is not one")
-    if kind == "cases":
-        cases = load_cases([source])
-        ablation.cases = len(cases)
-        bar, stories = Progress(f"ablate: {len(variants) + 1} pipelines", total=len(cases), unit="cases"), {}
-        for case in counted(cases, bar):
-            with_stage = run_case(case, full, trace=False, stories=stories).passed
-            for stage, name in variants.items():
-                without = run_case(case, name, trace=False, stories=stories).passed
-                if with_stage and not without:
-                    ablation.decides.setdefault(stage, []).append(case.id)
-                elif without and not with_stage:
-                    ablation.hurts.setdefault(stage, []).append(case.id)
-    compared = compare_source(source, [full, *variants.values()], baseline=full, metrics=metrics,
-                              trace_source=trace_source)
-    ablation.comparison, ablation.shapes = compared.report, compared.shapes
+    ablation.comparison, ablation.shapes = report.report, report.shapes
     if ablation.comparison is None:
         raise GardenError(f"{source}: no question has judgments (a case's expectations or a collection's "
                           "qrels), so no stage's worth can be measured")

@@ -15,9 +15,10 @@ from garden.evaluation.measures import (  # noqa: F401
     ALPHA, DEFAULT_MEASURES, PERMUTATIONS, SEED, TIE, WARM_UP, Evaluation, PairedTest, Qrels, Ranking, Run,
     evaluate, holm, natural_key, parse_measures, randomization_p, significance, ttest_p, win_tie_loss,
 )
-from garden.evaluation.runs import STRUCTURED_WARM_UP, Runs, rankings, run_collection, write_trec_run  # noqa: F401
+from garden.evaluation.runs import (STRUCTURED_WARM_UP, Runs, rankings, run_collection, write_trec_files,  # noqa: F401
+                                    write_trec_run)
 from garden.evaluation.show import plot_per_query  # noqa: F401
-from garden.formats.corpora import load_collection
+from garden.formats.corpora import Collection, load_collection
 
 
 # --- report --------------------------------------------------------------------------
@@ -121,24 +122,43 @@ def compare_collection(path: str | Path, pipelines: Sequence[str], baseline: str
                        trec_dir: str | Path | None = None, plot: str | Path | None = None,
                        permutations: int = PERMUTATIONS) -> CompareReport:
     """Everything `garden compare` does short of printing: load, run, evaluate, test,
-    and optionally write each run as `<trec_dir>/<pipeline>.run` and a per-query plot of
-    the first metric."""
+    and optionally write each run as `<trec_dir>/<pipeline>.run` (the qrels beside them as
+    `<trec_dir>/qrels`) and a per-query plot of the first metric."""
+    _check_comparison(pipelines, baseline, measures)  # a bad name fails before minutes of indexing
+    return _compared(load_collection(path), str(path), pipelines, baseline, measures, depth, trec_dir, plot,
+                     permutations)
+
+
+def compare_loaded(collection: Collection, pipelines: Sequence[str], baseline: str | None = None,
+                   measures: Sequence[str] = DEFAULT_MEASURES, depth: int = 1000,
+                   trec_dir: str | Path | None = None, plot: str | Path | None = None,
+                   permutations: int = PERMUTATIONS) -> CompareReport:
+    """`compare_collection` on a collection already read: a kind whose files are not TREC
+    or BEIR reads them into a `Collection` and is compared from here the same way."""
+    _check_comparison(pipelines, baseline, measures)
+    return _compared(collection, collection.name, pipelines, baseline, measures, depth, trec_dir, plot,
+                     permutations)
+
+
+def _check_comparison(pipelines: Sequence[str], baseline: str | None, measures: Sequence[str]) -> None:
     if not pipelines:
         raise GardenError("no pipeline to compare")
     if baseline is not None and baseline not in pipelines:
         raise GardenError(f"baseline {baseline!r} is not among the pipelines: {', '.join(pipelines)}")
-    parse_measures(measures)  # a bad metric name fails before minutes of indexing
-    collection = load_collection(path)
+    parse_measures(measures)
+
+
+def _compared(collection: Collection, where: str, pipelines: Sequence[str], baseline: str | None,
+              measures: Sequence[str], depth: int, trec_dir, plot, permutations: int) -> CompareReport:
     judged = {qid: rels for qid, rels in collection.qrels.items() if qid in collection.queries}
     if not judged:
-        raise GardenError(f"{path}: no query has judgments in the qrels")
+        raise GardenError(f"{where}: no query has judgments in the qrels")
     runs = run_collection(collection, pipelines, depth)
     report = compare_runs(judged, runs.rankings, baseline, measures, runs.queries_per_s,
                           collection.name, permutations)
     report.rankings, report.queries = runs.rankings, dict(collection.queries)
     if trec_dir is not None:
-        for name, run in runs.rankings.items():
-            write_trec_run(Path(trec_dir) / f"{name}.run", run, name)
+        write_trec_files(trec_dir, runs.rankings, judged)
     if plot is not None:
         plot_per_query(plot, report.evaluation.per_query, report.baseline, report.measures[0])
     return report

@@ -29,6 +29,7 @@ import re
 from pathlib import Path
 from typing import Sequence
 
+from garden.formats.chats import FORMS, write_form
 from garden.formats.layout import CASES_FOLDER, STORY_FOLDER
 from garden.errors import GardenError
 from garden.derived.home import derived_folder
@@ -37,7 +38,7 @@ from garden.evaluation.negatives import FOREIGN_HOW, NEGATIVE_KINDS, SEED as NEG
 from garden.evaluation.packets import plot_decisions
 from garden.evaluation.stores import (ALL_AT, DEPTH, TURN_KIND, TURN_MEASURES, Conversation, Question, Reference,
                                       StoresReport, iter_imported, judge_runs, questions_of,
-                                      run_stores, stores_report, turn_ranking)
+                                      run_stores, store_measures, stores_report, turn_ranking, write_store_runs)
 from garden.models import DEFAULT_BUDGET, Story
 
 __all__ = ["ALL_AT", "DEPTH", "TURN_MEASURES", "Conversation", "Question", "turn_ranking", "compare_locomo",
@@ -65,17 +66,36 @@ def is_locomo(path: Path) -> bool:
     return "locomo" in markers(path)
 
 
-def load_conversations(path: str | Path) -> list[Conversation]:
-    """The conversations and judged questions under `path` (see the module docstring)."""
+def load_conversations(path: str | Path, form: str | None = None) -> list[Conversation]:
+    """The conversations and judged questions under `path` (see the module docstring), in
+    `form` (garden/formats/chats.py: released, raw or messages; released by default)."""
     path = Path(path)
-    if path.is_dir() and (path / STORY_FOLDER).is_dir() and (path / CASES_FOLDER).is_dir():
+    imported = path.is_dir() and (path / STORY_FOLDER).is_dir() and (path / CASES_FOLDER).is_dir()
+    if form not in (None, FORMS[0]):
+        if imported:
+            raise GardenError(f"{path}: `form` {form} is built from LoCoMo's JSON files; an import's stories "
+                              "are already built")
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="garden-chats-") as scratch:
+            # every conversation is read whole before the scratch copy goes
+            try:
+                return _load_files(write_form(path, Path(scratch), form), path.name)
+            except GardenError as exc:  # named by the files the user gave, not the scratch copy
+                where = str(path if path.is_dir() else path.parent)
+                raise GardenError([m.replace(scratch, where) for m in exc.messages], exc.status) from None
+    if imported:
         return _load_imported(path)
+    return _load_files(path, path.name)
+
+
+def _load_files(path: Path, shown: str) -> list[Conversation]:
     from garden.formats.locomo import build, read_conversations
 
     from garden._terminal import Progress, counted
 
     out = []
-    for conv in counted(read_conversations(path), Progress(f"reading {path.name}", unit="conversations")):
+    for conv in counted(read_conversations(path), Progress(f"reading {shown}", unit="conversations")):
         imported = build(conv)
         story = Story.model_validate(imported.story)
         out.append(Conversation(story, questions_of(story, list(imported.cases.values()), category_of)))
@@ -96,24 +116,30 @@ def compare_locomo(path: str | Path, pipelines: Sequence[str], baseline: str | N
                    depth: int = DEPTH, budget: int = DEFAULT_BUDGET, packets: bool = True,
                    permutations: int = PERMUTATIONS, alpha: float = ALPHA, negatives: str | None = None,
                    negatives_per_store: int | None = None, negatives_seed: int = NEGATIVES_SEED,
-                   plot: str | Path | None = None) -> StoresReport:
+                   plot: str | Path | None = None, metrics: Sequence[str] | None = None,
+                   trec_dir: str | Path | None = None, form: str | None = None) -> StoresReport:
     """Everything `garden compare` does on LoCoMo short of printing. `negatives` adds
     unanswerable questions built from the stores themselves (see negatives.py); a case that
     declares itself unanswerable is one already. Negatives are judged by their decision and
-    packet only: no ranking measure is defined for a question nothing answers."""
+    packet only: no ranking measure is defined for a question nothing answers. `metrics`
+    adds measures to the fixed ones, `trec_dir` receives the runs and qrels of both levels,
+    `form` reads the chats raw or as messages (garden/formats/chats.py)."""
     baseline = check_comparison(pipelines, baseline)
+    measures = store_measures(metrics)
     if negatives is not None and negatives not in NEGATIVE_KINDS:
         raise GardenError(f"negatives {negatives!r}: choose one of {', '.join(NEGATIVE_KINDS)}")
     if negatives is None and negatives_per_store is not None:
         raise GardenError("a count of negatives per store needs a kind of negatives to build (foreign)")
-    conversations = load_conversations(path)
+    conversations = load_conversations(path, form)
     added = foreign_negatives(conversations, negatives_per_store, negatives_seed) if negatives else {}
     if not any(q.evidence for c in conversations for q in c.questions):
         raise GardenError(f"{path}: no question names an evidence turn: nothing to judge")
     runs = run_stores(((c, c.questions + added.get(c.story.name, [])) for c in conversations),
                       made_pipelines(pipelines), depth, budget, packets)
-    name = str(path)
-    judged = judge_runs(runs, baseline, name, permutations, alpha)
+    name = str(path) if form in (None, FORMS[0]) else f"{path} ({form})"
+    judged = judge_runs(runs, baseline, name, permutations, alpha, measures)
+    if trec_dir is not None:
+        write_store_runs(runs, trec_dir)
     report = stores_report(runs, judged, name, baseline, JUDGMENTS,
                            negatives=_negatives_note(runs.asked, negatives, negatives_per_store, negatives_seed))
     if report.packets is not None and report.negatives is not None:

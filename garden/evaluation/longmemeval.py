@@ -46,7 +46,8 @@ from garden.evaluation.packets import plot_decisions
 from garden.evaluation.published import AGAINST, MEASURES, beside_published, published_table
 from garden.evaluation.shapes import ShapeBreakdown, by_shape, gold_gathering, marked
 from garden.evaluation.stores import (TURN_KIND, Conversation, Question, StoresReport, iter_imported,
-                                      judge_runs, run_stores, sittings_run, stores_report)
+                                      judge_runs, run_stores, sittings_run, store_measures, stores_report,
+                                      write_store_runs)
 from garden.models import DEFAULT_BUDGET, Story
 
 SCORINGS = ("garden", "longmemeval")
@@ -221,17 +222,21 @@ def _authors_tables(reports: dict, shapes: dict[str, ShapeBreakdown]) -> list:
 def compare_longmemeval(path: str | Path, pipelines: Sequence[str], baseline: str | None = None,
                         scoring: str = "garden", depth: int = DEPTH, budget: int = DEFAULT_BUDGET,
                         packets: bool = True, permutations: int = PERMUTATIONS, alpha: float = ALPHA,
-                        plot: str | Path | None = None, against: str | None = None) -> StoresReport:
+                        plot: str | Path | None = None, against: str | None = None,
+                        metrics: Sequence[str] | None = None, trec_dir: str | Path | None = None) -> StoresReport:
     """Everything `garden compare` does on LongMemEval short of printing (see the module
     docstring). `scoring` "longmemeval" adds the authors' measures beside the garden's;
     `against` "published" sets their session measures beside the published figures
-    (garden/evaluation/published.py), and needs those measures, so it implies that scoring."""
+    (garden/evaluation/published.py), and needs those measures, so it implies that scoring.
+    `metrics` adds measures to the garden's fixed ones; `trec_dir` receives the runs and
+    qrels of both levels."""
     if scoring not in SCORINGS:
         raise GardenError(f"`scoring` {scoring!r}: choose one of {', '.join(SCORINGS)}")
     if against is not None and against not in AGAINST:
         raise GardenError(f"`against` {against!r}: choose one of {', '.join(AGAINST)}")
     scoring = "longmemeval" if against is not None else scoring
     baseline = check_comparison(pipelines, baseline)
+    measures = store_measures(metrics)
     from garden.evaluation.locomo import FUSION_NAME
 
     if FUSION_NAME in pipelines:
@@ -243,7 +248,9 @@ def compare_longmemeval(path: str | Path, pipelines: Sequence[str], baseline: st
     name = str(path)
     if not runs.questions:
         raise GardenError(f"{name}: no question names an evidence turn: nothing to judge")
-    judged = judge_runs(runs, baseline, name, permutations, alpha)
+    judged = judge_runs(runs, baseline, name, permutations, alpha, measures)
+    if trec_dir is not None:
+        write_store_runs(runs, trec_dir)
     negatives = [q for qs in runs.asked.values() for q in qs if not q.evidence]
     note = {"kind": "declared", "negatives": len(negatives), "per_store": None,
             "how": "LongMemEval's abstention questions (ids ending _abs): their haystack holds no answer",

@@ -32,8 +32,6 @@ NEGATIVE_KINDS = ("foreign",)
 FOREIGN_HOW = ("each store is asked a seeded sample of the other stores' questions, every name of a person of "
                "the asking store replaced by the person of this store who first spoke at the same position")
 SEED = 0
-NEGATIVES_NEED_STORES = ("--negatives builds unanswerable questions from a set of conversational stores (LoCoMo, "
-                         "or `garden import locomo` output)")
 
 
 def people(story) -> list[list[str]]:

@@ -1,7 +1,7 @@
-"""`garden compare`: the same queries under several pipelines, side by side.
+"""`garden compare` on cases and traces: the same queries under several pipelines, side by
+side (the kinds in garden/evaluation/kinds dispatch here, a collection's report too).
 
-The source is a collection folder (TREC or BEIR layout), a case file or folder, or a trace
-file. For cases, relevance comes from each query's expectations: the `lead` is graded 2,
+For cases, relevance comes from each query's expectations: the `lead` is graded 2,
 every `include` and `sequence` id 1; `exclude` ids are counted as forbidden hits.
 
 A trace is a log of distinct questions: events that ask the same thing (story, query,
@@ -26,13 +26,13 @@ from typing import Sequence
 
 from garden._terminal import Progress, counted
 from garden.formats.cases import load_case, spec_for
-from garden.evaluation.compare import (CompareReport, compare_collection, compare_runs, natural_key, parse_measures,
-                      plot_per_query, write_trec_run)
+from garden.evaluation.compare import (CompareReport, compare_runs, natural_key, parse_measures,
+                      plot_per_query, write_trec_files)
 from garden.errors import GardenError
 from garden.text import is_number, one_line, shown
 from garden.models import Hints
 from garden.formats.cases import Expect
-from garden.pipelines import check_pipeline, make_pipeline, warm_up
+from garden.pipelines import make_pipeline, warm_up
 from garden.rerank.query import QuerySpec
 from garden.formats.stories import load_story, resolve_story_path
 from garden.pipelines.traces import TRACE_NAME, read_trace_lines
@@ -508,8 +508,7 @@ def compare_replays(replays: list[Replay], pipelines: list[str], baseline: str |
     numbers = {r.qid: r.number for r in replays} if trace is not None else None
     side = side_by_side(report, packets, {r.qid: r.label for r in replays}, numbers)
     if trec_dir is not None:
-        for p, run in runs.items():
-            write_trec_run(Path(trec_dir) / f"{p}.run", {q: v for q, v in run.items() if v}, p)
+        write_trec_files(trec_dir, runs, qrels)
     if plot is not None and report is not None:
         plot_per_query(plot, report.evaluation.per_query, report.baseline, report.measures[0])
     negatives = [r.qid for r in replays if r.unanswerable]
@@ -525,74 +524,8 @@ def compare_replays(replays: list[Replay], pipelines: list[str], baseline: str |
                         negatives=len(negatives), shapes=by_shape(report, report.queries) if report else None)
 
 
-def compare_source(source: str, pipelines: list[str], baseline: str | None = None, trec_dir: str | None = None,
-                   plot: str | None = None, metrics: Sequence[str] | None = None, trace_source: str | None = None,
-                   judgments: str | None = None, since: dt.date | None = None, until: dt.date | None = None,
-                   negatives: str | None = None, negatives_per_store: int | None = None, negatives_seed: int = 0,
-                   scoring: str | None = None, against: str | None = None):
-    if not pipelines:
-        raise GardenError("`pipelines` names no pipeline")
-    from garden.evaluation.locomo import FUSION_NAME, compare_locomo
-    from garden.evaluation.negatives import NEGATIVES_NEED_STORES
-    from garden.formats.sources import source_kind
-
-    for p in pipelines:
-        if p != FUSION_NAME:  # a LoCoMo reference, checked below
-            check_pipeline(p)
-    if baseline is not None and baseline not in pipelines:
-        raise GardenError(f"baseline {baseline!r} is not among the pipelines: {', '.join(pipelines)}")
-    path = Path(source)
-    kind = source_kind(path)
-    trace = kind == "trace"
-    if (trace_source is not None or since is not None or until is not None) and not trace:
-        raise GardenError("`trace_source`, `since` and `until` select events of traces; a case, collection or LoCoMo "
-                          "source has none")
-    if judgments is not None and not trace:
-        raise GardenError("`judgments` grades a trace's questions (`garden judge`); a case, collection or "
-                          "LoCoMo source brings its own judgments")
-    from garden.evaluation.longmemeval import compare_longmemeval
-
-    if kind == "longmemeval":
-        if metrics or trec_dir or negatives is not None or negatives_per_store is not None:
-            raise GardenError(f"{source}: a LongMemEval comparison reports its fixed measures and brings its own "
-                              "negatives, the abstention questions (`metrics`, `trec_dir` and `negatives` do not "
-                              "apply)")
-        return compare_longmemeval(path, pipelines, baseline, scoring=scoring or "garden", plot=plot, against=against)
-    if against is not None:
-        raise GardenError(f"`against`: the published figures stand beside a LongMemEval comparison; {source} is not "
-                          "a LongMemEval file or its import")
-    if scoring is not None:
-        raise GardenError(f"`scoring`: LongMemEval's own scoring applies to a LongMemEval file or its import; "
-                          f"{source} is not one")
-    if kind == "locomo":
-        if metrics or trec_dir:
-            raise GardenError(f"{source}: a LoCoMo comparison reports its fixed measures "
-                              "(`metrics` and `trec_dir` apply to collections, cases and traces)")
-        return compare_locomo(path, pipelines, baseline, negatives=negatives, negatives_per_store=negatives_per_store,
-                              negatives_seed=negatives_seed, plot=plot)
-    if negatives is not None or negatives_per_store is not None:
-        raise GardenError(f"{source}: {NEGATIVES_NEED_STORES}; a case folder declares its own with "
-                          "`unanswerable: true`")
-    if FUSION_NAME in pipelines:
-        raise GardenError(f"pipeline {FUSION_NAME!r} is a reference for LoCoMo only: {source} is not LoCoMo")
-    if kind == "collection":
-        measures = list(metrics) if metrics else None
-        kwargs = {"measures": measures} if measures else {}
-        report = compare_collection(path, pipelines, baseline, trec_dir=trec_dir, plot=plot, **kwargs)
-        tops = {p: {q: [doc for doc, _ in ranking[:SIDE_BY_SIDE]] for q, ranking in run.items()}
-                for p, run in report.rankings.items()}
-        # a collection's queries are questions too: by shape, though no category is given
-        return SourceReport(report, side_by_side(report, tops, report.queries), {},
-                            judged_by="the collection's qrels", name=str(path), baseline=report.baseline,
-                            shapes=by_shape(report, report.queries))
+def story_measures(metrics: Sequence[str] | None) -> list[str]:
+    """The measures cases and traces are judged by: `metrics`, else STORY_MEASURES; checked."""
     measures = list(metrics) if metrics else list(STORY_MEASURES)
     parse_measures(measures)
-    if trace:
-        from garden.evaluation.judgments import Judgments
-
-        adjudicated = Judgments.load(judgments, must_exist=True) if judgments is not None else None
-        questions = replays_from_trace(path, trace_source, adjudicated, since, until)
-        return compare_replays(questions.replays, pipelines, baseline, str(path), measures, trec_dir, plot,
-                               trace=questions)
-    files = sorted(path.rglob("*.yaml")) if path.is_dir() else [path]
-    return compare_replays(replays_from_cases(files), pipelines, baseline, str(path), measures, trec_dir, plot)
+    return measures

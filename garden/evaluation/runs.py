@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import NamedTuple, Sequence
+from typing import Mapping, NamedTuple, Sequence
 
 from garden._terminal import Progress
 from garden.errors import GardenError
@@ -29,6 +29,26 @@ def write_trec_run(path: str | Path, run: Run, tag: str) -> Path:
             lines.append(f"{qid} Q0 {doc} {position} {float(score)!r} {tag}\n")
     path.write_text("".join(lines), encoding="utf-8")
     return path
+
+
+def write_trec_qrels(path: str | Path, qrels: Mapping[str, Mapping[str, int]]) -> Path:
+    """`qid 0 docno grade` lines, the judgments a run file is scored against (trec_eval,
+    ranx, ir-measures read them), in the runs' order: queries naturally, documents by id."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(f"{qid} 0 {doc} {grade}\n" for qid in sorted(qrels, key=natural_key)
+                            for doc, grade in sorted(qrels[qid].items())), encoding="utf-8")
+    return path
+
+
+def write_trec_files(folder: str | Path, runs: Mapping[str, Run], qrels: Mapping[str, Mapping[str, int]],
+                     level: str = "") -> list[Path]:
+    """Every pipeline's run as `<folder>/<pipeline>[.<level>].run` and the judgments beside
+    them as `<folder>/[<level>.]qrels`: what `trec_eval qrels run` or ranx scores."""
+    suffix, prefix = (f".{level}", f"{level}.") if level else ("", "")
+    written = [write_trec_run(Path(folder) / f"{name}{suffix}.run", {q: v for q, v in run.items() if v}, name)
+               for name, run in runs.items()]
+    return [*written, write_trec_qrels(Path(folder) / f"{prefix}qrels", qrels)]
 
 
 def rankings(retriever: Retriever, queries: Sequence[str], depth: int) -> list[Ranking]:

@@ -36,7 +36,8 @@ from typing import Callable, Iterable, Iterator, Mapping, Sequence
 import numpy as np
 
 from garden.formats.layout import CASES_FOLDER, STORY_FOLDER
-from garden.evaluation.compare import ALPHA, PERMUTATIONS, CompareReport, compare_runs, summary_block
+from garden.evaluation.compare import (ALPHA, PERMUTATIONS, CompareReport, compare_runs, parse_measures,
+                                      summary_block)
 from garden.evaluation.packets import PacketRow, decision_report, packet_row, packet_tables
 from garden.evaluation.shapes import ShapeBreakdown, by_shape, gold_gathering
 from garden.models import DEFAULT_BUDGET, Sitting, Story
@@ -331,20 +332,39 @@ class Judged:
     session_by_shape: ShapeBreakdown
 
 
+def store_measures(metrics: Sequence[str] | None = None) -> tuple[str, ...]:
+    """The measures a store set is judged by: TURN_MEASURES, which its tables read, and after
+    them any others `metrics` names (ir-measures names, checked before a store is read)."""
+    added = tuple(m for m in dict.fromkeys(metrics or ()) if m not in TURN_MEASURES)
+    if added:
+        parse_measures(list(added))
+    return TURN_MEASURES + added
+
+
+def write_store_runs(runs: StoreRuns, trec_dir: str | Path) -> None:
+    """The turn rankings as `<pipeline>.run` beside `qrels` (the evidence turns), and the
+    session rankings as `<pipeline>.session.run` beside `session.qrels`: TREC files that
+    trec_eval or ranx score as the garden's turn and session levels do."""
+    from garden.evaluation.runs import write_trec_files
+
+    write_trec_files(trec_dir, runs.turn, runs.turn_qrels)
+    write_trec_files(trec_dir, runs.session, runs.session_qrels, level="session")
+
+
 def judge_runs(runs: StoreRuns, baseline: str, name: str, permutations: int = PERMUTATIONS,
-               alpha: float = ALPHA) -> Judged:
-    """The garden's measures (ir-measures) at turn and session level, by category, and by
-    shape at both levels (garden/evaluation/shapes.py), each pipeline tested against the
-    baseline (paired randomization test, Holm's correction)."""
+               alpha: float = ALPHA, measures: Sequence[str] = TURN_MEASURES) -> Judged:
+    """The garden's measures (ir-measures; `measures` starts with TURN_MEASURES) at turn and
+    session level, by category, and by shape at both levels (garden/evaluation/shapes.py),
+    each pipeline tested against the baseline (paired randomization test, Holm's correction)."""
     speed = {p: 1e3 / v for p, v in runs.ms.items() if v > 0}
-    turn = compare_runs(runs.turn_qrels, runs.turn, baseline, TURN_MEASURES, speed, name=name,
+    turn = compare_runs(runs.turn_qrels, runs.turn, baseline, measures, speed, name=name,
                         permutations=permutations, alpha=alpha)
-    session = compare_runs(runs.session_qrels, runs.session, baseline, TURN_MEASURES, name=name,
+    session = compare_runs(runs.session_qrels, runs.session, baseline, measures, name=name,
                            permutations=permutations, alpha=alpha)
     by_category, all_by_category = {}, {}
     for cat in sorted({q.category for q in runs.questions}):
         qrels = {q.qid: runs.turn_qrels[q.qid] for q in runs.questions if q.category == cat}
-        by_category[cat] = compare_runs(qrels, runs.turn, baseline, TURN_MEASURES, name=f"{name} {cat}",
+        by_category[cat] = compare_runs(qrels, runs.turn, baseline, measures, name=f"{name} {cat}",
                                         permutations=permutations, alpha=alpha)
         all_by_category[cat] = all_evidence(by_category[cat])
     texts = {q.qid: q.text for q in runs.questions}
@@ -383,6 +403,7 @@ class StoresReport:
     asked: dict[str, Question] = field(default_factory=dict, repr=False)
     by_shape: ShapeBreakdown | None = None         # turn level by shape, the gold row beside the rule's
     session_by_shape: ShapeBreakdown | None = None
+    measures: tuple[str, ...] = TURN_MEASURES      # what the levels are judged by (store_measures)
 
     def to_json(self) -> dict:
         return {
@@ -391,7 +412,7 @@ class StoresReport:
             self.stores_word: self.conversations,
             "questions": self.questions,
             "baseline": self.baseline,
-            "measures": list(TURN_MEASURES),
+            "measures": list(self.measures),
             "turn": {**summary_block(self.turn), f"all_evidence@{ALL_AT}": self.all_at},
             "session": summary_block(self.session),
             "by_category": {cat: {**summary_block(rep), f"all_evidence@{ALL_AT}": self.all_at_by_category[cat]}
@@ -459,4 +480,4 @@ def stores_report(runs: StoreRuns, judged: Judged, source: str, baseline: str, j
     return StoresReport(source, baseline, judgments, judged.turn, judged.session, judged.by_category, judged.all_at,
                         judged.all_at_by_category, decisions, runs.ms, len(runs.asked), len(runs.questions),
                         rankings=rankings, asked={q.qid: q for q in runs.questions}, by_shape=judged.by_shape,
-                        session_by_shape=judged.session_by_shape, **kwargs)
+                        session_by_shape=judged.session_by_shape, measures=tuple(judged.turn.measures), **kwargs)

@@ -17,11 +17,13 @@ Each kind has markers of its own, and a path is the one kind whose markers it ca
 A folder that carries the markers of two kinds (a BEIR collection with a stray `.json`
 file, a folder of traces that also holds a collection) is refused in one line naming both,
 so the user decides which it is; a path with no marker is refused naming what each kind
-needs.
+needs. A kind registered beside these (garden/evaluation/kinds) brings its own marker,
+which `source_kind` is given and holds to the same rules.
 """
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Callable, Mapping
 
 from garden.pipelines.traces import TRACE_NAME
 from garden.errors import GardenError
@@ -102,14 +104,20 @@ def _home_hint(path: Path) -> str:
     return f"; GARDEN_HOME is set: the traces are in {traces}"
 
 
-def source_kind(path: str | Path) -> str:
-    """The one kind `path` is; GardenError when it is none, or carries two kinds' markers."""
+def source_kind(path: str | Path, more: Mapping[str, Callable[[Path], str | None]] | None = None) -> str:
+    """The one kind `path` is; GardenError when it is none, or carries two kinds' markers.
+    `more`: kinds registered beside these (garden/evaluation/kinds), each with the function
+    that returns the marker a path carries, or None."""
     path = Path(path)
     if not path.exists():
         raise GardenError(f"{path}: no such collection folder, case file or trace file{_home_hint(path)}")
     found = markers(path)
+    for kind, marker in (more or {}).items():
+        if (why := marker(path)) is not None:
+            found[kind] = why
     if not found:
-        raise GardenError(f"{path}: not a source the garden reads; it needs the markers of {NEEDS}")
+        others = "".join(f", or {kind}" for kind in (more or {}))
+        raise GardenError(f"{path}: not a source the garden reads; it needs the markers of {NEEDS}{others}")
     if len(found) > 1:
         both = "; ".join(f"{kind} ({why})" for kind, why in found.items())
         raise GardenError(f"{path}: carries the markers of more than one kind of source: {both}; "
