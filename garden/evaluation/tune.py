@@ -41,7 +41,6 @@ from garden.evaluation.stores import Conversation
 
 MEASURES = ("nDCG@10", "R@10", "Success@5")
 GROUPS = 7          # LongMemEval's questions are dealt into this many folds
-KIND_DEPTH = {"locomo": 100, "longmemeval": 1000}
 
 
 @dataclass
@@ -116,29 +115,21 @@ def points_of(pipeline: str, grid: dict[str, list[str]]) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def stores_of(source: str | Path) -> tuple[str, list[Conversation]]:
-    """(the kind, its stores with their judged questions): LoCoMo or LongMemEval, a
-    released file or its import; any other source refused in one line."""
-    from garden.formats.sources import source_kind
+def stores_of(source: str | Path) -> tuple[int, list[Conversation]]:
+    """(the depth its rankings are judged to, its stores with their judged questions), as
+    the source's kind loads them (garden/evaluation/kinds/); a kind without stores of its
+    own questions (cases, a trace, a collection) refused in one line naming it."""
+    from garden.evaluation.kinds.registry import kind_of
 
-    path = Path(source)
-    kind = source_kind(path)
-    if kind == "locomo":
-        from garden.evaluation.locomo import load_conversations
-
-        stores = load_conversations(path)
-    elif kind == "longmemeval":
-        from garden.evaluation.longmemeval import stores_of_source
-
-        stores = stores_of_source(path)
-    else:
+    kind = kind_of(source)
+    if kind.stores is None:
         raise GardenError(f"{source}: tune chooses over stores that ask their own judged questions (LoCoMo or "
-                          f"LongMemEval, a file or its import); this is a {kind}")
-    judged = [Conversation(c.story, [q for q in c.questions if q.evidence]) for c in stores]
+                          f"LongMemEval, a file or its import); the {kind.name} kind has none")
+    judged = [Conversation(c.story, [q for q in c.questions if q.evidence]) for c in kind.stores(Path(source))]
     judged = [c for c in judged if c.questions]
     if not judged:
         raise GardenError(f"{source}: no question names an evidence turn: nothing to tune on")
-    return kind, judged
+    return kind.depth, judged
 
 
 def folds_of(stores: Sequence[Conversation]) -> dict[str, str]:
@@ -195,11 +186,11 @@ def tune(source: str | Path, pipeline: str, grid: Sequence[str], measure: str = 
     if measure not in MEASURES:
         raise GardenError(f"--measure {measure!r}: choose one of {', '.join(MEASURES)}")
     points = points_of(pipeline, parse_grid(grid))
-    kind, stores = stores_of(source)
+    depth, stores = stores_of(source)
     folds = folds_of(stores)
     if len(set(folds.values())) < 2:
         raise GardenError(f"{source}: one fold only; tune needs two stores or more to hold one out")
-    scores = {p: per_question(p, stores, KIND_DEPTH[kind]) for p in points}
+    scores = {p: per_question(p, stores, depth) for p in points}
     chosen = choose_held_out(scores, folds, pipeline, measure)
     texts = {q.qid: q.text for c in stores for q in c.questions}
     classes = {"every question": sorted(folds)}

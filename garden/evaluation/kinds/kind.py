@@ -42,6 +42,10 @@ class Kind:
     marker: Callable[[Path], str | None] | None = None
     # of a kind of case files: case id -> pipeline -> passed, what `ablate` says a stage decides
     case_verdicts: Callable[[Path, list[str]], dict[str, dict[str, bool]]] | None = None
+    # of a kind of stores asking their own judged questions: its stores (`garden tune` folds over
+    # them), and the depth its turn rankings are judged to
+    stores: Callable[[Path], list] | None = None
+    depth: int = 100
 
     def takes(self, option: str) -> bool:
         return option in SHARED or any(option in group.names for group in self.options)

@@ -5,7 +5,7 @@ negatives built from the stores; its chats read as released, raw or as messages
 from __future__ import annotations
 
 from garden.evaluation.kinds.kind import Kind, Options
-from garden.evaluation.locomo import FUSION_NAME, compare_locomo
+from garden.evaluation.locomo import FUSION_NAME, compare_locomo, load_conversations
 from garden.evaluation.negatives import SEED
 
 
@@ -16,7 +16,7 @@ def compare(path, pipelines, baseline, plot=None, metrics=None, trec_dir=None, n
                           metrics=metrics, trec_dir=trec_dir, form=form)
 
 
-KIND = Kind("locomo", "LoCoMo", compare, references=(FUSION_NAME,), options=(
+KIND = Kind("locomo", "LoCoMo", compare, references=(FUSION_NAME,), stores=load_conversations, options=(
     Options(("negatives",), "builds unanswerable questions from a set of conversational stores (LoCoMo, or "
             "`garden import locomo` output)"),
     Options(("negatives_per_store", "negatives_seed"), "size and seed the negatives LoCoMo builds"),

@@ -4,7 +4,7 @@ authors' measures too when asked (garden/evaluation/longmemeval.py)."""
 from __future__ import annotations
 
 from garden.evaluation.kinds.kind import Kind, Options
-from garden.evaluation.longmemeval import compare_longmemeval
+from garden.evaluation.longmemeval import DEPTH, compare_longmemeval, stores_of_source
 
 OWN_NEGATIVES = "it brings its own negatives, the abstention questions"
 
@@ -14,7 +14,7 @@ def compare(path, pipelines, baseline, plot=None, metrics=None, trec_dir=None, s
                                metrics=metrics, trec_dir=trec_dir)
 
 
-KIND = Kind("longmemeval", "LongMemEval", compare, options=(
+KIND = Kind("longmemeval", "LongMemEval", compare, stores=stores_of_source, depth=DEPTH, options=(
     Options(("scoring",), "is LongMemEval's own scoring, of a LongMemEval file or its import"),
     Options(("against",), "sets the published figures beside a LongMemEval comparison"),
 ), declines=dict.fromkeys(("negatives", "negatives_per_store", "negatives_seed"), OWN_NEGATIVES))
