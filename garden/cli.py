@@ -440,6 +440,13 @@ def _question(p: argparse.ArgumentParser, required: bool) -> None:
                         "its qid, or its exact text")
 
 
+def _source_and_pipeline(p: argparse.ArgumentParser, source: str, pipeline: str) -> None:
+    """The source a command measures on and the pipeline it starts from (`default` unless
+    given)."""
+    p.add_argument("source", help=source)
+    p.add_argument("--pipeline", default="default", help=pipeline)
+
+
 def _command(sub, name: str, func, help: str, json: str | None = None) -> argparse.ArgumentParser:
     """One subcommand: its help line, the function it calls and, when it has one, --json."""
     p = sub.add_parser(name, help=help)
@@ -567,10 +574,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = _command(sub, "tune", cmd_tune,
                  "choose a stage's setting as the project chooses its own: folds over the source's stores, each "
                  "scored by the point chosen on the others, against the pipeline as it is", json="print JSON")
-    p.add_argument("source", help="LoCoMo (a file, a folder of them, or its import) or LongMemEval (a released "
-                   "file or its import)")
-    p.add_argument("--pipeline", default="default", help="the pipeline as it is, a point of the grid too "
-                   "(default: default)")
+    _source_and_pipeline(p, "LoCoMo (a file, a folder of them, or its import) or LongMemEval (a released file or "
+                         "its import)", "the pipeline as it is, a point of the grid too (default: default)")
     p.add_argument("--grid", action="append", required=True, metavar="NAME=V1,V2",
                    help="a stage's setting and the values to choose among (repeatable: every combination)")
     p.add_argument("--measure", default="nDCG@10", help="what a point is chosen by: nDCG@10, R@10 or Success@5 "
@@ -580,10 +585,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = _command(sub, "ablate", cmd_ablate,
                  "the full pipeline and each one-stage-removed variant: what each stage decides, over every "
                  "question and by the question's shape", json="print JSON")
-    p.add_argument("source", help="case files or a folder of them, a trace file, a collection folder, LoCoMo, "
-                   "LongMemEval, or any other registered kind (docs/extending.md)")
-    p.add_argument("--pipeline", default="default", help="the full pipeline: default, default with stage settings "
-                   "(default:exchange_share=0.5), or default@RETRIEVER on another base (default@dense:model=DIR)")
+    _source_and_pipeline(p, "case files or a folder of them, a trace file, a collection folder, LoCoMo, "
+                         "LongMemEval, or any other registered kind (docs/extending.md)",
+                         "the full pipeline: default, default with stage settings (default:exchange_share=0.5), "
+                         "or default@RETRIEVER on another base (default@dense:model=DIR)")
     p.add_argument("--stages", help="comma-separated stages to remove one at a time (default: every removable one)")
     p.add_argument("--metrics", help="comma-separated ir-measures names (LoCoMo and LongMemEval: added to their "
                    "fixed measures)")
