@@ -41,8 +41,7 @@ QUESTIONS = ("What happened with the kiln?", "Who fixed the boiler?", "What chan
 
 def served(size: int, work: Path, pipeline: str):
     """A Garden serving a fresh copy of the generated story of `size`, writable."""
-    from garden.serve._core import Garden, Shelf, served_pipelines
-    from garden.serve._writes import Writing
+    from garden.serve import Garden, Shelf, Writing, served_pipelines
 
     story, _ = story_at(size, work)
     folder = work / f"writes-{size}"
@@ -56,7 +55,7 @@ def served(size: int, work: Path, pipeline: str):
 
 
 def measure(size: int, rounds: int, work: Path, pipeline: str) -> dict:
-    from garden.serve._writes import remember
+    from garden.serve import remember
 
     garden, name = served(size, work, pipeline)
     seconds_first, _ = timed(lambda: garden.query({"story": name, "text": QUESTIONS[0], "pipeline": pipeline}))

@@ -28,8 +28,13 @@ from garden._notice import warn
 from garden.errors import GardenError
 from garden.serve._access import is_loopback
 from garden.serve._core import DEFAULT_DEADLINE, DEFAULT_MAX_CONNECTIONS, DEFAULT_READ_TIMEOUT
+# what an in-process benchmark drives (experiments/serve_writes.py): the served garden over its
+# shelf of stories, and a write through the same door a request takes
+from garden.serve._core import Garden, Shelf, served_pipelines
+from garden.serve._writes import Writing, remember
 
-__all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "is_loopback", "serve"]
+__all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "Garden", "Shelf", "Writing", "is_loopback", "remember", "serve",
+           "served_pipelines"]
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
