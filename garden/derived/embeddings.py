@@ -36,6 +36,7 @@ FILE_NAME = "embeddings.sqlite3"
 FORMAT_VERSION = 1
 TOUCH_AFTER = 3600  # seconds: a row's use is written at most hourly, so a warm read writes nothing
 BUSY_TIMEOUT = 60.0  # seconds another process may hold the write lock (a long encode commits in chunks)
+LOCKED_RETRIES = 5  # a lock SQLite refuses at once, without waiting, is asked for this many times more
 _BATCH = 500  # keys per statement, under SQLite's limit on bound parameters
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS vectors (
@@ -72,6 +73,10 @@ def cache_file() -> Path:
 def _chunks(items: list, size: int = _BATCH) -> Iterable[list]:
     for start in range(0, len(items), size):
         yield items[start : start + size]
+
+
+class _Locked(Exception):
+    """A lock SQLite refused at once (see `EmbeddingCache._with_db`)."""
 
 
 @contextmanager
@@ -165,7 +170,23 @@ class EmbeddingCache:
         warn(f"{self.path}: damaged embedding cache ({reason}); removed, its texts are encoded again")
 
     def _with_db(self, work, fallback):
-        """`work(db)`; a damaged file is removed (with its warning) and `fallback` returned."""
+        """`work(db)`; a damaged file is removed (with its warning) and `fallback` returned.
+        A lock refused at once rather than waited for (SQLite answers SQLITE_BUSY without its
+        busy timeout where waiting could deadlock: two processes making a new file's schema
+        and log at once, a read that would become a write) is tried again, a few times: every
+        `work` here is whole or nothing, so doing it again is safe."""
+        for attempt in range(LOCKED_RETRIES + 1):
+            began = time.monotonic()
+            try:
+                return self._once(work, fallback)
+            except _Locked:
+                if time.monotonic() - began >= BUSY_TIMEOUT / 2:
+                    break   # waited for and not given: another process holds it, asking again would wait again
+                time.sleep(0.05 * (attempt + 1))
+        raise GardenError(f"{self.path}: the embedding cache cannot be used (database is locked); "
+                          "free the disk or point GARDEN_CACHE at another folder")
+
+    def _once(self, work, fallback):
         try:
             try:
                 db = self._connect()
@@ -174,12 +195,19 @@ class EmbeddingCache:
                 db = self._connect()
             with closing(db):
                 return work(db)
+        except sqlite3.OperationalError as exc:
+            if "locked" in str(exc) or "busy" in str(exc):
+                raise _Locked() from None
+            return self._failed(exc, fallback)
         except sqlite3.Error as exc:
-            if not _damaged(exc):  # locked past the timeout, a full disk, a read-only folder
-                raise GardenError(f"{self.path}: the embedding cache cannot be used ({exc}); "
-                                  "free the disk or point GARDEN_CACHE at another folder") from None
-            self._heal(exc)
-            return fallback
+            return self._failed(exc, fallback)
+
+    def _failed(self, exc: sqlite3.Error, fallback):
+        if not _damaged(exc):  # a full disk, a read-only folder
+            raise GardenError(f"{self.path}: the embedding cache cannot be used ({exc}); "
+                              "free the disk or point GARDEN_CACHE at another folder") from None
+        self._heal(exc)
+        return fallback
 
     # --- reading and writing -------------------------------------------------------------------
     def load(self, wanted: Iterable[str], dim: int) -> dict[str, np.ndarray]:
