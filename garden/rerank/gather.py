@@ -50,7 +50,7 @@ from __future__ import annotations
 from garden.rerank.candidates import Candidate, by_score
 from garden.rerank.context import PackRule, QueryContext, Setting, StageBase
 from garden.rerank.premise import PREMISE_RATIO, SPEAKERS, best_by_owner, speakers
-from garden.rerank.retrieve import searched, total_relevance
+from garden.rerank.retrieve import relevance_sum, searched
 from garden.rerank.shape import facets
 from garden.retrievers import is_semantic
 from garden.rerank.sessions import SESSIONS, sessions
@@ -123,8 +123,7 @@ def search_facets(ctx: QueryContext, share: float) -> list[str]:
     for facet in found:
         ids, raw, relevant = searched(ctx, facet, ctx.settings.candidates)
         for n, rid in enumerate(ids):
-            probe = Candidate(ctx.spec.story.by_id[rid], raw[n])
-            value = share * total_relevance(relevant[n], semantic, probe, ctx.settings.semantic_weight)
+            value = share * relevance_sum(relevant[n], semantic, raw[n], ctx.settings.semantic_weight)
             if value > best.get(rid, (0.0, "", {}))[0]:
                 best[rid] = (value, facet, raw[n])
     records = ctx.spec.story.records_of(sorted(best))  # one read where the records live in Milvus

@@ -93,20 +93,19 @@ def completed(parts: dict, members: dict[str, Mapping[str, float]], query: str, 
     return out
 
 
+def relevance_sum(relevant: dict[str, float], semantic: dict[str, bool], members,
+                  semantic_weight: float = 1.0) -> float:
+    """The sum over `members` (names) of each one's normalized relevance (`relevant`, by
+    member name), a semantic member's (`semantic[name]`) times `semantic_weight`."""
+    return sum(relevant.get(name, 0.0) * (semantic_weight if semantic[name] else 1.0) for name in members)
+
+
 def total_relevance(relevant: dict[str, float], semantic: dict[str, bool], c: Candidate,
                     semantic_weight: float = 1.0) -> float:
-    """The sum over members of each one's normalized relevance for the candidate
-    (`relevant`, by member name), a semantic member's (`semantic[name]`) times
-    `semantic_weight`, each member that counts named in `why`."""
-    total = 0.0
+    """`relevance_sum` over the candidate's members, each member that counts named in `why`."""
     for name in c.scores:
         value = relevant.get(name, 0.0)
-        if semantic[name]:
-            if value > 0:
-                c.why.append(f"{name} cosine {c.scores[name]:.3f}")
-            total += value * semantic_weight
-        else:
-            if value > 0:
-                c.why.append(f"{name} {value:.3f} of the query's best possible match")
-            total += value
-    return total
+        if value > 0:
+            c.why.append(f"{name} cosine {c.scores[name]:.3f}" if semantic[name]
+                         else f"{name} {value:.3f} of the query's best possible match")
+    return relevance_sum(relevant, semantic, c.scores, semantic_weight)
